@@ -1,0 +1,249 @@
+"""Latency histograms and throughput bins.
+
+Latencies come quantized (0.1 ms in 4-decimal files), so a run has few
+distinct latency values.  Every request is coded as the index of its value
+in the sorted distinct values; a group's latency distribution is then an
+integer histogram over those codes, which gives exact percentiles, merges by
+addition and costs O(n) to build.
+
+Percentiles use the nearest-rank definition: the p-th percentile of n
+values is the ceil(p * n)-th smallest (numpy's ``inverted_cdf``), computed
+with exact integer arithmetic so that p99.5 of 1000 values is the 995th.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .aggregate import Buckets
+from .model import MIN_TAIL_REQUESTS, PERCENTILES
+
+_DENSE_LIMIT = 1 << 24  # distinct-value tables up to 16M ticks use a lookup array
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyCodes:
+    """Each request's latency as an index into ``values`` (sorted, distinct)."""
+
+    codes: np.ndarray  # int32 per request
+    values: np.ndarray  # float64, ascending
+
+
+def encode_latency(latency_s: np.ndarray) -> LatencyCodes:
+    """Code latencies as indices of their distinct values.
+
+    Uses an O(n) lookup table when the values sit on a decimal grid (0.1 ms,
+    1 us, ...); falls back to a sort otherwise.
+    """
+    lat = np.asarray(latency_s, dtype=np.float64)
+    if len(lat) == 0:
+        return LatencyCodes(np.empty(0, np.int32), np.empty(0))
+    top = float(lat.max())
+    for decimals in (4, 5, 6, 7):
+        scale = 10.0**decimals
+        if top * scale >= _DENSE_LIMIT:
+            break
+        scaled = lat * scale
+        ticks = np.rint(scaled)
+        if np.max(np.abs(scaled - ticks)) > 1e-3:  # not on this grid
+            continue
+        ticks = ticks.astype(np.int64)
+        present = np.bincount(ticks) > 0
+        lut = np.cumsum(present, dtype=np.int64) - 1
+        codes = lut[ticks].astype(np.int32)
+        values = np.empty(int(present.sum()), dtype=np.float64)
+        values[codes] = lat  # the exact input values, not tick * resolution
+        return LatencyCodes(codes, values)
+    values, inverse = np.unique(lat, return_inverse=True)
+    return LatencyCodes(inverse.astype(np.int32), values)
+
+
+def grouped_counts(group: np.ndarray, n_groups: int, codes: LatencyCodes) -> np.ndarray:
+    """Histogram of latency codes per group: an ``(n_groups, n_values)`` int64 array.
+
+    Requests whose group is negative are left out.
+    """
+    d = len(codes.values)
+    g = np.asarray(group)
+    if g.size and g.min() < 0:
+        keep = g >= 0
+        g, c = g[keep], codes.codes[keep]
+    else:
+        c = codes.codes
+    key = g.astype(np.int64) * d + c
+    return np.bincount(key, minlength=n_groups * d).reshape(n_groups, d)
+
+
+def rank(n: int | np.ndarray, num: int, den: int):
+    """1-based nearest rank of the num/den quantile among n values: ceil(n*num/den)."""
+    return np.maximum(1, -((-np.asarray(n) * num) // den))
+
+
+def quantiles(counts: np.ndarray, values: np.ndarray, num: int, den: int) -> np.ndarray:
+    """The num/den quantile of each histogram row; NaN for empty rows."""
+    counts = np.atleast_2d(counts)
+    cum = np.cumsum(counts, axis=1)
+    n = cum[:, -1] if cum.shape[1] else np.zeros(len(counts), np.int64)
+    r = rank(n, num, den)
+    idx = np.array([np.searchsorted(cum[i], r[i]) for i in range(len(counts))], dtype=np.int64)
+    out = np.full(len(counts), np.nan)
+    ok = n > 0
+    out[ok] = values[idx[ok]]
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyStats:
+    """Latency summary of a set of groups (bins or steps)."""
+
+    requests: np.ndarray
+    mean_s: np.ndarray
+    max_s: np.ndarray
+    pct: dict[str, np.ndarray]  # "p50" -> seconds per group
+    thin: dict[str, np.ndarray]  # "p99" -> bool: fewer than MIN_TAIL_REQUESTS above it
+    counts: np.ndarray = field(repr=False)  # the histograms themselves
+
+
+def latency_stats(
+    group: np.ndarray,
+    n_groups: int,
+    latency_s: np.ndarray,
+    codes: LatencyCodes,
+    *,
+    extra: tuple[tuple[str, int, int], ...] = (),
+) -> LatencyStats:
+    """Count, mean, max and percentiles of latency per group."""
+    counts = grouped_counts(group, n_groups, codes)
+    n = counts.sum(axis=1)
+    g = np.asarray(group)
+    keep = g >= 0
+    sums = np.bincount(g[keep], weights=latency_s[keep], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, sums / np.maximum(n, 1), np.nan)
+    nz = counts > 0
+    last = np.where(nz.any(axis=1), counts.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1), -1)
+    mx = np.where(last >= 0, codes.values[np.maximum(last, 0)] if len(codes.values) else np.nan, np.nan)
+    pct, thin = {}, {}
+    for name, num, den in PERCENTILES + tuple(extra):
+        pct[name] = quantiles(counts, codes.values, num, den)
+        # requests strictly above the rank that the percentile stands on
+        thin[name] = (n - rank(n, num, den)) < MIN_TAIL_REQUESTS
+    return LatencyStats(n, mean, mx, pct, thin, counts)
+
+
+# --------------------------------------------------------------------------
+# throughput bins
+
+
+def nice_width(span: float, target_bins: int = 10) -> float:
+    """A round bin width (1, 2, 2.5 or 5 times a power of ten) giving about ``target_bins``."""
+    if span <= 0 or not math.isfinite(span):
+        return 1.0
+    raw = span / target_bins
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def bin_edges(rps: np.ndarray, *, bins: int | None = None, width: float | None = None) -> np.ndarray:
+    """Edges of throughput bins covering every bucket's throughput.
+
+    ``width`` gives bins of that many req/s aligned to multiples of it;
+    ``bins`` gives that many equal bins from the lowest to the highest
+    bucket; neither gives round-numbered bins, about ten of them.
+    """
+    r = np.asarray(rps, dtype=np.float64)
+    r = r[np.isfinite(r)]
+    if len(r) == 0:
+        return np.array([0.0, 1.0])
+    lo, hi = float(r.min()), float(r.max())
+    if bins is not None:
+        if bins < 1:
+            raise ValueError("bins must be at least 1")
+        if hi == lo:
+            return np.array([lo, hi + 1.0])
+        return np.linspace(lo, hi, bins + 1)
+    w = width if width is not None else nice_width(hi - lo)
+    if w <= 0:
+        raise ValueError("bin width must be positive")
+    first = math.floor(lo / w) * w
+    n = max(1, math.floor((hi - first) / w) + 1)
+    return first + w * np.arange(n + 1)
+
+
+@dataclass(frozen=True, eq=False)
+class Bins:
+    """Latency and CPU per throughput bin.
+
+    ``rps`` is the bin's real mean throughput (its requests over its buckets'
+    total seconds), which is what curves and fits use as x.
+    """
+
+    rps_lo: np.ndarray
+    rps_hi: np.ndarray
+    rps: np.ndarray
+    buckets: np.ndarray  # how many time buckets fall in the bin
+    seconds: np.ndarray  # their total length
+    latency: LatencyStats
+    cpu_pct: np.ndarray  # time-weighted mean over buckets with CPU; NaN if none
+    cpu_s_per_req: np.ndarray
+    of_bucket: np.ndarray  # bin index of each bucket
+    values: np.ndarray  # distinct latencies (columns of latency.counts)
+
+    def __len__(self) -> int:
+        return int(self.rps_lo.shape[0])
+
+    @property
+    def requests(self) -> np.ndarray:
+        return self.latency.requests
+
+
+def by_throughput(
+    buckets: Buckets,
+    latency_s: np.ndarray,
+    *,
+    codes: LatencyCodes | None = None,
+    bins: int | None = None,
+    width: float | None = None,
+    cpu_cores: float = 1.0,
+    extra: tuple[tuple[str, int, int], ...] = (),
+) -> Bins:
+    """Bin the time buckets by throughput and summarize the requests in each bin.
+
+    Percentiles come from the raw request latencies of the bin (exactly, via
+    integer histograms), never from per-bucket percentiles.
+    """
+    codes = codes if codes is not None else encode_latency(latency_s)
+    edges = bin_edges(buckets.rps, bins=bins, width=width)
+    nbins = len(edges) - 1
+    of_bucket = np.clip(np.searchsorted(edges, buckets.rps, side="right") - 1, 0, nbins - 1)
+    req_bin = np.where(buckets.of_request >= 0, of_bucket[np.maximum(buckets.of_request, 0)], -1)
+    lat = latency_stats(req_bin, nbins, latency_s, codes, extra=extra)
+    nb = np.bincount(of_bucket, minlength=nbins)
+    secs = np.bincount(of_bucket, weights=buckets.length_s, minlength=nbins)
+    has_cpu = np.isfinite(buckets.cpu_pct)
+    cpu_w = np.where(has_cpu, buckets.cpu_pct, 0.0) * buckets.length_s
+    cpu_secs = np.bincount(of_bucket, weights=np.where(has_cpu, buckets.length_s, 0.0), minlength=nbins)
+    cpu_int = np.bincount(of_bucket, weights=cpu_w, minlength=nbins)
+    cpu_req = np.bincount(of_bucket, weights=np.where(has_cpu, buckets.count, 0), minlength=nbins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rps = np.where(secs > 0, lat.requests / secs, np.nan)
+        cpu = np.where(cpu_secs > 0, cpu_int / cpu_secs, np.nan)
+        cpu_per_req = np.where(cpu_req > 0, cpu_int / 100.0 * cpu_cores / cpu_req, np.nan)
+    return Bins(
+        rps_lo=edges[:-1],
+        rps_hi=edges[1:],
+        rps=rps,
+        buckets=nb,
+        seconds=secs,
+        latency=lat,
+        cpu_pct=cpu,
+        cpu_s_per_req=cpu_per_req,
+        of_bucket=of_bucket,
+        values=codes.values,
+    )

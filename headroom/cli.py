@@ -1,0 +1,157 @@
+"""Command-line interface: argument parsing, printing, exit codes.
+
+Exit codes: 0 success, 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from . import __version__
+from .model import HeadroomError, parse_duration, parse_objective
+
+EPILOG_SUMMARY = """\
+examples:
+  headroom summary data/runs/nginx-keepalive
+  headroom summary data/runs/nginx-keepalive --objective 'p99<=5ms' --json out.json
+  headroom summary runs/old_perfResults.csv --bucket 500ms --bin-width 1000
+  headroom summary hey.csv --objective 'p99.9<=50ms' --current-load 8000 --target-load 50000
+
+exit codes: 0 success, 2 bad usage or bad input (one line on stderr naming the file and line)
+"""
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return v
+
+
+def _objective(text: str):
+    try:
+        return parse_objective(text)
+    except HeadroomError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except HeadroomError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="headroom",
+        description="Capacity and latency-vs-throughput analysis of load-test ramps "
+        "(throughputramp runs, hey CSV).",
+    )
+    p.add_argument("--version", action="version", version=f"headroom {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    s = sub.add_parser(
+        "summary",
+        help="steps, throughput bins with latency percentiles and CPU, capacity numbers of one run",
+        description="Read one run and print its steps, its throughput bins (latency "
+        "percentiles, CPU) and its capacity: maximum sustained throughput, throughput at "
+        "the latency objective, knee, CPU at those points, throughput at the CPU target.",
+        epilog=EPILOG_SUMMARY,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("run", metavar="RUN", help="run folder, perfResults.csv[.gz] file, old_ prefix, or hey CSV")
+    s.add_argument("--objective", type=_objective, metavar="OBJ",
+                   help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)")
+    s.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR",
+                   help="time bucket throughput is counted in (default: 1s)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--bins", type=_positive_int, metavar="N", help="number of equal throughput bins")
+    g.add_argument("--bin-width", type=_positive_float, metavar="RPS",
+                   help="throughput bin width in req/s (default: round numbers, about 10 bins)")
+    s.add_argument("--cpu-target", type=_positive_float, default=70.0, metavar="PCT",
+                   help="CPU busy %% at which an instance is full (default: 70)")
+    s.add_argument("--cpu-cores", type=_positive_float, metavar="N",
+                   help="cores that 100%% in a single-column cpuStats.csv stands for "
+                   "(default: metadata cpu_cores, else 1)")
+    s.add_argument("--current-load", type=_positive_float, metavar="RPS",
+                   help="current production load, for the headroom figure")
+    s.add_argument("--target-load", type=_positive_float, metavar="RPS",
+                   help="load to size the number of instances for")
+    s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
+    s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
+    s.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    # scipy.optimize takes ~0.4 s to import; let it load while the files are parsed
+    threading.Thread(target=_preload, daemon=True).start()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "summary":
+            return _summary(args)
+    except HeadroomError as e:
+        if getattr(args, "debug", False):
+            raise
+        print(f"headroom: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("headroom: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _preload() -> None:
+    try:
+        import scipy.optimize  # noqa: F401
+    except Exception:  # the real import will report it
+        pass
+
+
+def _summary(args) -> int:
+    from .io import load_run, write_json
+    from .summary import analyze, to_json
+    from .text import format_summary
+
+    run = load_run(args.run, label=args.label, cpu_cores=args.cpu_cores)
+    s = analyze(
+        run,
+        objective=args.objective,
+        bucket_s=args.bucket,
+        bins=args.bins,
+        bin_width=args.bin_width,
+        cpu_target_pct=args.cpu_target,
+        current_load_rps=args.current_load,
+        target_load_rps=args.target_load,
+    )
+    doc = to_json(s)
+    if args.json != "-":
+        sys.stdout.write(format_summary(s))
+    for w in s.warnings:
+        print(f"headroom: warning: {w}", file=sys.stderr)
+    if args.json:
+        write_json(doc, args.json)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

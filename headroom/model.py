@@ -1,0 +1,203 @@
+"""Small immutable result objects shared by every layer of headroom.
+
+Arrays are numpy arrays; the dataclasses are frozen so that a result, once
+computed, cannot drift.  Units live in the field names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Version of the JSON documents headroom writes (``headroom summary --json``).
+SCHEMA_VERSION = 1
+
+#: Percentiles reported for every throughput bin: (name, numerator, denominator).
+#: Kept as exact fractions so that ranks are computed in integers.
+PERCENTILES: tuple[tuple[str, int, int], ...] = (
+    ("p50", 50, 100),
+    ("p90", 90, 100),
+    ("p95", 95, 100),
+    ("p99", 99, 100),
+    ("p995", 995, 1000),
+    ("p999", 999, 1000),
+)
+
+#: A percentile is called "thin" when fewer requests than this lie above it.
+MIN_TAIL_REQUESTS = 10
+
+
+class HeadroomError(Exception):
+    """A problem with the user's input, reported in one line (CLI exit code 2)."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunMeta:
+    """Labels of a run: where it came from and what the metadata file said."""
+
+    label: str
+    source: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def ramp(self) -> tuple[int, int] | None:
+        """Return ``(lower, step)`` of the concurrency ramp, when metadata gives it."""
+        lower = self.fields.get("lower_concurrency")
+        step = self.fields.get("concurrency_step")
+        if isinstance(lower, int) and isinstance(step, int) and not isinstance(lower, bool):
+            return lower, step
+        return None
+
+    def concurrency(self, step_index: int) -> int | None:
+        """Concurrency of step ``step_index`` (``lower + k * step``), or None if unknown."""
+        ramp = self.ramp()
+        if ramp is None:
+            return None
+        return ramp[0] + step_index * ramp[1]
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """Per-request columns, sorted by start time within each step.
+
+    The requests of step ``k`` are ``[step_offsets[k], step_offsets[k + 1])``.
+    """
+
+    start_ns: np.ndarray  # int64, UTC nanoseconds since the epoch
+    latency_s: np.ndarray  # float64, seconds
+    step_offsets: np.ndarray  # int64, length n_steps + 1
+
+    def __len__(self) -> int:
+        return int(self.start_ns.shape[0])
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.step_offsets.shape[0] - 1)
+
+    def step_index(self) -> np.ndarray:
+        """The step index of every request (int32)."""
+        counts = np.diff(self.step_offsets)
+        return np.repeat(np.arange(self.n_steps, dtype=np.int32), counts)
+
+
+@dataclass(frozen=True, eq=False)
+class CpuSamples:
+    """CPU samples of the system under test.
+
+    ``pct[i]`` is the percentage busy over ``(time_ns[i - 1], time_ns[i]]``;
+    the first sample's interval is taken to be the median sampling interval.
+    ``pct`` is the mean over CPUs when the file has per-CPU columns (then
+    ``per_cpu`` holds them) and ``cores`` says how many cores 100 % of
+    ``pct`` stands for, so that CPU seconds = pct / 100 * cores * seconds.
+    """
+
+    time_ns: np.ndarray
+    pct: np.ndarray
+    per_cpu: np.ndarray | None
+    cores: float
+    source: str
+
+    def __len__(self) -> int:
+        return int(self.time_ns.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One load-test run: its requests, CPU samples (if any) and metadata."""
+
+    requests: Requests
+    cpu: CpuSamples | None
+    meta: RunMeta
+    errors: int = 0
+    error_codes: dict[int, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    format: str = "throughputramp"
+
+    @property
+    def label(self) -> str:
+        return self.meta.label
+
+    def requests_frame(self):
+        """The requests as a pandas DataFrame (start time, latency, step)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "start": pd.to_datetime(self.requests.start_ns, utc=True),
+                "latency_s": self.requests.latency_s,
+                "step": self.requests.step_index(),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A latency objective such as ``p99 <= 20 ms``."""
+
+    name: str  # "p99", "p995", "mean", ...
+    q: tuple[int, int] | None  # exact quantile as a fraction; None for the mean
+    bound_s: float
+
+    def __str__(self) -> str:
+        return f"{self.name}<={_fmt_seconds(self.bound_s)}"
+
+    @property
+    def field(self) -> str:
+        """The bin column this objective reads (``p99_s``, ``mean_s``...)."""
+        return f"{self.name}_s"
+
+
+_OBJECTIVE_RE = re.compile(
+    r"^\s*(?P<stat>p\d+(?:\.\d+)?|mean)\s*<=?\s*(?P<val>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>s|ms|us|µs)\s*$"
+)
+_UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
+
+
+def parse_objective(text: str) -> Objective:
+    """Parse ``p99<=20ms``, ``p99.9<=0.1s``, ``mean<=5ms`` into an :class:`Objective`."""
+    m = _OBJECTIVE_RE.match(text)
+    if not m:
+        raise HeadroomError(
+            f"bad objective {text!r}: expected PERCENTILE<=VALUE UNIT, e.g. p99<=20ms or p99.9<=0.1s"
+        )
+    stat, val, unit = m["stat"], float(m["val"]), m["unit"]
+    bound = val * _UNIT_S[unit]
+    if bound <= 0:
+        raise HeadroomError(f"bad objective {text!r}: the bound must be positive")
+    if stat == "mean":
+        return Objective("mean", None, bound)
+    digits = stat[1:]
+    whole, _, frac = digits.partition(".")
+    num = int(whole + frac)
+    den = 100 * 10 ** len(frac)
+    if not 0 < num < den:
+        raise HeadroomError(f"bad objective {text!r}: the percentile must be between 0 and 100")
+    g = math.gcd(num, den)
+    num, den = num // g, den // g
+    name = "p" + (whole + frac).rstrip("0") if frac else stat
+    for pname, pn, pd_ in PERCENTILES:
+        if pn * den == num * pd_:
+            name = pname
+    return Objective(name, (num, den), bound)
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``1s``, ``500ms``, ``0.25`` (seconds) into seconds."""
+    m = re.match(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|ms|us|µs)?\s*$", text)
+    if not m:
+        raise HeadroomError(f"bad duration {text!r}: expected e.g. 1s, 500ms or 0.25")
+    value = float(m[1]) * _UNIT_S[m[2] or "s"]
+    if value <= 0:
+        raise HeadroomError(f"bad duration {text!r}: must be positive")
+    return value
+
+
+def _fmt_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:g}s"
+    if s >= 1e-3:
+        return f"{s * 1e3:g}ms"
+    return f"{s * 1e6:g}us"

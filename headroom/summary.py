@@ -1,0 +1,236 @@
+"""One call from a loaded run to every table and number, and its JSON document."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .aggregate import Buckets, CpuOverlap, Steps, cpu_overlap, per_bucket, steps_table
+from .binning import Bins, LatencyStats, by_throughput, encode_latency, latency_stats
+from .capacity import Capacity, capacity
+from .model import PERCENTILES, SCHEMA_VERSION, Objective, Run
+
+
+@dataclass(frozen=True, eq=False)
+class Summary:
+    """Everything ``headroom summary`` reports for one run."""
+
+    run: Run
+    steps: Steps
+    step_latency: LatencyStats
+    buckets: Buckets
+    bins: Bins
+    overlap: CpuOverlap | None
+    capacity: Capacity
+    warnings: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return self.run.label
+
+
+def analyze(
+    run: Run,
+    *,
+    objective: Objective | None = None,
+    bucket_s: float = 1.0,
+    bins: int | None = None,
+    bin_width: float | None = None,
+    cpu_target_pct: float = 70.0,
+    current_load_rps: float | None = None,
+    target_load_rps: float | None = None,
+) -> Summary:
+    """Run the whole analysis of one run.
+
+    Parameters
+    ----------
+    run
+        A run from :func:`headroom.load_run`.
+    objective
+        Latency objective, e.g. ``parse_objective("p99<=20ms")``.
+    bucket_s
+        Width of the time buckets throughput is counted in, seconds.
+    bins, bin_width
+        Number of equal throughput bins, or their width in req/s (default:
+        round-numbered bins, about ten).
+    cpu_target_pct, current_load_rps, target_load_rps
+        See :func:`headroom.capacity.capacity`.
+    """
+    steps = steps_table(run)
+    buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
+    codes = encode_latency(run.requests.latency_s)
+    extra = ()
+    if objective is not None and objective.q is not None and objective.name not in dict(
+        (p[0], p) for p in PERCENTILES
+    ):
+        extra = ((objective.name, *objective.q),)
+    step_lat = latency_stats(run.requests.step_index(), len(steps), run.requests.latency_s, codes)
+    b = by_throughput(
+        buckets,
+        run.requests.latency_s,
+        codes=codes,
+        bins=bins,
+        width=bin_width,
+        cpu_cores=run.cpu.cores if run.cpu else 1.0,
+        extra=extra,
+    )
+    overlap = cpu_overlap(run.cpu, steps)
+    warnings = list(run.warnings)
+    if overlap is not None and overlap.overlap_s <= 0:
+        warnings.append(
+            f"{run.cpu.source}: CPU samples do not overlap the load window; the CPU overlay is left out"
+        )
+    elif overlap is not None and overlap.overlap_s < 0.9 * overlap.load_s:
+        warnings.append(
+            f"CPU samples cover only {overlap.overlap_s:.1f} s of the {overlap.load_s:.1f} s load window"
+        )
+    short = [int(k) for k in steps.index if steps.requests[k] < 2]
+    if short:
+        warnings.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
+    cap = capacity(
+        steps,
+        buckets,
+        b,
+        objective=objective,
+        cpu_target_pct=cpu_target_pct,
+        cpu_cores=run.cpu.cores if run.cpu else 1.0,
+        current_load_rps=current_load_rps,
+        target_load_rps=target_load_rps,
+    )
+    return Summary(run, steps, step_lat, buckets, b, overlap, cap, tuple(warnings))
+
+
+# --------------------------------------------------------------------------
+# JSON
+
+
+def _num(v, digits: int = 6):
+    """A JSON-safe, stable number: None for NaN/None, rounded to ``digits`` significant digits."""
+    if v is None:
+        return None
+    v = float(v)
+    if not math.isfinite(v):
+        return None
+    if v == 0:
+        return 0.0
+    return float(f"{v:.{digits}g}")
+
+
+def _iso(ns: int) -> str:
+    s, frac = divmod(int(ns), 1_000_000_000)
+    t = _dt.datetime.fromtimestamp(s, tz=_dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+
+def to_json(s: Summary) -> dict:
+    """The versioned JSON document of a summary (deterministic for the same input)."""
+    run, steps, bins, cap = s.run, s.steps, s.bins, s.capacity
+    lat = bins.latency
+    total = len(run.requests) + run.errors
+    kept = s.buckets.kept
+    has = steps.requests > 0
+    duration = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
+    steps_doc = []
+    for k in range(len(steps)):
+        steps_doc.append(
+            {
+                "index": int(steps.index[k]),
+                "concurrency": steps.concurrency[k],
+                "start": _iso(steps.start_ns[k]) if steps.requests[k] else None,
+                "end": _iso(steps.end_ns[k]) if steps.requests[k] else None,
+                "requests": int(steps.requests[k]),
+                "rps": _num(steps.rps[k]),
+                "p50_s": _num(s.step_latency.pct["p50"][k]),
+                "p99_s": _num(s.step_latency.pct["p99"][k]),
+            }
+        )
+    bins_doc = []
+    for i in range(len(bins)):
+        row = {
+            "rps_lo": _num(bins.rps_lo[i]),
+            "rps_hi": _num(bins.rps_hi[i]),
+            "rps": _num(bins.rps[i]),
+            "buckets": int(bins.buckets[i]),
+            "requests": int(lat.requests[i]),
+            "mean_s": _num(lat.mean_s[i]),
+        }
+        for name, _, _ in PERCENTILES:
+            row[f"{name}_s"] = _num(lat.pct[name][i])
+        row["max_s"] = _num(lat.max_s[i])
+        row["thin"] = [f"{n}_s" for n, _, _ in PERCENTILES if lat.requests[i] and lat.thin[n][i]]
+        row["cpu_pct"] = _num(bins.cpu_pct[i])
+        row["cpu_s_per_req"] = _num(bins.cpu_s_per_req[i])
+        bins_doc.append(row)
+    knee = cap.knee
+    doc = {
+        "schema": SCHEMA_VERSION,
+        "label": run.label,
+        "source": run.meta.source,
+        "format": run.format,
+        "requests": {"total": total, "kept": kept, "errors": run.errors},
+        "duration_s": _num(duration),
+        "bucket_s": s.buckets.bucket_s,
+        "steps": steps_doc,
+        "bins": bins_doc,
+        "cpu": None
+        if s.overlap is None
+        else {
+            "samples": s.overlap.samples,
+            "overlap_s": _num(s.overlap.overlap_s),
+            "load_s": _num(s.overlap.load_s),
+            "per_cpu": None if run.cpu.per_cpu is None else int(run.cpu.per_cpu.shape[1]),
+            "cores": run.cpu.cores,
+        },
+        "capacity": {
+            "max_rps": _num(cap.max_rps),
+            "max_rps_step": cap.max_rps_step,
+            "objective": None if cap.objective is None else str(cap.objective),
+            "rps_at_objective": _num(cap.rps_at_objective),
+            "objective_status": cap.objective_status,
+            "knee_rps": _num(cap.knee_rps),
+            "cpu_at_knee": _num(cap.cpu_at_knee),
+            "cpu_at_objective": _num(cap.cpu_at_objective),
+            "knee_fit": None
+            if knee is None
+            else {
+                "model": knee.model,
+                "metric": knee.metric,
+                "l0_s": _num(knee.l0_s),
+                "xmax_rps": _num(knee.xmax_rps),
+                "k": _num(knee.k),
+                "r2_log": _num(knee.r2_log),
+                "points": knee.points,
+                "note": knee.note,
+            },
+            "cpu_target_pct": cap.cpu_target_pct,
+            "rps_at_cpu_target": _num(cap.rps_at_cpu_target),
+            "cpu_target_extrapolated": cap.cpu_target_extrapolated,
+            "cpu_s_per_req": _num(cap.cpu_s_per_req),
+            "max_useful_rps": _num(cap.max_useful_rps),
+            "current_load_rps": _num(cap.current_load_rps),
+            "headroom_pct": _num(cap.headroom_pct),
+            "target_load_rps": _num(cap.target_load_rps),
+            "instances": cap.instances,
+        },
+        "warnings": list(s.warnings),
+    }
+    return doc
+
+
+def bucket_rows(s: Summary) -> list[dict]:
+    """The time buckets as plain rows (for notebooks and tables)."""
+    b = s.buckets
+    return [
+        {
+            "step": int(b.step[i]),
+            "start": _iso(b.start_ns[i]),
+            "length_s": float(b.length_s[i]),
+            "requests": int(b.count[i]),
+            "rps": float(b.rps[i]),
+            "cpu_pct": None if not np.isfinite(b.cpu_pct[i]) else float(b.cpu_pct[i]),
+        }
+        for i in range(len(b))
+    ]
