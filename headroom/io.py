@@ -169,8 +169,8 @@ def _sections(data: memoryview, path: Path) -> tuple[bytes, int, list[tuple[int,
     """Split a CSV buffer into sections that each start with the same header.
 
     Returns the header line (without line ending), the offset of the first
-    data byte after a BOM, and ``(start, end, line_no)`` of every section,
-    where ``line_no`` is the 1-based line number of the section's header.
+    data byte after a BOM, and ``(start, end)`` byte offsets of every section
+    (each starting at its header line).
     """
     raw = data.obj
     n = len(data)
@@ -195,14 +195,13 @@ def _sections(data: memoryview, path: Path) -> tuple[bytes, int, list[tuple[int,
             break
         starts.append(i + 1)
         pos = i + 1
-    sections = []
-    line_no = 1
-    for k, s in enumerate(starts):
-        e = starts[k + 1] if k + 1 < len(starts) else end
-        if k > 0:
-            line_no += raw.count(b"\n", starts[k - 1], s)
-        sections.append((s, e, line_no))
+    sections = [(s, starts[k + 1] if k + 1 < len(starts) else end) for k, s in enumerate(starts)]
     return header, begin, sections
+
+
+def _line_at(data: memoryview, offset: int) -> int:
+    """1-based line number of a byte offset (a pass over the file: for error messages only)."""
+    return 1 + int(np.count_nonzero(np.frombuffer(data[:offset], dtype=np.uint8) == 10))
 
 
 def _looks_like_text(b: bytes) -> bool:
@@ -257,21 +256,21 @@ def _diagnose(
         if len(fields) != len(columns):
             what = "a truncated last line" if last and len(fields) < len(columns) else "a malformed line"
             return HeadroomError(
-                f"{path.name}:{ln}: {what}: expected {len(columns)} fields "
+                f"{path}:{ln}: {what}: expected {len(columns)} fields "
                 f"({','.join(columns)}), got {len(fields)}: {_short(line)!r}"
             )
         for col, kind in checks.items():
             v = fields[columns.index(col)]
             if kind == "time" and not _check_time(v):
                 return HeadroomError(
-                    f"{path.name}:{ln}: bad {col} {_short(v)!r} "
+                    f"{path}:{ln}: bad {col} {_short(v)!r} "
                     "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
                 )
             if kind == "float" and not _FLOAT_RE.match(v):
-                return HeadroomError(f"{path.name}:{ln}: bad {col} {_short(v)!r} (expected a number)")
+                return HeadroomError(f"{path}:{ln}: bad {col} {_short(v)!r} (expected a number)")
             if kind == "int" and not re.match(r"^\d+$", v):
-                return HeadroomError(f"{path.name}:{ln}: bad {col} {_short(v)!r} (expected an integer)")
-    return HeadroomError(f"{path.name}:{line_no}: cannot parse this CSV section: {fallback}")
+                return HeadroomError(f"{path}:{ln}: bad {col} {_short(v)!r} (expected an integer)")
+    return HeadroomError(f"{path}:{line_no}: cannot parse this CSV section: {fallback}")
 
 
 def _short(s: str, n: int = 60) -> str:
@@ -294,7 +293,7 @@ def _layout(header: bytes, path: Path) -> _Layout:
     cols = [c.strip() for c in header.decode("utf-8").split(",")]
     if "response-time" not in cols:
         raise HeadroomError(
-            f"{path.name}:1: unexpected header {header.decode('utf-8', 'replace')!r}: "
+            f"{path}:1: unexpected header {header.decode('utf-8', 'replace')!r}: "
             "expected 'start-time,response-time' (throughputramp) or hey's CSV header"
         )
     status = "status-code" if "status-code" in cols else None
@@ -305,7 +304,7 @@ def _layout(header: bytes, path: Path) -> _Layout:
     if "offset" in cols:
         return _Layout("hey", cols, "offset", status)
     raise HeadroomError(
-        f"{path.name}:1: header has response-time but neither start-time nor offset: "
+        f"{path}:1: header has response-time but neither start-time nor offset: "
         f"{header.decode('utf-8', 'replace')!r}"
     )
 
@@ -356,9 +355,13 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
         quoted_strings_can_be_null=False,
     )
 
-    starts, lats, codes, offsets, first_lines = [], [], [], [0], []
+    starts, lats, codes, offsets = [], [], [], [0]
     total = 0
-    for s, e, line_no in sections:
+    for s, e in sections:
+        nl = raw.find(b"\n", s, e)
+        if nl < 0 or (e - nl < 64 and not bytes(buf.data[nl:e]).strip()):  # a header with no rows: an empty step
+            offsets.append(total)
+            continue
         try:
             table = pacsv.read_csv(
                 pa.BufferReader(pa.py_buffer(buf.data[s:e])),
@@ -367,30 +370,29 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
                 convert_options=conv_opts,
             )
         except pa.ArrowInvalid as exc:
-            raise _diagnose(path, raw, s, e, line_no, layout.columns, checks, str(exc).splitlines()[0]) from None
+            raise _diagnose(path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]) from None
         for col in include:
             c = table.column(col)
             if c.null_count:
                 idx = _first_null(c)
                 raise HeadroomError(
-                    f"{path.name}:{line_no + 1 + idx}: empty {col} value"
+                    f"{path}:{_line_at(buf.data, s) + 1 + idx}: empty {col} value"
                 )
         t = table.column(layout.time_col)
         if layout.time_col == "start-time":
             st = _np(t, np.int64)
         else:
             off = _np(t, np.float64)
-            _check_finite(off, path, line_no, "offset", negative_ok=False)
+            _check_finite(off, path, lambda: _line_at(buf.data, s), "offset")
             st = np.rint(off * 1e9).astype(np.int64)
         lat = _np(table.column("response-time"), np.float64)
-        _check_finite(lat, path, line_no, "response-time", negative_ok=False)
+        _check_finite(lat, path, lambda: _line_at(buf.data, s), "response-time")
         starts.append(st)
         lats.append(lat)
         if layout.status_col:
             codes.append(_np(table.column(layout.status_col), np.int64))
         total += len(st)
         offsets.append(total)
-        first_lines.append(line_no)
 
     start_ns = np.concatenate(starts) if starts else np.empty(0, np.int64)
     latency = np.concatenate(lats) if lats else np.empty(0, np.float64)
@@ -406,7 +408,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
             vals, cnts = np.unique(status[bad], return_counts=True)
             error_codes = {int(v): int(c) for v, c in zip(vals, cnts)}
             warnings.append(
-                f"{path.name}: {errors} of {len(status)} requests failed ("
+                f"{path}: {errors} of {len(status)} requests failed ("
                 + ", ".join(f"{c}x HTTP {v}" for v, c in error_codes.items())
                 + "); they are counted as errors, not used as latencies"
             )
@@ -424,14 +426,14 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
             end_rel = int(np.max(start_ns + np.rint(latency * 1e9).astype(np.int64))) if len(start_ns) else 0
             base_time_ns = os.stat(path).st_mtime_ns - end_rel
             warnings.append(
-                f"{path.name}: hey CSV has relative start offsets; wall-clock times are "
+                f"{path}: hey CSV has relative start offsets; wall-clock times are "
                 "anchored at the file's modification time (pass a base time to override), "
                 "so CPU alignment is approximate"
             )
         start_ns = start_ns + np.int64(base_time_ns)
 
     if len(start_ns) == 0:
-        raise HeadroomError(f"{path.name}: no requests (the file has a header but no data rows)")
+        raise HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
 
     # rows are in completion order: sort each step by start time
     for k in range(len(step_offsets) - 1):
@@ -456,14 +458,13 @@ def _first_null(col: pa.ChunkedArray) -> int:
     return 0
 
 
-def _check_finite(x: np.ndarray, path: Path, line_no: int, col: str, *, negative_ok: bool) -> None:
-    bad = ~np.isfinite(x)
-    if not negative_ok:
-        bad |= x < 0
+def _check_finite(x: np.ndarray, path: Path, header_line, col: str) -> None:
+    """Reject NaN, infinite and negative values, naming the line (header_line() is lazy)."""
+    bad = ~np.isfinite(x) | (x < 0)
     if bad.any():
         i = int(np.argmax(bad))
         raise HeadroomError(
-            f"{path.name}:{line_no + 1 + i}: bad {col} {x[i]!r} (must be a finite number >= 0)"
+            f"{path}:{header_line() + 1 + i}: bad {col} {float(x[i])!r} (must be a finite number >= 0)"
         )
 
 
@@ -479,15 +480,15 @@ def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
         header, _, sections = _sections(buf.data, path)
         if len(sections) > 1:
             raise HeadroomError(
-                f"{path.name}:{sections[1][2]}: a second header line in a CPU file"
+                f"{path}:{_line_at(buf.data, sections[1][0])}: a second header line in a CPU file"
             )
         cols = [c.strip() for c in header.decode("utf-8").split(",")]
         if len(cols) < 2 or cols[0] != "timestamp" or any(c != "percentage" for c in cols[1:]):
             raise HeadroomError(
-                f"{path.name}:1: unexpected CPU header {header.decode('utf-8', 'replace')!r}: "
+                f"{path}:1: unexpected CPU header {header.decode('utf-8', 'replace')!r}: "
                 "expected 'timestamp,percentage' (one percentage column per CPU)"
             )
-        s, e, _ = sections[0]
+        s, e = sections[0]
         chunk = buf.data[s:e]
         nl = bytes(chunk[:4096]).find(b"\n")
         first = bytes(chunk[nl + 1 : nl + 200]).split(b"\n")[0].decode("utf-8", "replace") if nl >= 0 else ""
@@ -510,17 +511,17 @@ def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
         except pa.ArrowInvalid as exc:
             raise _diagnose(path, raw, s, e, 1, names, checks, str(exc).splitlines()[0]) from None
         if table.num_rows == 0:
-            raise HeadroomError(f"{path.name}: no CPU samples (header only)")
+            raise HeadroomError(f"{path}: no CPU samples (header only)")
         for n in names[1:]:
             if table.column(n).null_count:
-                raise HeadroomError(f"{path.name}:{2 + _first_null(table.column(n))}: empty percentage value")
+                raise HeadroomError(f"{path}:{2 + _first_null(table.column(n))}: empty percentage value")
         if old_format:
             time_ns = _parse_go_times(table.column("timestamp"), path)
         else:
             time_ns = _np(table.column("timestamp"), np.int64)
         per = np.column_stack([_np(table.column(n), np.float64) for n in names[1:]])
         for j in range(per.shape[1]):
-            _check_finite(per[:, j], path, 1, "percentage", negative_ok=False)
+            _check_finite(per[:, j], path, lambda: 1, "percentage")
     finally:
         buf.close()
     order = np.argsort(time_ns, kind="stable")
@@ -544,7 +545,7 @@ def _parse_go_times(col: pa.ChunkedArray, path: Path) -> np.ndarray:
         m = _GO_STRING_RE.match(v.strip())
         if not m:
             raise HeadroomError(
-                f"{path.name}:{i + 2}: bad timestamp {_short(v)!r} "
+                f"{path}:{i + 2}: bad timestamp {_short(v)!r} "
                 "(expected RFC 3339 or Go's '2016-12-15 15:00:47.575579693 -0800 PST')"
             )
         iso.append(f"{m[1]}T{m[2]}{m[3]}:{m[4]}")
@@ -564,22 +565,22 @@ def read_metadata(path: Path) -> dict:
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise HeadroomError(f"{path.name}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise HeadroomError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = (e.problem or e.context or "invalid YAML").strip()
-        raise HeadroomError(f"{path.name}{line}: bad YAML: {problem}") from None
+        raise HeadroomError(f"{path}{line}: bad YAML: {problem}") from None
     except yaml.YAMLError as e:
-        raise HeadroomError(f"{path.name}: bad YAML: {str(e).splitlines()[0]}") from None
+        raise HeadroomError(f"{path}: bad YAML: {str(e).splitlines()[0]}") from None
     merged: dict = {}
     for d in docs:
         if d is None:
             continue
         if not isinstance(d, dict):
-            raise HeadroomError(f"{path.name}: expected a mapping of keys to values, got {type(d).__name__}")
+            raise HeadroomError(f"{path}: expected a mapping of keys to values, got {type(d).__name__}")
         merged.update({str(k): v for k, v in d.items()})
     return merged
 
