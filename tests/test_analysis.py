@@ -1,0 +1,251 @@
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from conftest import BASE_NS, RUN_NAMES, RUNS, ts, write_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference
+from headroom import load_run, parse_objective
+from headroom.aggregate import cpu_over, per_bucket, steps_table
+from headroom.binning import bin_edges, by_throughput, encode_latency, nice_width
+from headroom.model import PERCENTILES, CpuSamples, Requests, Run, RunMeta
+from headroom.summary import analyze
+
+NS = 10**9
+
+
+def nearest_rank(values, num, den):
+    """Independent percentile: the ceil(q*n)-th smallest value, with exact fractions."""
+    v = np.sort(np.asarray(values))
+    r = max(1, math.ceil(Fraction(num, den) * len(v)))
+    return v[r - 1]
+
+
+def test_bucket_rule_by_hand(tmp_path):
+    s0 = [(ts(0.1 * i), "0.0010") for i in range(24)]  # 0.0 .. 2.3 s, ends 2.301 s
+    s1 = [(ts(5 + 0.1 * i), "0.0020") for i in range(7)]  # 0.602 s long: one short bucket
+    s2 = [(ts(10 + 0.1 * i), "0.0010") for i in range(5)] + [(ts(12 + 0.1 * i), "0.0010") for i in range(10)]
+    run = load_run(write_run(tmp_path / "r", [s0, s1, s2]))
+    b = per_bucket(run, bucket_s=1.0)
+    # step 0: [0,1) 10 req; the 0.301 s tail is merged: [1, 2.301) holds 14 req
+    # step 1: a single bucket of 0.602 s; step 2: 5 req, an EMPTY second, then 10 req in 0.901 s
+    np.testing.assert_array_equal(b.step, [0, 0, 1, 2, 2, 2])
+    np.testing.assert_array_equal(b.count, [10, 14, 7, 5, 0, 10])
+    np.testing.assert_allclose(b.length_s, [1.0, 1.301, 0.602, 1.0, 1.0, 0.901])
+    np.testing.assert_allclose(b.rps, [10, 14 / 1.301, 7 / 0.602, 5, 0, 10 / 0.901])
+    np.testing.assert_array_equal(b.start_ns - BASE_NS, [0, NS, 5 * NS, 10 * NS, 11 * NS, 12 * NS])
+    assert b.kept == len(run.requests)
+    # with a 0.25 minimum the 0.301 s tail stands as its own bucket: 4 requests
+    b2 = per_bucket(run, bucket_s=1.0, min_partial=0.25)
+    np.testing.assert_array_equal(b2.count[:3], [10, 10, 4])
+    st_ = steps_table(run)
+    np.testing.assert_allclose(st_.rps, [24 / 2.301, 7 / 0.602, 15 / 2.901])
+
+
+@pytest.mark.parametrize("name", RUN_NAMES)
+def test_bucket_counts_match_independent_count(name):
+    run = load_run(RUNS / name)
+    b = per_bucket(run, bucket_s=0.5)
+    ref = reference.read_perf(RUNS / name / "perfResults.csv.gz")
+    expect = []
+    for sec in ref:
+        starts = np.array([r[0] for r in sec])
+        ends = starts + np.array([round(r[1] * 1e9) for r in sec])
+        t0, dur = starts.min(), ends.max() - starts.min()
+        w = NS // 2
+        nfull, rem = int(dur // w), int(dur % w)
+        edges = [t0 + k * w for k in range(nfull + 1)] + [t0 + dur + 1]
+        counts = [int(np.sum((starts >= lo) & (starts < hi))) for lo, hi in zip(edges[:-1], edges[1:])]
+        # counts now has nfull + 1 entries; the last is the partial tail
+        if rem < w / 2:
+            counts[-2] += counts[-1]
+            counts.pop()
+        expect += counts
+    np.testing.assert_array_equal(b.count, expect)
+    assert b.kept == len(run.requests)
+
+
+def test_cpu_alignment_time_weighted():
+    cpu = CpuSamples(
+        time_ns=np.array([1, 2, 3, 4]) * NS, pct=np.array([10.0, 20, 30, 40]), per_cpu=None, cores=1, source="x"
+    )
+    got = cpu_over(cpu, np.array([0.5, 1.0, 3.5, 3.8, -2.0]) * NS, np.array([1.0, 2.0, 1.0, 1.0, 1.0]))
+    # sample at t covers (t-1, t]; the first one gets the median interval, 1 s
+    np.testing.assert_allclose(got[:3], [(10 * 0.5 + 20 * 0.5), (20 + 30) / 2, 40])
+    assert np.isnan(got[3]) and np.isnan(got[4])  # covered 0.2 s and 0 s of 1 s
+
+
+@pytest.mark.parametrize("name", RUN_NAMES)
+def test_bin_percentiles_match_numpy_on_real_runs(name):
+    run = load_run(RUNS / name)
+    s = analyze(run, bucket_s=1.0)
+    b, bins = s.buckets, s.bins
+    ref = reference.read_perf(RUNS / name / "perfResults.csv.gz")
+    # assign every request to a bucket from the bucket table's own time spans
+    lat_by_bin = [[] for _ in range(len(bins))]
+    for i in range(len(b)):
+        sec = ref[b.step[i]]
+        lo = b.start_ns[i]
+        hi = lo + round(b.length_s[i] * 1e9)
+        last = i == len(b) - 1 or b.step[i + 1] != b.step[i]
+        lat_by_bin[bins.of_bucket[i]] += [r[1] for r in sec if lo <= r[0] < hi or (last and r[0] >= lo)]
+    assert sum(map(len, lat_by_bin)) == len(run.requests)
+    for j, lats in enumerate(lat_by_bin):
+        assert bins.latency.requests[j] == len(lats)
+        if not lats:
+            assert np.isnan(bins.latency.pct["p99"][j])
+            continue
+        for pname, num, den in PERCENTILES:
+            assert bins.latency.pct[pname][j] == nearest_rank(lats, num, den), (pname, j)
+        assert bins.latency.pct["p50"][j] == np.quantile(lats, 0.5, method="inverted_cdf")
+        assert bins.latency.max_s[j] == max(lats)
+        assert bins.latency.mean_s[j] == pytest.approx(np.mean(lats), rel=1e-12)
+        assert bins.rps[j] == pytest.approx(len(lats) / bins.seconds[j])
+    # bin CPU is the time-weighted mean of its buckets' CPU
+    for j in range(len(bins)):
+        m = (bins.of_bucket == j) & np.isfinite(b.cpu_pct)
+        if m.any():
+            assert bins.cpu_pct[j] == pytest.approx(np.average(b.cpu_pct[m], weights=b.length_s[m]))
+
+
+def test_percentile_rank_is_exact():
+    # p99.5 of 1000 values must be the 995th value, not the 996th (float ceil trap)
+    lat = np.arange(1, 1001) * 1e-4
+    codes = encode_latency(lat)
+    from headroom.binning import quantiles
+
+    counts = np.bincount(codes.codes, minlength=len(codes.values))[None, :]
+    assert quantiles(counts, codes.values, 995, 1000)[0] == lat[994]
+    assert quantiles(counts, codes.values, 999, 1000)[0] == lat[998]
+    assert quantiles(counts, codes.values, 1, 2)[0] == lat[499]
+
+
+def test_encode_latency_non_grid_values_fall_back_to_sort():
+    lat = np.array([0.1234567891, 0.5, 0.1234567891, 1e-9])
+    c = encode_latency(lat)
+    np.testing.assert_array_equal(c.values[c.codes], lat)
+    assert np.all(np.diff(c.values) > 0)
+
+
+def test_bin_edges():
+    assert nice_width(24_781) == 2500 and nice_width(27_000) == 5000
+    e = bin_edges(np.array([4348.0, 29129.0]))
+    assert e[0] == 2500 and e[-1] >= 29129 and np.allclose(np.diff(e), 2500)
+    e = bin_edges(np.array([1.0, 2.0, 7.0]), bins=3)
+    np.testing.assert_allclose(e, [1, 3, 5, 7])
+    e = bin_edges(np.array([1500.0, 2100.0]), width=1000)
+    np.testing.assert_allclose(e, [1000, 2000, 3000])
+
+
+def synthetic_run(rates, latencies, seconds=2.0, cpu_pct=None):
+    """Evenly spaced requests at known rates, every request of a step the same latency."""
+    starts, lats, offs = [], [], [0]
+    t = 0
+    cpu_t, cpu_v = [], []
+    for x, lat in zip(rates, latencies):
+        n = int(x * seconds)
+        starts.append(t + np.round(np.arange(n) * NS / x).astype(np.int64))
+        lats.append(np.full(n, lat))
+        offs.append(offs[-1] + n)
+        if cpu_pct is not None:
+            for k in range(int(seconds)):
+                cpu_t.append(t + (k + 1) * NS)
+                cpu_v.append(cpu_pct(x))
+        t += int((seconds + 1) * NS)
+    req = Requests(np.concatenate(starts), np.concatenate(lats), np.array(offs))
+    cpu = None
+    if cpu_pct is not None:
+        cpu = CpuSamples(np.array(cpu_t), np.array(cpu_v), None, 1.0, "synthetic")
+    return Run(req, cpu, RunMeta("synthetic", "synthetic", {"lower_concurrency": 1, "concurrency_step": 1}))
+
+
+def test_knee_fit_recovers_known_curve():
+    l0, xmax, k = 0.001, 10_000.0, 2.0
+    rates = np.arange(1000, 9001, 1000) + 500
+    lat = l0 / (1 - (rates / xmax) ** k)
+    run = synthetic_run(rates, lat, cpu_pct=lambda x: 5 + x / 200)
+    s = analyze(run, bin_width=1000)
+    fit = s.capacity.knee
+    assert fit.xmax_rps == pytest.approx(xmax, rel=0.03)
+    assert fit.k == pytest.approx(k, rel=0.1)
+    assert fit.knee_rps == pytest.approx(xmax * (k + 1) ** (-1 / k), rel=0.03)  # power-optimal point
+    # CPU rises 1 % per 200 req/s from 5 %: 70 % at 13,000 req/s (beyond the data: extrapolated)
+    assert s.capacity.rps_at_cpu_target == pytest.approx(13_000, rel=0.01)
+    assert s.capacity.cpu_target_extrapolated
+    assert s.capacity.cpu_at_knee == pytest.approx(5 + fit.knee_rps / 200, rel=0.01)
+    # CPU seconds per request: (5 + x/200) % of a core / x req/s, averaged over the run
+    assert s.capacity.cpu_s_per_req > 0
+    assert s.capacity.max_rps == pytest.approx(9500, rel=0.01)
+
+
+def test_objective_crossing_interpolates_between_bins():
+    rates = np.array([1500, 2500, 3500, 4500, 5500, 6500])
+    lat = np.array([1, 2, 3, 4, 5, 6]) * 1e-3
+    run = synthetic_run(rates, lat)
+    s = analyze(run, objective=parse_objective("p99<=4.5ms"), bin_width=1000, current_load_rps=2000,
+                target_load_rps=20_000)
+    x = s.bins.rps[s.bins.latency.requests > 0]
+    assert np.all(np.abs(x - rates) < 0.01 * rates)
+    expect = x[3] + (4.5e-3 - 4e-3) / (5e-3 - 4e-3) * (x[4] - x[3])
+    cap = s.capacity
+    assert cap.objective_status == "crossed"
+    assert cap.rps_at_objective == pytest.approx(expect)
+    assert cap.headroom_pct == pytest.approx(100 * (1 - 2000 / expect))
+    assert cap.instances == math.ceil(20_000 / expect)
+    held = analyze(run, objective=parse_objective("p99<=10ms"), bin_width=1000).capacity
+    assert held.objective_status.startswith("held") and held.rps_at_objective == pytest.approx(x[-1])
+    never = analyze(run, objective=parse_objective("p99<=0.5ms"), bin_width=1000).capacity
+    assert never.rps_at_objective is None and "violated" in never.objective_status
+
+
+@st.composite
+def random_runs(draw):
+    n_steps = draw(st.integers(1, 5))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    starts, lats, offs, t = [], [], [0], 0
+    for _ in range(n_steps):
+        n = draw(st.integers(0, 400))
+        span = draw(st.floats(0.05, 4.0))
+        s = t + np.sort(rng.integers(0, int(span * NS), size=n))
+        starts.append(rng.permutation(s))  # completion order: shuffled
+        lats.append(np.round(rng.exponential(0.002, size=n), 4))
+        offs.append(offs[-1] + n)
+        t += int((span + draw(st.floats(0, 2))) * NS)
+    start = np.concatenate(starts).astype(np.int64)
+    lat = np.concatenate(lats)
+    for k in range(n_steps):  # the loader sorts each step by start time
+        a, b = offs[k], offs[k + 1]
+        o = np.argsort(start[a:b], kind="stable")
+        start[a:b], lat[a:b] = start[a:b][o], lat[a:b][o]
+    return Run(Requests(start, lat, np.array(offs)), None, RunMeta("h", "h", {}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(run=random_runs(), bucket=st.sampled_from([0.1, 0.25, 1.0, 2.0]), nbins=st.integers(1, 12))
+def test_properties_buckets_bins_percentiles(run, bucket, nbins):
+    if sum(np.diff(run.requests.step_offsets) >= 2) == 0:
+        return
+    b = per_bucket(run, bucket_s=bucket)
+    counts = np.diff(run.requests.step_offsets)
+    # counts per bucket sum to the kept requests (all requests of steps with >= 2)
+    assert b.count.sum() == counts[counts >= 2].sum() == b.kept
+    assert np.array_equal(np.bincount(b.of_request[b.of_request >= 0], minlength=len(b)), b.count)
+    # every request starts inside its bucket (the last bucket of a step runs to the step's end)
+    got = b.of_request >= 0
+    lo = b.start_ns[b.of_request[got]]
+    assert np.all(run.requests.start_ns[got] >= lo)
+    assert np.all(run.requests.start_ns[got] <= lo + np.round(b.length_s[b.of_request[got]] * NS))
+    assert np.all(b.length_s > 0)
+    bins = by_throughput(b, run.requests.latency_s, bins=nbins)
+    # bins partition the buckets
+    assert len(bins.of_bucket) == len(b) and bins.buckets.sum() == len(b)
+    assert np.all((b.rps >= bins.rps_lo[bins.of_bucket] - 1e-9) & (b.rps <= bins.rps_hi[bins.of_bucket] + 1e-9))
+    assert bins.requests.sum() == b.kept
+    # percentiles are non-decreasing in q and bounded by the max
+    names = [p[0] for p in PERCENTILES]
+    for j in np.nonzero(bins.requests)[0]:
+        seq = [bins.latency.pct[n][j] for n in names] + [bins.latency.max_s[j]]
+        assert all(x <= y for x, y in zip(seq, seq[1:]))

@@ -1,0 +1,80 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import RUNS, ts, write_run
+
+import reference
+from headroom.cli import main
+
+
+def run_cli(*args):
+    p = subprocess.run([sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_summary_json_document(tmp_path):
+    out = tmp_path / "s.json"
+    rc, stdout, stderr = run_cli("summary", RUNS / "nginx-keepalive", "--objective", "p99<=5ms", "--json", out)
+    assert rc == 0, stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == 1 and doc["label"] == "nginx-1.22.1-keepalive"
+    ref = reference.read_perf(RUNS / "nginx-keepalive" / "perfResults.csv.gz")
+    n = sum(map(len, ref))
+    assert doc["requests"] == {"total": n, "kept": n, "errors": 0}
+    assert [s["requests"] for s in doc["steps"]] == [len(s) for s in ref]
+    assert [s["concurrency"] for s in doc["steps"]] == [1, 5, 9, 13, 17, 21, 25, 29]
+    for s, sec in zip(doc["steps"], ref):
+        starts = [r[0] for r in sec]
+        ends = [r[0] + round(r[1] * 1e9) for r in sec]
+        assert s["rps"] == pytest.approx(len(sec) / ((max(ends) - min(starts)) / 1e9), rel=1e-5)
+    assert doc["capacity"]["max_rps"] == max(s["rps"] for s in doc["steps"])
+    keys = {"rps_lo", "rps_hi", "requests", "mean_s", "p50_s", "p90_s", "p95_s", "p99_s", "p995_s",
+            "p999_s", "max_s", "cpu_pct"}
+    assert all(keys <= set(b) for b in doc["bins"])
+    assert sum(b["requests"] for b in doc["bins"]) == n
+    assert {"samples", "overlap_s"} <= set(doc["cpu"])
+    assert doc["cpu"]["samples"] == 15
+    cap = doc["capacity"]
+    assert {"max_rps", "objective", "rps_at_objective", "knee_rps", "cpu_at_knee", "rps_at_cpu_target"} <= set(cap)
+    assert cap["objective"] == "p99<=5ms"
+    # the table on stdout names the run and the capacity figures
+    assert "nginx-1.22.1-keepalive" in stdout and "max sustained throughput" in stdout
+    assert f"{round(cap['max_rps']):,} req/s" in stdout
+
+
+def test_json_is_byte_identical(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for p in (a, b):
+        assert main(["summary", str(RUNS / "nginx-no-keepalive"), "--json", str(p)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_errors_exit_2_one_line_no_traceback(tmp_path):
+    rows = [(ts(0.1 * i), "0.001") for i in range(10)]
+    folder = write_run(tmp_path / "bad", [rows[:3] + [("not-a-time", "0.1")]])
+    rc, out, err = run_cli("summary", folder)
+    assert rc == 2 and out == ""
+    assert err == f"headroom: error: {folder / 'perfResults.csv'}:5: bad start-time 'not-a-time' " \
+                  "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)\n"
+    rc, out, err = run_cli("summary", tmp_path / "missing")
+    assert rc == 2 and err.count("\n") == 1 and "no such file or folder" in err
+    rc, _, err = run_cli("summary", folder, "--objective", "p99 under 5")
+    assert rc == 2 and "bad objective" in err
+
+
+def test_help_has_examples():
+    rc, out, _ = run_cli("summary", "--help")
+    assert rc == 0 and "examples:" in out and "--objective" in out
+
+
+def test_bucket_and_bins_options(tmp_path):
+    out = tmp_path / "o.json"
+    assert main(["summary", str(RUNS / "nginx-keepalive"), "--bucket", "500ms", "--bins", "4",
+                 "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["bucket_s"] == 0.5 and len(doc["bins"]) == 4
+    lo = [b["rps_lo"] for b in doc["bins"]]
+    assert np.all(np.diff(lo) > 0)
