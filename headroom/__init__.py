@@ -11,9 +11,9 @@ __all__ = [
     "Objective",
     "Run",
     "Summary",
+    "__version__",
     "analyze",
     "load_run",
     "parse_objective",
     "to_json",
-    "__version__",
 ]

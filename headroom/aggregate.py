@@ -81,12 +81,12 @@ def steps_table(run: Run) -> Steps:
     starts = np.zeros(n, np.int64)
     ends = np.zeros(n, np.int64)
     counts = np.diff(req.step_offsets)
-    end_each = req.start_ns + np.rint(req.latency_s * NS).astype(np.int64)
-    for k in range(n):
-        a, b = req.step_offsets[k], req.step_offsets[k + 1]
-        if b > a:
-            starts[k] = req.start_ns[a]
-            ends[k] = end_each[a:b].max()
+    has = counts > 0
+    if has.any():
+        end_each = req.start_ns + np.rint(req.latency_s * NS).astype(np.int64)
+        first = req.step_offsets[:-1][has]  # reduceat needs non-empty segments
+        starts[has] = np.minimum.reduceat(req.start_ns, first)
+        ends[has] = np.maximum.reduceat(end_each, first)
     with np.errstate(invalid="ignore", divide="ignore"):
         dur = (ends - starts) / NS
         rps = np.where((counts >= 2) & (dur > 0), counts / np.where(dur > 0, dur, 1), np.nan)
@@ -153,7 +153,7 @@ def per_bucket(
         b_len.append(np.asarray(lengths, np.float64) / NS)
         b_count.append(counts.astype(np.int64))
         nb += m
-    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)
     step = cat(b_step, np.int32)
     start = cat(b_start, np.int64)
     length = cat(b_len, np.float64)

@@ -36,7 +36,9 @@ def encode_latency(latency_s: np.ndarray) -> LatencyCodes:
     """Code latencies as indices of their distinct values.
 
     Uses an O(n) lookup table when the values sit on a decimal grid (0.1 ms,
-    1 us, ...); falls back to a sort otherwise.
+    10 us, 1 us, 0.1 us); falls back to a sort otherwise.  On the grid the
+    value of a code is ``tick / 10**decimals``, which is bit-for-bit the
+    double the CSV parser produced (both are correctly rounded).
     """
     lat = np.asarray(latency_s, dtype=np.float64)
     if len(lat) == 0:
@@ -48,33 +50,16 @@ def encode_latency(latency_s: np.ndarray) -> LatencyCodes:
             break
         scaled = lat * scale
         ticks = np.rint(scaled)
-        if np.max(np.abs(scaled - ticks)) > 1e-3:  # not on this grid
+        np.subtract(scaled, ticks, out=scaled)
+        if np.max(np.abs(scaled)) > 1e-3:  # not on this grid
             continue
-        ticks = ticks.astype(np.int64)
-        present = np.bincount(ticks) > 0
-        lut = np.cumsum(present, dtype=np.int64) - 1
-        codes = lut[ticks].astype(np.int32)
-        values = np.empty(int(present.sum()), dtype=np.float64)
-        values[codes] = lat  # the exact input values, not tick * resolution
-        return LatencyCodes(codes, values)
+        ticks = ticks.astype(np.int32)
+        present = np.flatnonzero(np.bincount(ticks))
+        lut = np.zeros(int(present[-1]) + 1, dtype=np.int32)
+        lut[present] = np.arange(len(present), dtype=np.int32)
+        return LatencyCodes(lut[ticks], present / scale)
     values, inverse = np.unique(lat, return_inverse=True)
     return LatencyCodes(inverse.astype(np.int32), values)
-
-
-def grouped_counts(group: np.ndarray, n_groups: int, codes: LatencyCodes) -> np.ndarray:
-    """Histogram of latency codes per group: an ``(n_groups, n_values)`` int64 array.
-
-    Requests whose group is negative are left out.
-    """
-    d = len(codes.values)
-    g = np.asarray(group)
-    if g.size and g.min() < 0:
-        keep = g >= 0
-        g, c = g[keep], codes.codes[keep]
-    else:
-        c = codes.codes
-    key = g.astype(np.int64) * d + c
-    return np.bincount(key, minlength=n_groups * d).reshape(n_groups, d)
 
 
 def rank(n: int | np.ndarray, num: int, den: int):
@@ -107,31 +92,65 @@ class LatencyStats:
     counts: np.ndarray = field(repr=False)  # the histograms themselves
 
 
-def latency_stats(
-    group: np.ndarray,
-    n_groups: int,
-    latency_s: np.ndarray,
-    codes: LatencyCodes,
+def stats_from_counts(
+    counts: np.ndarray,
+    sums: np.ndarray,
+    values: np.ndarray,
     *,
     extra: tuple[tuple[str, int, int], ...] = (),
 ) -> LatencyStats:
-    """Count, mean, max and percentiles of latency per group."""
-    counts = grouped_counts(group, n_groups, codes)
+    """Count, mean, max and percentiles per row of a latency histogram.
+
+    ``sums`` holds each row's sum of latencies (for the exact mean).
+    """
     n = counts.sum(axis=1)
-    g = np.asarray(group)
-    keep = g >= 0
-    sums = np.bincount(g[keep], weights=latency_s[keep], minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, sums / np.maximum(n, 1), np.nan)
     nz = counts > 0
-    last = np.where(nz.any(axis=1), counts.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1), -1)
-    mx = np.where(last >= 0, codes.values[np.maximum(last, 0)] if len(codes.values) else np.nan, np.nan)
+    last = counts.shape[1] - 1 - np.argmax(nz[:, ::-1], axis=1) if counts.shape[1] else np.zeros(len(n), int)
+    mx = np.full(len(n), np.nan)
+    mx[n > 0] = values[last[n > 0]]
     pct, thin = {}, {}
     for name, num, den in PERCENTILES + tuple(extra):
-        pct[name] = quantiles(counts, codes.values, num, den)
+        pct[name] = quantiles(counts, values, num, den)
         # requests strictly above the rank that the percentile stands on
         thin[name] = (n - rank(n, num, den)) < MIN_TAIL_REQUESTS
     return LatencyStats(n, mean, mx, pct, thin, counts)
+
+
+def group_counts(
+    group: np.ndarray, n_groups: int, codes: LatencyCodes, latency_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Latency histogram and latency sum per group, in one pass over the requests.
+
+    ``group`` gives each request's group; negative groups are left out.
+    Returns ``(counts, sums)``: an ``(n_groups, n_values)`` int64 array and
+    an ``(n_groups,)`` float array.
+    """
+    d = len(codes.values)
+    g, c, lat = np.asarray(group), codes.codes, latency_s
+    if len(g) and g.min() < 0:
+        keep = g >= 0
+        g, c, lat = g[keep], c[keep], lat[keep]
+    key = g.astype(np.int64) * d
+    key += c
+    counts = np.bincount(key, minlength=n_groups * d).reshape(n_groups, d)
+    return counts, np.bincount(g, weights=lat, minlength=n_groups)
+
+
+def segment_counts(
+    offsets: np.ndarray, codes: LatencyCodes, latency_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Like :func:`group_counts` for contiguous segments ``[offsets[k], offsets[k+1])`` (steps)."""
+    n, d = len(offsets) - 1, len(codes.values)
+    counts = np.zeros((n, d), dtype=np.int64)
+    sums = np.zeros(n)
+    for k in range(n):
+        a, b = int(offsets[k]), int(offsets[k + 1])
+        if b > a:
+            counts[k] = np.bincount(codes.codes[a:b], minlength=d)
+            sums[k] = float(np.sum(latency_s[a:b]))
+    return counts, sums
 
 
 # --------------------------------------------------------------------------
@@ -222,8 +241,10 @@ def by_throughput(
     edges = bin_edges(buckets.rps, bins=bins, width=width)
     nbins = len(edges) - 1
     of_bucket = np.clip(np.searchsorted(edges, buckets.rps, side="right") - 1, 0, nbins - 1)
-    req_bin = np.where(buckets.of_request >= 0, of_bucket[np.maximum(buckets.of_request, 0)], -1)
-    lat = latency_stats(req_bin, nbins, latency_s, codes, extra=extra)
+    ob = buckets.of_request
+    req_bin = of_bucket[ob] if len(ob) == 0 or ob.min() >= 0 else np.where(ob >= 0, of_bucket[ob], -1)
+    counts, sums = group_counts(req_bin, nbins, codes, latency_s)
+    lat = stats_from_counts(counts, sums, codes.values, extra=extra)
     nb = np.bincount(of_bucket, minlength=nbins)
     secs = np.bincount(of_bucket, weights=buckets.length_s, minlength=nbins)
     has_cpu = np.isfinite(buckets.cpu_pct)

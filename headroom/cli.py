@@ -74,24 +74,53 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG_SUMMARY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("run", metavar="RUN", help="run folder, perfResults.csv[.gz] file, old_ prefix, or hey CSV")
-    s.add_argument("--objective", type=_objective, metavar="OBJ",
-                   help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)")
-    s.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR",
-                   help="time bucket throughput is counted in (default: 1s)")
+    s.add_argument(
+        "run", metavar="RUN", help="run folder, perfResults.csv[.gz] file, old_ prefix, or hey CSV"
+    )
+    s.add_argument(
+        "--objective",
+        type=_objective,
+        metavar="OBJ",
+        help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)",
+    )
+    s.add_argument(
+        "--bucket",
+        type=_duration,
+        default=1.0,
+        metavar="DUR",
+        help="time bucket throughput is counted in (default: 1s)",
+    )
     g = s.add_mutually_exclusive_group()
     g.add_argument("--bins", type=_positive_int, metavar="N", help="number of equal throughput bins")
-    g.add_argument("--bin-width", type=_positive_float, metavar="RPS",
-                   help="throughput bin width in req/s (default: round numbers, about 10 bins)")
-    s.add_argument("--cpu-target", type=_positive_float, default=70.0, metavar="PCT",
-                   help="CPU busy %% at which an instance is full (default: 70)")
-    s.add_argument("--cpu-cores", type=_positive_float, metavar="N",
-                   help="cores that 100%% in a single-column cpuStats.csv stands for "
-                   "(default: metadata cpu_cores, else 1)")
-    s.add_argument("--current-load", type=_positive_float, metavar="RPS",
-                   help="current production load, for the headroom figure")
-    s.add_argument("--target-load", type=_positive_float, metavar="RPS",
-                   help="load to size the number of instances for")
+    g.add_argument(
+        "--bin-width",
+        type=_positive_float,
+        metavar="RPS",
+        help="throughput bin width in req/s (default: round numbers, about 10 bins)",
+    )
+    s.add_argument(
+        "--cpu-target",
+        type=_positive_float,
+        default=70.0,
+        metavar="PCT",
+        help="CPU busy %% at which an instance is full (default: 70)",
+    )
+    s.add_argument(
+        "--cpu-cores",
+        type=_positive_float,
+        metavar="N",
+        help="cores that 100%% in a single-column cpuStats.csv stands for "
+        "(default: metadata cpu_cores, else 1)",
+    )
+    s.add_argument(
+        "--current-load",
+        type=_positive_float,
+        metavar="RPS",
+        help="current production load, for the headroom figure",
+    )
+    s.add_argument(
+        "--target-load", type=_positive_float, metavar="RPS", help="load to size the number of instances for"
+    )
     s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
     s.add_argument("--debug", action="store_true", help="show a traceback on errors")

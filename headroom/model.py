@@ -61,9 +61,10 @@ class RunMeta:
 
 @dataclass(frozen=True, eq=False)
 class Requests:
-    """Per-request columns, sorted by start time within each step.
+    """Per-request columns in file order (throughputramp writes completion order).
 
-    The requests of step ``k`` are ``[step_offsets[k], step_offsets[k + 1])``.
+    The requests of step ``k`` are ``[step_offsets[k], step_offsets[k + 1])``;
+    within a step they are not sorted by start time (use :meth:`sorted_step`).
     """
 
     start_ns: np.ndarray  # int64, UTC nanoseconds since the epoch
@@ -76,6 +77,12 @@ class Requests:
     @property
     def n_steps(self) -> int:
         return int(self.step_offsets.shape[0] - 1)
+
+    def sorted_step(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(start_ns, latency_s) of step ``k`` sorted by start time."""
+        a, b = self.step_offsets[k], self.step_offsets[k + 1]
+        order = np.argsort(self.start_ns[a:b], kind="stable")
+        return self.start_ns[a:b][order], self.latency_s[a:b][order]
 
     def step_index(self) -> np.ndarray:
         """The step index of every request (int32)."""

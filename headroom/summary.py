@@ -9,7 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .aggregate import Buckets, CpuOverlap, Steps, cpu_overlap, per_bucket, steps_table
-from .binning import Bins, LatencyStats, by_throughput, encode_latency, latency_stats
+from .binning import (
+    Bins,
+    LatencyCodes,
+    LatencyStats,
+    by_throughput,
+    encode_latency,
+    segment_counts,
+    stats_from_counts,
+)
 from .capacity import Capacity, capacity
 from .model import PERCENTILES, SCHEMA_VERSION, Objective, Run
 
@@ -22,6 +30,7 @@ class Summary:
     steps: Steps
     step_latency: LatencyStats
     buckets: Buckets
+    codes: LatencyCodes
     bins: Bins
     overlap: CpuOverlap | None
     capacity: Capacity
@@ -63,11 +72,15 @@ def analyze(
     buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
     codes = encode_latency(run.requests.latency_s)
     extra = ()
-    if objective is not None and objective.q is not None and objective.name not in dict(
-        (p[0], p) for p in PERCENTILES
+    if (
+        objective is not None
+        and objective.q is not None
+        and objective.name not in {p[0] for p in PERCENTILES}
     ):
         extra = ((objective.name, *objective.q),)
-    step_lat = latency_stats(run.requests.step_index(), len(steps), run.requests.latency_s, codes)
+    step_lat = stats_from_counts(
+        *segment_counts(run.requests.step_offsets, codes, run.requests.latency_s), codes.values
+    )
     b = by_throughput(
         buckets,
         run.requests.latency_s,
@@ -100,7 +113,7 @@ def analyze(
         current_load_rps=current_load_rps,
         target_load_rps=target_load_rps,
     )
-    return Summary(run, steps, step_lat, buckets, b, overlap, cap, tuple(warnings))
+    return Summary(run, steps, step_lat, buckets, codes, b, overlap, cap, tuple(warnings))
 
 
 # --------------------------------------------------------------------------
@@ -121,7 +134,7 @@ def _num(v, digits: int = 6):
 
 def _iso(ns: int) -> str:
     s, frac = divmod(int(ns), 1_000_000_000)
-    t = _dt.datetime.fromtimestamp(s, tz=_dt.timezone.utc)
+    t = _dt.datetime.fromtimestamp(s, tz=_dt.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 

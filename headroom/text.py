@@ -54,7 +54,10 @@ def format_summary(s: Summary) -> str:
                 str(k),
                 _f(steps.concurrency[k], "d"),
                 _f((int(steps.start_ns[k]) - t0) / 1e9 if steps.requests[k] else None, ".3f"),
-                _f((int(steps.end_ns[k]) - int(steps.start_ns[k])) / 1e9 if steps.requests[k] else None, ".3f"),
+                _f(
+                    (int(steps.end_ns[k]) - int(steps.start_ns[k])) / 1e9 if steps.requests[k] else None,
+                    ".3f",
+                ),
                 f"{int(steps.requests[k]):,}",
                 _f(steps.rps[k], ",.0f"),
                 _ms(s.step_latency.pct["p50"][k]),
@@ -63,9 +66,14 @@ def format_summary(s: Summary) -> str:
             ]
         )
     lines += _table(
-        ["step", "conc", "start s", "dur s", "requests", "req/s", "p50 ms", "p99 ms", "max ms"], rows, "rrrrrrrrr"
+        ["step", "conc", "start s", "dur s", "requests", "req/s", "p50 ms", "p99 ms", "max ms"],
+        rows,
+        "rrrrrrrrr",
     )
-    lines += ["", "throughput bins (latency in ms; ~ marks a percentile with fewer than 10 requests above it)"]
+    lines += [
+        "",
+        "throughput bins (latency in ms; ~ marks a percentile with fewer than 10 requests above it)",
+    ]
     lat = bins.latency
     rows = []
     for i in range(len(bins)):
@@ -148,9 +156,7 @@ def format_summary(s: Summary) -> str:
             )
         )
     if cap.target_load_rps is not None:
-        kv.append(
-            (f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d"))
-        )
+        kv.append((f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d")))
     w = max(len(a) for a, _ in kv) if kv else 0
     lines += [f"  {a.ljust(w)}  {b}" for a, b in kv]
     return "\n".join(lines) + "\n"

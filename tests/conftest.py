@@ -9,7 +9,7 @@ RUNS = ROOT / "data" / "runs"
 RUN_NAMES = ["nginx-no-keepalive", "nginx-keepalive", "nginx-keepalive-repeat"]
 
 
-BASE = datetime.datetime(2024, 1, 2, 3, 4, 0, tzinfo=datetime.timezone.utc)
+BASE = datetime.datetime(2024, 1, 2, 3, 4, 0, tzinfo=datetime.UTC)
 BASE_NS = int(BASE.timestamp()) * 1_000_000_000
 
 
@@ -22,8 +22,9 @@ def ts(seconds: float, digits: int = 9) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{f}" if f else "") + "Z"
 
 
-def write_run(folder: Path, sections, *, cpu=None, meta=None, gz=False, prefix="",
-              crlf=False, bom=False) -> Path:
+def write_run(
+    folder: Path, sections, *, cpu=None, meta=None, gz=False, prefix="", crlf=False, bom=False
+) -> Path:
     """Write a throughputramp run folder from lists of (start_str, latency_str) rows."""
     folder.mkdir(parents=True, exist_ok=True)
     nl = "\r\n" if crlf else "\n"

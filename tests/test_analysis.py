@@ -3,11 +3,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import reference
 from conftest import BASE_NS, RUN_NAMES, RUNS, ts, write_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
 from headroom import load_run, parse_objective
 from headroom.aggregate import cpu_over, per_bucket, steps_table
 from headroom.binning import bin_edges, by_throughput, encode_latency, nice_width
@@ -70,7 +70,11 @@ def test_bucket_counts_match_independent_count(name):
 
 def test_cpu_alignment_time_weighted():
     cpu = CpuSamples(
-        time_ns=np.array([1, 2, 3, 4]) * NS, pct=np.array([10.0, 20, 30, 40]), per_cpu=None, cores=1, source="x"
+        time_ns=np.array([1, 2, 3, 4]) * NS,
+        pct=np.array([10.0, 20, 30, 40]),
+        per_cpu=None,
+        cores=1,
+        source="x",
     )
     got = cpu_over(cpu, np.array([0.5, 1.0, 3.5, 3.8, -2.0]) * NS, np.array([1.0, 2.0, 1.0, 1.0, 1.0]))
     # sample at t covers (t-1, t]; the first one gets the median interval, 1 s
@@ -185,8 +189,13 @@ def test_objective_crossing_interpolates_between_bins():
     rates = np.array([1500, 2500, 3500, 4500, 5500, 6500])
     lat = np.array([1, 2, 3, 4, 5, 6]) * 1e-3
     run = synthetic_run(rates, lat)
-    s = analyze(run, objective=parse_objective("p99<=4.5ms"), bin_width=1000, current_load_rps=2000,
-                target_load_rps=20_000)
+    s = analyze(
+        run,
+        objective=parse_objective("p99<=4.5ms"),
+        bin_width=1000,
+        current_load_rps=2000,
+        target_load_rps=20_000,
+    )
     x = s.bins.rps[s.bins.latency.requests > 0]
     assert np.all(np.abs(x - rates) < 0.01 * rates)
     expect = x[3] + (4.5e-3 - 4e-3) / (5e-3 - 4e-3) * (x[4] - x[3])
@@ -216,10 +225,6 @@ def random_runs(draw):
         t += int((span + draw(st.floats(0, 2))) * NS)
     start = np.concatenate(starts).astype(np.int64)
     lat = np.concatenate(lats)
-    for k in range(n_steps):  # the loader sorts each step by start time
-        a, b = offs[k], offs[k + 1]
-        o = np.argsort(start[a:b], kind="stable")
-        start[a:b], lat[a:b] = start[a:b][o], lat[a:b][o]
     return Run(Requests(start, lat, np.array(offs)), None, RunMeta("h", "h", {}))
 
 
@@ -242,7 +247,9 @@ def test_properties_buckets_bins_percentiles(run, bucket, nbins):
     bins = by_throughput(b, run.requests.latency_s, bins=nbins)
     # bins partition the buckets
     assert len(bins.of_bucket) == len(b) and bins.buckets.sum() == len(b)
-    assert np.all((b.rps >= bins.rps_lo[bins.of_bucket] - 1e-9) & (b.rps <= bins.rps_hi[bins.of_bucket] + 1e-9))
+    assert np.all(
+        (b.rps >= bins.rps_lo[bins.of_bucket] - 1e-9) & (b.rps <= bins.rps_hi[bins.of_bucket] + 1e-9)
+    )
     assert bins.requests.sum() == b.kept
     # percentiles are non-decreasing in q and bounded by the max
     names = [p[0] for p in PERCENTILES]

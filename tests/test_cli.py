@@ -4,9 +4,9 @@ import sys
 
 import numpy as np
 import pytest
+import reference
 from conftest import RUNS, ts, write_run
 
-import reference
 from headroom.cli import main
 
 
@@ -17,7 +17,9 @@ def run_cli(*args):
 
 def test_summary_json_document(tmp_path):
     out = tmp_path / "s.json"
-    rc, stdout, stderr = run_cli("summary", RUNS / "nginx-keepalive", "--objective", "p99<=5ms", "--json", out)
+    rc, stdout, stderr = run_cli(
+        "summary", RUNS / "nginx-keepalive", "--objective", "p99<=5ms", "--json", out
+    )
     assert rc == 0, stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == 1 and doc["label"] == "nginx-1.22.1-keepalive"
@@ -31,14 +33,33 @@ def test_summary_json_document(tmp_path):
         ends = [r[0] + round(r[1] * 1e9) for r in sec]
         assert s["rps"] == pytest.approx(len(sec) / ((max(ends) - min(starts)) / 1e9), rel=1e-5)
     assert doc["capacity"]["max_rps"] == max(s["rps"] for s in doc["steps"])
-    keys = {"rps_lo", "rps_hi", "requests", "mean_s", "p50_s", "p90_s", "p95_s", "p99_s", "p995_s",
-            "p999_s", "max_s", "cpu_pct"}
+    keys = {
+        "rps_lo",
+        "rps_hi",
+        "requests",
+        "mean_s",
+        "p50_s",
+        "p90_s",
+        "p95_s",
+        "p99_s",
+        "p995_s",
+        "p999_s",
+        "max_s",
+        "cpu_pct",
+    }
     assert all(keys <= set(b) for b in doc["bins"])
     assert sum(b["requests"] for b in doc["bins"]) == n
     assert {"samples", "overlap_s"} <= set(doc["cpu"])
     assert doc["cpu"]["samples"] == 15
     cap = doc["capacity"]
-    assert {"max_rps", "objective", "rps_at_objective", "knee_rps", "cpu_at_knee", "rps_at_cpu_target"} <= set(cap)
+    assert {
+        "max_rps",
+        "objective",
+        "rps_at_objective",
+        "knee_rps",
+        "cpu_at_knee",
+        "rps_at_cpu_target",
+    } <= set(cap)
     assert cap["objective"] == "p99<=5ms"
     # the table on stdout names the run and the capacity figures
     assert "nginx-1.22.1-keepalive" in stdout and "max sustained throughput" in stdout
@@ -57,8 +78,10 @@ def test_errors_exit_2_one_line_no_traceback(tmp_path):
     folder = write_run(tmp_path / "bad", [rows[:3] + [("not-a-time", "0.1")]])
     rc, out, err = run_cli("summary", folder)
     assert rc == 2 and out == ""
-    assert err == f"headroom: error: {folder / 'perfResults.csv'}:5: bad start-time 'not-a-time' " \
-                  "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)\n"
+    assert (
+        err == f"headroom: error: {folder / 'perfResults.csv'}:5: bad start-time 'not-a-time' "
+        "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)\n"
+    )
     rc, out, err = run_cli("summary", tmp_path / "missing")
     assert rc == 2 and err.count("\n") == 1 and "no such file or folder" in err
     rc, _, err = run_cli("summary", folder, "--objective", "p99 under 5")
@@ -72,8 +95,12 @@ def test_help_has_examples():
 
 def test_bucket_and_bins_options(tmp_path):
     out = tmp_path / "o.json"
-    assert main(["summary", str(RUNS / "nginx-keepalive"), "--bucket", "500ms", "--bins", "4",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            ["summary", str(RUNS / "nginx-keepalive"), "--bucket", "500ms", "--bins", "4", "--json", str(out)]
+        )
+        == 0
+    )
     doc = json.loads(out.read_text())
     assert doc["bucket_s"] == 0.5 and len(doc["bins"]) == 4
     lo = [b["rps_lo"] for b in doc["bins"]]

@@ -3,9 +3,9 @@ import os
 
 import numpy as np
 import pytest
+import reference
 from conftest import BASE_NS, RUN_NAMES, RUNS, ts, write_run
 
-import reference
 from headroom import HeadroomError, load_run
 
 
@@ -17,7 +17,8 @@ def test_bundled_runs_match_reference_reader(name):
     for k, sec in enumerate(ref):
         a, b = run.requests.step_offsets[k], run.requests.step_offsets[k + 1]
         assert b - a == len(sec)
-        np.testing.assert_array_equal(run.requests.start_ns[a:b], [r[0] for r in sec])
+        st, _ = run.requests.sorted_step(k)
+        np.testing.assert_array_equal(st, [r[0] for r in sec])
         # same start can occur twice; compare latencies as multisets per start
         got = sorted(zip(run.requests.start_ns[a:b].tolist(), run.requests.latency_s[a:b].tolist()))
         assert got == sorted(sec)
@@ -31,15 +32,24 @@ def test_bundled_runs_match_reference_reader(name):
 
 def test_quirks_repeated_headers_digits_order_gz(tmp_path):
     # 0..9 fractional digits, rows in completion (not start) order, two sections
-    s0 = [(ts(1.5, 1), "0.0100"), (ts(0, 0), "0.0200"), (ts(1.123456789, 9), "0.0300"), (ts(0.25, 2), "0.0001")]
+    s0 = [
+        (ts(1.5, 1), "0.0100"),
+        (ts(0, 0), "0.0200"),
+        (ts(1.123456789, 9), "0.0300"),
+        (ts(0.25, 2), "0.0001"),
+    ]
     s1 = [(ts(3.000001, 6), "0.5"), (ts(2.5, 3), "1e-3")]
     folder = write_run(tmp_path / "r", [s0, s1], gz=True)
     run = load_run(folder)
     assert run.requests.n_steps == 2
     np.testing.assert_array_equal(run.requests.step_offsets, [0, 4, 6])
-    expect = [0, 250_000_000, 1_123_456_789, 1_500_000_000, 2_500_000_000, 3_000_001_000]
+    # file (completion) order is kept; sorted_step gives start order
+    expect = [1_500_000_000, 0, 1_123_456_789, 250_000_000, 3_000_001_000, 2_500_000_000]
     np.testing.assert_array_equal(run.requests.start_ns - BASE_NS, expect)
-    np.testing.assert_array_equal(run.requests.latency_s, [0.02, 0.0001, 0.03, 0.01, 0.001, 0.5])
+    st, lat = run.requests.sorted_step(0)
+    np.testing.assert_array_equal(st - BASE_NS, [0, 250_000_000, 1_123_456_789, 1_500_000_000])
+    np.testing.assert_array_equal(lat, [0.02, 0.0001, 0.03, 0.01])
+    np.testing.assert_array_equal(run.requests.sorted_step(1)[1], [0.001, 0.5])
     assert run.cpu is None and run.meta.label == "r"
 
 
@@ -56,7 +66,9 @@ def test_old_prefix_layout_and_prefix_path(tmp_path):
     old = [(ts(0.1 * i), "0.0020") for i in range(10)]
     folder = tmp_path / "cmp"
     write_run(folder, [new], meta='sha: "new1"\n')
-    write_run(folder, [old], prefix="old_", meta='sha: "old1"\n', cpu="timestamp,percentage\n" + ts(1) + ",5\n")
+    write_run(
+        folder, [old], prefix="old_", meta='sha: "old1"\n', cpu="timestamp,percentage\n" + ts(1) + ",5\n"
+    )
     assert len(load_run(folder).requests) == 20
     r_old = load_run(folder / "old_perfResults.csv")
     assert len(r_old.requests) == 10 and r_old.label == "old1" and r_old.cpu is not None
@@ -111,12 +123,12 @@ def test_hey_upstream_csv_counts_errors(tmp_path):
     assert run.format == "hey"
     assert run.errors == 3 and run.error_codes == {500: 1, 503: 2}
     assert any("3 of 5 requests failed" in w for w in run.warnings)
-    np.testing.assert_array_equal(run.requests.latency_s, [0.02, 0.0775])
+    np.testing.assert_array_equal(run.requests.latency_s, [0.0775, 0.02])
     # anchored so the last response (0.1734 + 0.0775 s) ends at the file's mtime
     end = BASE_NS + 10**9
     base = end - round((0.1734 + 0.0775) * 1e9)
-    np.testing.assert_array_equal(run.requests.start_ns, [base + 50_000_000, base + 173_400_000])
-    assert load_run(p, base_time_ns=0).requests.start_ns[0] == 50_000_000
+    np.testing.assert_array_equal(run.requests.start_ns, [base + 173_400_000, base + 50_000_000])
+    assert load_run(p, base_time_ns=0).requests.start_ns.min() == 50_000_000
 
 
 def test_hey_fork_start_time_column(tmp_path):
@@ -125,8 +137,8 @@ def test_hey_fork_start_time_column(tmp_path):
     p.write_text(head + f"0.5,0,0,0,0.5,0,{ts(1)}\n0.25,0,0,0,0.25,0,{ts(0.5, 1)}\n")
     run = load_run(p)
     assert run.format == "hey-fork" and run.errors == 0
-    np.testing.assert_array_equal(run.requests.start_ns - BASE_NS, [500_000_000, 1_000_000_000])
-    np.testing.assert_array_equal(run.requests.latency_s, [0.25, 0.5])
+    np.testing.assert_array_equal(run.requests.start_ns - BASE_NS, [1_000_000_000, 500_000_000])
+    np.testing.assert_array_equal(run.requests.latency_s, [0.5, 0.25])
 
 
 def _err(path) -> str:
@@ -154,7 +166,9 @@ def test_errors_name_file_line_and_value(tmp_path):
     assert _err(empty) == f"{empty / 'perfResults.csv'}:4: empty response-time value"
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "perfResults.csv").write_text("start-time,response-time\n" + ts(0) + ",0.1,7\n")
-    assert _err(tmp_path / "x").startswith(f"{tmp_path / 'x' / 'perfResults.csv'}:2: a malformed line: expected 2 fields")
+    assert _err(tmp_path / "x").startswith(
+        f"{tmp_path / 'x' / 'perfResults.csv'}:2: a malformed line: expected 2 fields"
+    )
 
 
 def test_errors_for_missing_and_empty(tmp_path):
@@ -168,11 +182,15 @@ def test_errors_for_missing_and_empty(tmp_path):
     (tmp_path / "e3" / "perfResults.csv").write_text("start-time,response-time\n")
     assert "no requests" in _err(tmp_path / "e3")
     (tmp_path / "e4").mkdir()
-    (tmp_path / "e4" / "perfResults.csv.gz").write_bytes(gzip.compress(b"start-time,response-time\n" * 50)[:30])
+    (tmp_path / "e4" / "perfResults.csv.gz").write_bytes(
+        gzip.compress(b"start-time,response-time\n" * 50)[:30]
+    )
     assert "truncated gzip" in _err(tmp_path / "e4")
     (tmp_path / "e5").mkdir()
     (tmp_path / "e5" / "perfResults.csv").write_text("when,latency\n1,2\n")
-    assert _err(tmp_path / "e5").startswith(f"{tmp_path / 'e5' / 'perfResults.csv'}:1: unexpected header 'when,latency'")
+    assert _err(tmp_path / "e5").startswith(
+        f"{tmp_path / 'e5' / 'perfResults.csv'}:1: unexpected header 'when,latency'"
+    )
 
 
 def test_yaml_safe_and_errors(tmp_path):
