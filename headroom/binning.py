@@ -268,3 +268,84 @@ def by_throughput(
         of_bucket=of_bucket,
         values=codes.values,
     )
+
+
+# --------------------------------------------------------------------------
+# what the plots draw: computed here so that plot.py only draws
+
+
+def bucket_percentiles(
+    buckets: Buckets, codes: LatencyCodes, names: tuple[str, ...] = ("p50", "p99")
+) -> dict[str, np.ndarray]:
+    """Exact latency percentiles of every time bucket (NaN for empty buckets).
+
+    Sorts one int64 key per request (bucket * n_values + code), so it costs
+    one sort of the run; it is only computed when a plot asks for it.
+    """
+    d = len(codes.values)
+    g = buckets.of_request
+    keep = g >= 0
+    key = g[keep].astype(np.int64) * d + codes.codes[keep]
+    key.sort()
+    nb = len(buckets)
+    first = np.searchsorted(key, np.arange(nb, dtype=np.int64) * d)
+    n = buckets.count
+    table = {p[0]: p for p in PERCENTILES}
+    out = {}
+    for name in names:
+        _, num, den = table[name]
+        r = rank(n, num, den)
+        idx = np.minimum(first + r - 1, max(len(key) - 1, 0))
+        v = np.full(nb, np.nan)
+        ok = n > 0
+        v[ok] = codes.values[key[idx[ok]] % d]
+        out[name] = v
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Density:
+    """Requests counted on a (throughput, latency) grid: a 2-D histogram."""
+
+    x_edges: np.ndarray  # req/s
+    y_edges: np.ndarray  # seconds
+    counts: np.ndarray  # (nx, ny)
+    above: int  # requests with latency above the top edge (not drawn)
+
+    @property
+    def x_marginal(self) -> np.ndarray:
+        """Requests per throughput column."""
+        return self.counts.sum(axis=1)
+
+    @property
+    def y_marginal(self) -> np.ndarray:
+        """Requests per latency row."""
+        return self.counts.sum(axis=0)
+
+
+def density(
+    buckets: Buckets,
+    codes: LatencyCodes,
+    *,
+    x_max: float,
+    y_max_s: float,
+    nx: int = 120,
+    ny: int = 100,
+) -> Density:
+    """2-D histogram of requests by their bucket's throughput and their latency.
+
+    O(n): each bucket falls in one throughput column, each distinct latency
+    value in one row, so a single bincount over the requests does it.
+    """
+    x_edges = np.linspace(0.0, x_max, nx + 1)
+    y_edges = np.linspace(0.0, y_max_s, ny + 1)
+    xb = np.clip(np.searchsorted(x_edges, buckets.rps, side="right") - 1, 0, nx - 1)
+    yb = np.searchsorted(y_edges, codes.values, side="right") - 1
+    yb[codes.values >= y_max_s] = -1
+    g = buckets.of_request
+    req_y = yb[codes.codes]
+    ok = (g >= 0) & (req_y >= 0)
+    above = int(np.count_nonzero((g >= 0) & (req_y < 0)))
+    key = xb[g[ok]].astype(np.int64) * ny + req_y[ok]
+    counts = np.bincount(key, minlength=nx * ny).reshape(nx, ny)
+    return Density(x_edges, y_edges, counts, above)
