@@ -302,7 +302,7 @@ def cpu_over_time(summaries: Summary | Sequence[Summary], *, per_cpu: bool = Tru
         gap = np.diff(t) > 1.5 * np.median(np.diff(t)) if len(t) > 2 else np.zeros(max(len(t) - 1, 0), bool)
         cut = np.flatnonzero(gap) + 1
 
-        def broken(v):
+        def broken(v, t=t, cut=cut):
             return np.insert(t.astype(float), cut, np.nan), np.insert(v.astype(float), cut, np.nan)
 
         if per_cpu and cpu.per_cpu is not None:
