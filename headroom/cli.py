@@ -22,6 +22,20 @@ examples:
 exit codes: 0 success, 2 bad usage or bad input (one line on stderr naming the file and line)
 """
 
+EPILOG_REPORT = """\
+examples:
+  headroom report data/runs/nginx-keepalive -o report.html
+  headroom report data/runs/nginx-no-keepalive data/runs/nginx-keepalive -o report.html
+  headroom report old/ new/ -o release-1.2.html --objective 'p99<=20ms' --title 'Release 1.2'
+  headroom report run/ -o r.html --keep-notebook r.ipynb   # also keep the executed notebook
+
+One run gives the single-run report; two give baseline (first) against candidate (second).
+The HTML is one self-contained file: images embedded, no network resources, no JavaScript.
+
+exit codes: 0 report written, 1 a report cell failed (its error is printed; no HTML is written),
+2 bad usage or bad input
+"""
+
 
 def _positive_float(text: str) -> float:
     try:
@@ -124,6 +138,48 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
     s.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+    r = sub.add_parser(
+        "report",
+        help="one self-contained HTML report of one run, or of a baseline against a candidate",
+        description="Execute the report notebook (papermill) for one run or two and export "
+        "it as one self-contained HTML file (nbconvert, code hidden).",
+        epilog=EPILOG_REPORT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("runs", nargs="+", metavar="RUN", help="one run, or BASELINE CANDIDATE")
+    r.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    r.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
+    r.add_argument("--title", default="", help="report title (default: from the run labels)")
+    r.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="label for a run, in order (repeat for the second run)",
+    )
+    r.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR", help="time bucket (default: 1s)")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--bins", type=_positive_int, default=0, metavar="N", help="number of throughput bins")
+    g.add_argument(
+        "--bin-width", type=_positive_float, default=0.0, metavar="RPS", help="throughput bin width"
+    )
+    r.add_argument(
+        "--cpu-target",
+        type=_positive_float,
+        default=70.0,
+        metavar="PCT",
+        help="CPU busy %% at which an instance is full (default: 70)",
+    )
+    r.add_argument(
+        "--cpu-cores",
+        type=_positive_float,
+        default=0.0,
+        metavar="N",
+        help="cores that 100%% in a single-column cpuStats.csv stands for",
+    )
+    r.add_argument("--keep-notebook", metavar="FILE", help="also write the executed notebook")
+    r.add_argument("--debug", action="store_true", help="show a traceback on errors")
     return p
 
 
@@ -138,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "summary":
             return _summary(args)
+        if args.command == "report":
+            return _report(args)
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise
@@ -147,6 +205,44 @@ def main(argv: list[str] | None = None) -> int:
         print("headroom: interrupted", file=sys.stderr)
         return 130
     return 2
+
+
+def report_parameters(args) -> tuple[str, dict]:
+    """The notebook and papermill parameters ``headroom report`` uses for ``args``."""
+    from .report import notebook_parameters
+
+    return notebook_parameters(args.runs, **_report_options(args))
+
+
+def _report_options(args) -> dict:
+    return {
+        "labels": args.label,
+        "objective": str(args.objective) if args.objective else "",
+        "bucket": f"{args.bucket:g}s",
+        "bins": args.bins or 0,
+        "bin_width": args.bin_width or 0.0,
+        "cpu_target": args.cpu_target,
+        "cpu_cores": args.cpu_cores or 0.0,
+        "title": args.title,
+    }
+
+
+def _report(args) -> int:
+    from .report import ReportError, render
+
+    if len(args.runs) > 2:
+        raise HeadroomError(f"give one run or two (baseline, candidate), not {len(args.runs)}")
+    if len(args.label) > len(args.runs):
+        raise HeadroomError(f"{len(args.label)} --label values for {len(args.runs)} run(s)")
+    try:
+        out = render(args.runs, args.output, keep_notebook=args.keep_notebook, **_report_options(args))
+    except ReportError as e:
+        if args.debug:
+            raise
+        print(f"headroom: error: {e}", file=sys.stderr)
+        return 1
+    print(f"headroom: wrote {out}", file=sys.stderr)
+    return 0
 
 
 def _preload() -> None:

@@ -1,0 +1,243 @@
+"""The release report: execute a parameterized notebook, export one HTML file.
+
+The notebooks ship inside the package (``headroom.notebooks``) and are found
+with :mod:`importlib.resources`, so this works from a wheel as well as from
+an editable install.  papermill runs them in one kernel; nbconvert exports
+them with code hidden, images embedded, and a template that loads nothing
+from the network and needs no JavaScript.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from . import __version__
+from .model import HeadroomError, parse_duration, parse_objective
+
+RUN_NOTEBOOK = "run_report.ipynb"
+COMPARISON_NOTEBOOK = "comparison_report.ipynb"
+_TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+
+
+class ReportError(Exception):
+    """A report notebook failed for a reason other than bad input."""
+
+
+def _kernel_manager_class(socket_dir: str) -> str:
+    """A kernel manager that talks to the kernel over IPC sockets in ``socket_dir``.
+
+    Local IPC needs no TCP ports and keeps the kernel from warning on stderr
+    about unencrypted TCP; papermill takes the class by its import path.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+            self.ip = os.path.join(socket_dir, "kernel")
+
+    globals()["_LocalKernelManager"] = LocalKernelManager
+    return f"{__name__}._LocalKernelManager"
+
+
+def notebook(name: str):
+    """The shipped notebook ``name`` as an importlib.resources Traversable."""
+    nb = resources.files("headroom.notebooks") / name
+    if not nb.is_file():
+        raise ReportError(f"report notebook {name} is missing from the installed package")
+    return nb
+
+
+def notebook_parameters(
+    runs: Sequence[str],
+    *,
+    labels: Sequence[str] = (),
+    objective: str = "",
+    bucket: str = "1s",
+    bins: int = 0,
+    bin_width: float = 0.0,
+    cpu_target: float = 70.0,
+    cpu_cores: float = 0.0,
+    title: str = "",
+) -> tuple[str, dict]:
+    """Which notebook to run for ``runs`` and the papermill parameters to pass it.
+
+    One run gives the single-run report, two give baseline against candidate.
+    Values are plain str/int/float/list so that papermill writes them as
+    Python literals (quoted and escaped, never pasted as code).
+    """
+    if len(runs) not in (1, 2):
+        raise HeadroomError(
+            f"give one run (a single-run report) or two (baseline, candidate), not {len(runs)}"
+        )
+    labels = list(labels) + [""] * (len(runs) - len(labels))
+    common = {
+        "objective": objective,
+        "bucket": bucket,
+        "bins": int(bins),
+        "bin_width": float(bin_width),
+        "cpu_target": float(cpu_target),
+        "cpu_cores": float(cpu_cores),
+        "title": title,
+        "headroom_version": __version__,
+    }
+    if len(runs) == 1:
+        return RUN_NOTEBOOK, {"run_path": str(runs[0]), "label": labels[0], **common}
+    return COMPARISON_NOTEBOOK, {
+        "baseline_path": str(runs[0]),
+        "candidate_path": str(runs[1]),
+        "baseline_label": labels[0],
+        "candidate_label": labels[1],
+        **common,
+    }
+
+
+def load_summaries(
+    paths: Sequence[str],
+    *,
+    labels: Sequence[str] = (),
+    objective: str = "",
+    bucket: str = "1s",
+    bins: int = 0,
+    bin_width: float = 0.0,
+    cpu_target: float = 70.0,
+    cpu_cores: float = 0.0,
+):
+    """Load and analyse runs from notebook parameters (0 / "" mean "default")."""
+    from .io import load_run
+    from .summary import analyze
+
+    obj = parse_objective(objective) if objective else None
+    labels = list(labels) + [""] * (len(paths) - len(labels))
+    out = []
+    for path, label in zip(paths, labels):
+        run = load_run(path, label=label or None, cpu_cores=cpu_cores or None)
+        out.append(
+            analyze(
+                run,
+                objective=obj,
+                bucket_s=parse_duration(bucket),
+                bins=bins or None,
+                bin_width=bin_width or None,
+                cpu_target_pct=cpu_target,
+            )
+        )
+    return out
+
+
+def export_html(nb, *, title: str) -> str:
+    """Export an executed notebook to self-contained HTML with code hidden."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(
+        template_name="headroom_report",
+        extra_template_basedirs=[str(_TEMPLATE_DIR)],
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
+    nb.metadata["title"] = title
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    return _strip_css_comments(body)
+
+
+def _strip_css_comments(page: str) -> str:
+    """Drop comments inside <style> blocks (nbconvert's CSS cites web pages in them)."""
+    import re
+
+    def clean(m: re.Match) -> str:
+        return re.sub(r"/\*.*?\*/", "", m.group(0), flags=re.S)
+
+    return re.sub(r"<style[^>]*>.*?</style>", clean, page, flags=re.S)
+
+
+def render(
+    runs: Sequence[str],
+    output: str | os.PathLike,
+    *,
+    keep_notebook: str | os.PathLike | None = None,
+    progress: bool | None = None,
+    **options,
+) -> Path:
+    """Execute the report notebook for ``runs`` and write one HTML file.
+
+    Parameters
+    ----------
+    runs
+        One run (single-run report) or two (baseline, candidate).
+    output
+        Where to write the HTML.  Written only when every cell succeeded.
+    keep_notebook
+        Also keep the executed notebook there.
+    progress
+        Show papermill's progress bar (default: when stderr is a terminal).
+    **options
+        Passed to :func:`notebook_parameters` (objective, bucket, bins, title...).
+
+    Raises
+    ------
+    HeadroomError
+        Bad input (also when raised inside the notebook).
+    ReportError
+        Any other failing cell, with the cell's error.
+    """
+    import nbformat
+    import papermill as pm
+
+    name, params = notebook_parameters(runs, **options)
+    out = Path(output)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    with tempfile.TemporaryDirectory(prefix="headroom-report-") as tmp:
+        executed = Path(tmp) / "executed.ipynb"
+        with resources.as_file(notebook(name)) as src:
+            try:
+                pm.execute_notebook(
+                    str(src),
+                    str(executed),
+                    parameters=params,
+                    kernel_name="python3",
+                    progress_bar=progress,
+                    log_output=False,
+                    cwd=os.getcwd(),
+                    kernel_manager_class=_kernel_manager_class(tmp),
+                )
+            except pm.PapermillExecutionError as e:
+                if keep_notebook and executed.exists():
+                    Path(keep_notebook).write_bytes(executed.read_bytes())
+                msg = f"{e.ename}: {e.evalue}".strip()
+                if e.ename == "HeadroomError":
+                    raise HeadroomError(e.evalue) from None
+                raise ReportError(f"report notebook {name} failed in cell {e.exec_count}: {msg}") from None
+        nb = nbformat.read(executed, as_version=4)
+        title = options.get("title") or _default_title(nb)
+        page = export_html(nb, title=title)
+        if keep_notebook:
+            Path(keep_notebook).write_bytes(executed.read_bytes())
+    tmp_out = out.with_name(out.name + ".partial")
+    try:
+        tmp_out.write_text(page, encoding="utf-8")
+        tmp_out.replace(out)
+    except OSError as e:
+        raise HeadroomError(f"{out}: cannot write the report ({e.strerror})") from None
+    return out
+
+
+def _default_title(nb) -> str:
+    """The title the notebook's header cell displayed (its first <h1>)."""
+    import html
+    import re
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            text = out.get("data", {}).get("text/html", "")
+            m = re.search(r"<h1>(.*?)</h1>", "".join(text) if isinstance(text, list) else text, re.S)
+            if m:
+                return html.unescape(m.group(1))
+    return "headroom report"

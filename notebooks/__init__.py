@@ -1,0 +1,1 @@
+"""The report notebooks, shipped inside the package as ``headroom.notebooks``."""

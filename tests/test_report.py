@@ -1,0 +1,214 @@
+"""Report notebooks executed on a real kernel, exported HTML checked, rendered in Chromium."""
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import nbformat
+import papermill as pm
+import pytest
+from conftest import ROOT, RUNS
+
+from headroom import report
+from headroom.cli import build_parser, report_parameters
+
+NB_DIR = ROOT / "notebooks"
+
+
+def cli(*args, cwd=ROOT, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
+    )
+
+
+@pytest.mark.parametrize("name", ["run_report.ipynb", "comparison_report.ipynb", "explore.ipynb"])
+def test_notebooks_committed_clean(name):
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == (0 if name == "explore.ipynb" else 1)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            assert c.outputs == [] and c.execution_count is None
+            # no analysis in notebooks: code cells only call the headroom API
+            assert "numpy" not in c.source and "np." not in c.source
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "data/runs/nginx-keepalive", "-o", "x.html"],
+        [
+            "report",
+            "a",
+            "b",
+            "-o",
+            "x.html",
+            "--objective",
+            "p99<=20ms",
+            "--title",
+            "T",
+            "--label",
+            "A",
+            "--bins",
+            "5",
+            "--cpu-cores",
+            "2",
+        ],
+    ],
+)
+def test_cli_parameters_match_notebook_parameters(argv):
+    args = build_parser().parse_args(argv)
+    name, params = report_parameters(args)
+    declared = pm.inspect_notebook(str(NB_DIR / name))
+    assert set(params) == set(declared)
+    for k, v in params.items():  # same types as the notebook's defaults
+        assert type(v) is type(ast.literal_eval(declared[k]["default"])), k
+
+
+def _images(page: str) -> int:
+    return len(re.findall(r'<img[^>]+src="data:image/png;base64,', page))
+
+
+def figures_in(name: str) -> int:
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    return sum("plt.show()" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+def check_html(page: str, labels, figures: int):
+    assert "Traceback" not in page and "Error" not in re.sub(r"<style.*?</style>", "", page, flags=re.S)
+    assert not re.search(r"https?://", page), "the report refers to a network address"
+    assert "<script" not in page
+    # code hidden: no input areas, no source
+    assert "load_summaries" not in page and "hl-ipython3" not in page
+    for label in labels:
+        assert label in page
+    assert figures == 5 and _images(page) == figures
+
+
+def test_run_report_html(tmp_path):
+    out = tmp_path / "run.html"
+    keep = tmp_path / "run.ipynb"
+    p = cli("report", RUNS / "nginx-keepalive", "-o", out, "--objective", "p99<=5ms", "--keep-notebook", keep)
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    check_html(page, ["nginx-1.22.1-keepalive"], figures_in("run_report.ipynb"))
+    assert "<title>Capacity report: nginx-1.22.1-keepalive</title>" in page
+    assert re.search(r"objective=(&#x27;|')p99&lt;=5ms", page) and "headroom 0.1.0" in page
+    executed = nbformat.read(keep, as_version=4)
+    assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+
+def test_comparison_report_html_and_escaping(tmp_path):
+    out = tmp_path / "cmp.html"
+    evil = "<script>alert(1)</script>\"q'\\"
+    p = cli("report", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "-o", out, "--label", evil)
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    check_html(
+        page,
+        ["nginx-1.22.1-keepalive", "&lt;script&gt;alert(1)&lt;/script&gt;"],
+        figures_in("comparison_report.ipynb"),
+    )
+    assert "Summary: baseline against candidate" in page
+    assert "<script>alert(1)" not in page
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path):
+    out = tmp_path / "r.html"
+    p = cli("report", tmp_path / "missing", "-o", out)
+    assert p.returncode == 2 and not out.exists()
+    assert p.stderr.strip().count("\n") == 0 and "no such file or folder" in p.stderr
+    p = cli("report", "a", "b", "c", "-o", out)
+    assert p.returncode == 2 and "one run or two" in p.stderr
+
+
+def test_failing_cell_raises_with_cell_error(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell('run_path = ""', metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("1 / 0"),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    broken = tmp_path / "broken.ipynb"
+    nbformat.write(nb, broken)
+    monkeypatch.setattr(report, "notebook", lambda name: broken)
+    out = tmp_path / "r.html"
+    with pytest.raises(report.ReportError, match="ZeroDivisionError"):
+        report.render([str(RUNS / "nginx-keepalive")], out)
+    assert not out.exists() and not (tmp_path / "r.html.partial").exists()
+
+
+def test_report_from_installed_wheel(tmp_path):
+    """`pip install .` (not editable): notebooks and template come from the wheel."""
+    wheel_dir, site = tmp_path / "wheel", tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheel_dir, ROOT], check=True
+    )
+    whl = next(wheel_dir.glob("*.whl"))
+    names = zipfile.ZipFile(whl).namelist()
+    assert "headroom/notebooks/run_report.ipynb" in names
+    assert "headroom/templates/headroom_report/index.html.j2" in names
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", site, whl], check=True
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    p = cli("report", RUNS / "nginx-keepalive", "-o", "r.html", cwd=work, env=env)
+    assert p.returncode == 0, p.stderr
+    probe = subprocess.run(
+        [sys.executable, "-c", "import headroom; print(headroom.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=env,
+        check=True,
+    )
+    assert probe.stdout.startswith(str(site))
+    check_html((work / "r.html").read_text(), ["nginx-1.22.1-keepalive"], figures_in("run_report.ipynb"))
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"
+)
+@pytest.mark.parametrize("javascript", [True, False])
+def test_report_renders_in_headless_chromium(tmp_path, javascript):
+    from PIL import Image
+
+    out = tmp_path / "cmp.html"
+    p = cli("report", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "-o", out)
+    assert p.returncode == 0, p.stderr
+    shot = tmp_path / "shot.png"
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tempfile.mkdtemp()}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,2400",
+        f"--screenshot={shot}",
+    ]
+    if not javascript:
+        flags.append("--disable-javascript")
+    r = subprocess.run([CHROMIUM, *flags, out.as_uri()], capture_output=True, text=True, timeout=120)
+    console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+    assert console == [], console
+    img = Image.open(shot).convert("L")
+    hist = img.histogram()
+    dark = sum(hist[:200]) / (img.width * img.height)
+    assert dark > 0.02, f"page looks blank ({dark:.3%} non-white pixels)"
