@@ -140,11 +140,24 @@ def fit_knee(bins: Bins, metric: str = "p99") -> KneeFit | None:
     """Fit the latency model to a bin metric and locate the knee; None with < 4 usable bins."""
     y, ok = _metric(bins, metric)
     ok = ok & np.isfinite(bins.rps) & (bins.rps > 0) & (y > 0)
+    return fit_knee_xy(bins.rps[ok], y[ok], metric=metric)
+
+
+def fit_knee_xy(
+    x: np.ndarray, y: np.ndarray, *, metric: str = "p99", start: KneeFit | None = None
+) -> KneeFit | None:
+    """Fit ``L(X) = L0 / (1 - (X/Xmax)^k)`` to points (x req/s, y seconds).
+
+    Least squares on log latency with scipy, from several starting points
+    (or from ``start`` alone, as the bootstrap does).  None with fewer than 4
+    usable points.
+    """
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
     if ok.sum() < 4:
         return None
     from scipy.optimize import least_squares
 
-    x, ly = bins.rps[ok], np.log(y[ok])
+    x, ly = np.asarray(x)[ok], np.log(np.asarray(y)[ok])
     xm = float(x.max())
 
     def resid(p):
@@ -153,27 +166,28 @@ def fit_knee(bins: Bins, metric: str = "p99") -> KneeFit | None:
 
     lo = [1e-12, xm * (1 + 1e-9), 1.0]
     hi = [np.inf, xm * 100, 50.0]
+    if start is not None:
+        starts = [[start.l0_s, float(np.clip(start.xmax_rps, lo[1] * 1.0001, hi[1] * 0.9999)), start.k]]
+    else:
+        starts = [[float(np.exp(ly.min())), xm * f, k0] for k0 in (1.0, 3.0, 10.0) for f in (1.01, 1.2, 3.0)]
     best = None
-    for k0 in (1.0, 3.0, 10.0):
-        for f in (1.01, 1.2, 3.0):
-            p0 = [float(np.exp(ly.min())), xm * f, k0]
-            r = least_squares(resid, p0, bounds=(lo, hi), method="trf")
-            if best is None or r.cost < best.cost:
-                best = r
+    for p0 in starts:
+        p0 = [float(np.clip(v, a * 1.0000001 if a > 0 else a, b_)) for v, a, b_ in zip(p0, lo, hi)]
+        r = least_squares(resid, p0, bounds=(lo, hi), method="trf")
+        if best is None or r.cost < best.cost:
+            best = r
     l0, xmax, k = (float(v) for v in best.x)
     ss_res = float(np.sum(best.fun**2))
     ss_tot = float(np.sum((ly - ly.mean()) ** 2))
     r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
     knee = xmax * (k + 1) ** (-1.0 / k)
     note = "knee within the measured throughputs"
+    knee_rps: float | None = float(knee)
     if knee > xm:
         note = "latency still flat: the knee lies beyond the highest measured throughput"
         knee_rps = None
     elif knee < float(x.min()):
         note = "the knee lies below the lowest measured throughput"
-        knee_rps = float(knee)
-    else:
-        knee_rps = float(knee)
     return KneeFit(metric, l0, xmax, k, knee_rps, r2, int(ok.sum()), note)
 
 
