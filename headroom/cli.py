@@ -71,6 +71,41 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+EPILOG_COMPARE = """\
+examples:
+  headroom compare data/runs/nginx-no-keepalive data/runs/nginx-keepalive
+  headroom compare old/ new/ --objective 'p99<=20ms' --threshold 5% --json verdict.json
+  headroom compare --baseline old1/ old2/ --candidate new1/ new2/   # repeat runs: noise measured
+
+How the verdict is reached: both sides are cut into the same throughput bins; latency
+(p50/p90/p99) and CPU per request are compared in bins both sides reached with enough
+data, maximum sustained throughput and throughput at the objective per run. Intervals
+come from a block bootstrap over whole time buckets (>= 1 s blocks), Bonferroni-adjusted
+over the decision metrics. A metric is worse/better only when its interval excludes zero
+AND the change is at least the threshold (or the spread between repeat runs, if larger);
+it is the same when its interval lies inside +-threshold.
+
+exit codes:
+  0  improved, or no change
+  1  regressed (some metric clearly worse by at least the threshold)
+  2  bad usage or bad input
+  3  inconclusive (too few requests per bin, too little overlap, or too much noise)
+"""
+
+
+def _fraction(text: str) -> float:
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 10% or 0.1, got {text!r}") from None
+    if v > 1 and not t.endswith("%"):
+        v /= 100  # "10" means 10 %
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0% and 100%, got {text!r}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="headroom",
@@ -180,6 +215,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--keep-notebook", metavar="FILE", help="also write the executed notebook")
     r.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+    c = sub.add_parser(
+        "compare",
+        help="baseline against candidate: verdict with confidence intervals, exit code for CI",
+        description="Compare a baseline run (or repeat runs) with a candidate at matched load and "
+        "give a verdict: improved, no change, regressed or inconclusive.",
+        epilog=EPILOG_COMPARE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("runs", nargs="*", metavar="RUN", help="BASELINE CANDIDATE (or use --baseline/--candidate)")
+    c.add_argument("--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build")
+    c.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
+    c.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
+    c.add_argument("--threshold", type=_fraction, default=0.10, metavar="PCT",
+                   help="smallest change worth calling (default: 10%%)")
+    c.add_argument("--confidence", type=_fraction, default=0.95, metavar="PCT",
+                   help="confidence of the intervals, for all decision metrics together (default: 95%%)")
+    c.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    c.add_argument("--boot", type=_positive_int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    c.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR", help="time bucket (default: 1s)")
+    g = c.add_mutually_exclusive_group()
+    g.add_argument("--bins", type=_positive_int, metavar="N", help="number of common throughput bins")
+    g.add_argument("--bin-width", type=_positive_float, metavar="RPS", help="common throughput bin width")
+    c.add_argument("--min-blocks", type=_positive_int, default=5, metavar="N",
+                   help="resampling blocks each side needs in a bin to compare it (default: 5)")
+    c.add_argument("--cpu-cores", type=_positive_float, metavar="N",
+                   help="cores that 100%% in a single-column cpuStats.csv stands for")
+    c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
+    c.add_argument("--debug", action="store_true", help="show a traceback on errors")
     return p
 
 
@@ -196,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
             return _summary(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "compare":
+            return _compare(args, parser)
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise
@@ -243,6 +309,42 @@ def _report(args) -> int:
         return 1
     print(f"headroom: wrote {out}", file=sys.stderr)
     return 0
+
+
+def _compare(args, parser) -> int:
+    from .compare import compare_runs, to_json
+    from .io import load_run, write_json
+    from .text import format_comparison
+
+    if args.runs and (args.baseline or args.candidate):
+        parser.error("give BASELINE CANDIDATE or --baseline/--candidate, not both")
+    if args.runs:
+        if len(args.runs) != 2:
+            parser.error(f"compare needs two runs, BASELINE CANDIDATE (got {len(args.runs)})")
+        base, cand = [args.runs[0]], [args.runs[1]]
+    else:
+        base, cand = args.baseline, args.candidate
+        if not base or not cand:
+            parser.error("compare needs a baseline and a candidate")
+    load = lambda p: load_run(p, cpu_cores=args.cpu_cores)  # noqa: E731
+    c = compare_runs(
+        [load(p) for p in base],
+        [load(p) for p in cand],
+        objective=args.objective,
+        threshold=args.threshold,
+        confidence=args.confidence,
+        seed=args.seed,
+        n_boot=args.boot,
+        min_blocks=args.min_blocks,
+        bucket_s=args.bucket,
+        bins=args.bins,
+        bin_width=args.bin_width,
+    )
+    if args.json != "-":
+        sys.stdout.write(format_comparison(c))
+    if args.json:
+        write_json(to_json(c), args.json)
+    return c.exit_code
 
 
 def _preload() -> None:

@@ -350,6 +350,7 @@ def compare_runs(
                 enough,
                 weights,
                 [[_run_combined(rb, pname, num, den, enough, weights, union) for rb in rbins[k]] for k in range(2)],
+                nbuck,
             )
         )
     cpu_ok = compared & np.isfinite(cpu_point).all(axis=0)
@@ -364,6 +365,7 @@ def compare_runs(
             cpu_ok,
             weights,
             [[_run_cpu(rb, cpu_ok, weights) for rb in rbins[k]] for k in range(2)],
+            nbuck,
         )
     )
 
@@ -372,10 +374,11 @@ def compare_runs(
         _run_metric(
             "max_rps", "max sustained throughput", "req/s", "higher", True, sides, rng, n_boot, sel,
             lambda s, rng, n: _max_rps_boot(s, rng, n, block_s),
+            block_s,
         )
     )
     if objective is not None:
-        metrics.append(_objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot))
+        metrics.append(_objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nbuck))
     metrics.append(_knee_metric(sides, rbins, run_point, run_boot, sel, n_boot, n_boot_knee, objective))
     metrics.append(_cpu_overall_metric(sides))
 
@@ -421,6 +424,7 @@ class _Draft:
     samples: np.ndarray | None = None  # replicates of candidate / baseline - 1
     noise_floor: float | None = None
     note: str = ""
+    blocks: int = 0  # fewest resampling blocks behind the replicates (for the small-sample correction)
 
 
 def _spread(values: list[float]) -> float | None:
@@ -435,11 +439,11 @@ def _noise(per_run: list[list[float]]) -> float | None:
     return max(floors) if floors else None
 
 
-def _matched_metric(key, name, unit, better, point, boot, ok, weights, per_run) -> _Draft:
+def _matched_metric(key, name, unit, better, point, boot, ok, weights, per_run, nblocks) -> _Draft:
     d = _Draft(key, name, unit, better, True)
     j = ok & np.isfinite(point).all(axis=0) & (point > 0).all(axis=0)
     if not j.any():
-        d.note = "no throughput bin that both sides reached with enough buckets and requests"
+        d.note = "no throughput bin that both sides reached with enough blocks and requests"
         return d
     w = weights[j]
     d.baseline = float(_geo(point[0, j], w))
@@ -449,6 +453,7 @@ def _matched_metric(key, name, unit, better, point, boot, ok, weights, per_run) 
     with np.errstate(invalid="ignore", divide="ignore"):
         d.samples = rc / rb - 1.0
     d.noise_floor = _noise(per_run)
+    d.blocks = int(nblocks[:, j].min())
     d.note = f"{int(j.sum())} throughput bin(s) compared"
     return d
 
@@ -498,7 +503,14 @@ def _side_values(sel_k: np.ndarray, per_run_boot: list[np.ndarray]) -> np.ndarra
     return (sel_k * stacked).sum(axis=0) / sel_k.sum(axis=0)
 
 
-def _run_metric(key, name, unit, better, decides, sides, rng, n_boot, sel, boot_fn) -> _Draft:
+def _peak_step_blocks(s: Summary, block_s: float) -> int:
+    """Resampling blocks in the run's highest-throughput step."""
+    k = s.capacity.max_rps_step
+    blocks = bucket_blocks(s, block_s)
+    return int(len(np.unique(blocks[s.buckets.step == k]))) if k is not None else 0
+
+
+def _run_metric(key, name, unit, better, decides, sides, rng, n_boot, sel, boot_fn, block_s) -> _Draft:
     d = _Draft(key, name, unit, better, decides)
     points = [[s.capacity.max_rps for s in side] for side in sides]
     if any(p is None for side in points for p in side):
@@ -509,6 +521,7 @@ def _run_metric(key, name, unit, better, decides, sides, rng, n_boot, sel, boot_
     d.candidate = float(np.mean(points[1]))
     d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
     d.noise_floor = _noise(points)
+    d.blocks = min(_peak_step_blocks(s, block_s) for side in sides for s in side)
     k = max(len(side) for side in sides)
     d.note = "highest per-step throughput" + (" (mean over the repeat runs of a side)" if k > 1 else "")
     return d
@@ -530,11 +543,13 @@ def _crossing(x: np.ndarray, y: np.ndarray, bound: float) -> tuple[float | None,
     return float(x0 + (bound - y0) * (x1 - x0) / (y1 - y0)) if y1 != y0 else float(x0), "crossed"
 
 
-def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot) -> _Draft:
+def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nblocks) -> _Draft:
     d = _Draft("rps_at_objective", f"throughput at {objective}", "req/s", "higher", True)
     if objective.q is None:
         d.note = "objective on the mean is not bootstrapped"
         return d
+    present = (nblocks > 0).all(axis=0)
+    min_blocks_any = int(nblocks[:, present].min()) if present.any() else 0
     pts, boots, status = [], [], []
     for k in range(2):
         side_p, side_b, side_s = [], [], []
@@ -572,6 +587,7 @@ def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, se
     with np.errstate(invalid="ignore", divide="ignore"):
         d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
     d.noise_floor = _noise(pts)
+    d.blocks = min_blocks_any
     d.note = "interpolated between the common bins" + (
         " (a side that never broke the objective counts at its highest load: a bound)" if held_b or held_c else ""
     )
@@ -607,6 +623,7 @@ def _knee_metric(sides, rbins, run_point, run_boot, sel, n_boot, n_boot_knee, ob
         with np.errstate(invalid="ignore", divide="ignore"):
             d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
     d.noise_floor = _noise(pts)
+    d.blocks = 0
     d.note = "model-based (fitted on the common bins); shown, not used for the verdict"
     return d
 
@@ -626,7 +643,9 @@ def _decide(d: _Draft, threshold: float, level: float, confidence: float) -> Met
     change = None
     if d.baseline is not None and d.candidate is not None and d.baseline > 0:
         change = d.candidate / d.baseline - 1.0
-    ci = stats.interval(d.samples, level if d.decides else confidence) if d.samples is not None else None
+    ci = None
+    if d.samples is not None:
+        ci = stats.interval(stats.small_sample(d.samples, d.blocks), level if d.decides else confidence)
     t = max(threshold, d.noise_floor or 0.0)
     if change is None or ci is None:
         decision = "not judged" if d.decides or d.samples is not None else "shown"

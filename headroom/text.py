@@ -160,3 +160,68 @@ def format_summary(s: Summary) -> str:
     w = max(len(a) for a, _ in kv) if kv else 0
     lines += [f"  {a.ljust(w)}  {b}" for a, b in kv]
     return "\n".join(lines) + "\n"
+
+
+def _metric_value(v, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "s":
+        if v < 1e-3:
+            return f"{v * 1e6:.1f} us"
+        return f"{v * 1e3:.3f} ms" if v < 1 else f"{v:.3f} s"
+    if unit == "req/s":
+        return f"{v:,.0f} req/s"
+    return f"{v:g} {unit}"
+
+
+_MARK = {"worse": "WORSE", "better": "better", "same": "~ same", "unclear": "? unclear", "not judged": "-", "shown": ""}
+
+
+def format_comparison(c) -> str:
+    """The benchstat-like table of ``headroom compare``."""
+    base = ", ".join(c.baseline_labels)
+    cand = ", ".join(c.candidate_labels)
+    n_dec = sum(1 for m in c.metrics if m.decides and m.decision != "not judged")
+    lines = [
+        f"headroom compare: {base} (baseline) vs {cand} (candidate)",
+        f"  threshold {c.threshold * 100:g}%, {c.confidence * 100:g}% confidence over {n_dec} judged decision "
+        f"metric(s) ({c.metric_confidence * 100:.2f}% each), {c.n_boot} resamples of >= {c.block_s:g} s blocks, "
+        f"seed {c.seed}, {c.bucket_s:g} s buckets"
+        + (f", objective {c.objective}" if c.objective is not None else ""),
+        "",
+    ]
+    rows = []
+    for m in c.metrics:
+        delta = "-" if m.change is None else f"{m.change * 100:+.1f}%"
+        ci = "" if m.ci is None else f"[{m.ci[0] * 100:+.1f}%, {m.ci[1] * 100:+.1f}%]"
+        mark = _MARK[m.decision] + ("" if m.decides else (" (info)" if m.decision != "shown" else "info"))
+        rows.append(
+            [m.name, _metric_value(m.baseline, m.unit), _metric_value(m.candidate, m.unit), delta, ci, mark.strip()]
+        )
+    lines += _table(["metric", "baseline", "candidate", "delta", "interval", ""], rows, "lrrrll")
+    lines += ["", f"throughput bins (>= {c.min_blocks} blocks of requests per side to compare)"]
+    rows = []
+    for b in c.bins:
+        p99 = b.latency.get("p99")
+        p99s = ""
+        if p99 is not None and p99[2] is not None:
+            p99s = f"p99 {p99[0] * 1e3:.2f} -> {p99[1] * 1e3:.2f} ms ({p99[2] * 100:+.1f}%)"
+        rows.append(
+            [
+                f"{b.rps_lo:,.0f}-{b.rps_hi:,.0f}",
+                f"{b.baseline_requests:,} / {b.baseline_blocks}",
+                f"{b.candidate_requests:,} / {b.candidate_blocks}",
+                b.status,
+                p99s,
+            ]
+        )
+    lines += _table(["req/s bin", "baseline req / blocks", "candidate req / blocks", "status", ""], rows, "lrrll")
+    lines += ["", f"verdict: {c.verdict.upper()}: {c.reason}"]
+    notes = list(c.notes)
+    why: dict[str, list[str]] = {}
+    for m in c.metrics:
+        if m.decides and m.decision == "not judged":
+            why.setdefault(m.note, []).append(m.name)
+    notes += [f"not judged ({note}): {', '.join(names)}" for note, names in why.items()]
+    lines += [f"note: {n}" for n in notes]
+    return "\n".join(lines) + "\n"
