@@ -59,10 +59,16 @@ def generate(path: Path, n_requests: int, steps: int = 60, seed: int = 1) -> Non
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as out:
         for c in range(1, steps + 1):
-            # closed loop: throughput x solves x = c / L(x); iterate
-            x = 1000.0
+            # closed loop (Little's law): throughput x solves x = c / L(x), with
+            # L(x) = l0 / (1 - (x/xmax)^k); x - c/L(x) rises from -c/l0 at 0 to xmax
+            # at xmax, so bisection finds the one root
+            lo, hi = 0.0, xmax
             for _ in range(100):
-                x = min(c / (l0 / (1 - min((x / xmax) ** k, 0.999))), xmax * 0.999)
+                x = (lo + hi) / 2
+                if x - c * (1 - (x / xmax) ** k) / l0 < 0:
+                    lo = x
+                else:
+                    hi = x
             mean_lat = c / x
             lat = np.maximum(np.round(rng.gamma(4.0, mean_lat / 4.0, per_step), 4), 0.0001)
             gaps = rng.exponential(1.0 / x, per_step)

@@ -224,24 +224,49 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG_COMPARE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    c.add_argument("runs", nargs="*", metavar="RUN", help="BASELINE CANDIDATE (or use --baseline/--candidate)")
-    c.add_argument("--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build")
+    c.add_argument(
+        "runs", nargs="*", metavar="RUN", help="BASELINE CANDIDATE (or use --baseline/--candidate)"
+    )
+    c.add_argument(
+        "--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build"
+    )
     c.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
     c.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
-    c.add_argument("--threshold", type=_fraction, default=0.10, metavar="PCT",
-                   help="smallest change worth calling (default: 10%%)")
-    c.add_argument("--confidence", type=_fraction, default=0.95, metavar="PCT",
-                   help="confidence of the intervals, for all decision metrics together (default: 95%%)")
+    c.add_argument(
+        "--threshold",
+        type=_fraction,
+        default=0.10,
+        metavar="PCT",
+        help="smallest change worth calling (default: 10%%)",
+    )
+    c.add_argument(
+        "--confidence",
+        type=_fraction,
+        default=0.95,
+        metavar="PCT",
+        help="confidence of the intervals, for all decision metrics together (default: 95%%)",
+    )
     c.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
-    c.add_argument("--boot", type=_positive_int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
+    c.add_argument(
+        "--boot", type=_positive_int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
+    )
     c.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR", help="time bucket (default: 1s)")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--bins", type=_positive_int, metavar="N", help="number of common throughput bins")
     g.add_argument("--bin-width", type=_positive_float, metavar="RPS", help="common throughput bin width")
-    c.add_argument("--min-blocks", type=_positive_int, default=5, metavar="N",
-                   help="resampling blocks each side needs in a bin to compare it (default: 5)")
-    c.add_argument("--cpu-cores", type=_positive_float, metavar="N",
-                   help="cores that 100%% in a single-column cpuStats.csv stands for")
+    c.add_argument(
+        "--min-blocks",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="resampling blocks each side needs in a bin to compare it (default: 5)",
+    )
+    c.add_argument(
+        "--cpu-cores",
+        type=_positive_float,
+        metavar="N",
+        help="cores that 100%% in a single-column cpuStats.csv stands for",
+    )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
     c.add_argument("--debug", action="store_true", help="show a traceback on errors")
     return p

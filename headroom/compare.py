@@ -318,7 +318,9 @@ def compare_runs(
                         full.sum(axis=0)[None, :], vals, *q
                     )[0]
                     rp.setdefault(key + "_n", np.zeros(nbins))[j] = full.sum()
-                    rbt.setdefault(key, np.full((n_boot, nbins), np.nan))[:, j] = stats.row_quantiles(rep, vals, *q)
+                    rbt.setdefault(key, np.full((n_boot, nbins), np.nan))[:, j] = stats.row_quantiles(
+                        rep, vals, *q
+                    )
             for i, (_, num, den) in enumerate(LATENCY_PCTS):
                 pct_point[k, j, i] = stats.row_quantiles(pooled_point[None, :], vals, num, den)[0]
                 pct_boot[k, j, i] = stats.row_quantiles(pooled, vals, num, den)
@@ -349,7 +351,10 @@ def compare_runs(
                 pct_boot[:, :, i, :],
                 enough,
                 weights,
-                [[_run_combined(rb, pname, num, den, enough, weights, union) for rb in rbins[k]] for k in range(2)],
+                [
+                    [_run_combined(rb, pname, num, den, enough, weights, union) for rb in rbins[k]]
+                    for k in range(2)
+                ],
                 nbuck,
             )
         )
@@ -372,13 +377,23 @@ def compare_runs(
     # run-level metrics
     metrics.append(
         _run_metric(
-            "max_rps", "max sustained throughput", "req/s", "higher", True, sides, rng, n_boot, sel,
+            "max_rps",
+            "max sustained throughput",
+            "req/s",
+            "higher",
+            True,
+            sides,
+            rng,
+            n_boot,
+            sel,
             lambda s, rng, n: _max_rps_boot(s, rng, n, block_s),
             block_s,
         )
     )
     if objective is not None:
-        metrics.append(_objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nbuck))
+        metrics.append(
+            _objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nbuck)
+        )
     metrics.append(_knee_metric(sides, rbins, run_point, run_boot, sel, n_boot, n_boot_knee, objective))
     metrics.append(_cpu_overall_metric(sides))
 
@@ -523,6 +538,15 @@ def _run_metric(key, name, unit, better, decides, sides, rng, n_boot, sel, boot_
     d.noise_floor = _noise(points)
     d.blocks = min(_peak_step_blocks(s, block_s) for side in sides for s in side)
     k = max(len(side) for side in sides)
+    if d.blocks < 2 and min(len(side) for side in sides) < 2:
+        # one block cannot be resampled: the interval would have zero width, which
+        # says nothing about the noise; repeat runs would supply it
+        d.samples = None
+        d.note = (
+            "the peak step is shorter than two resampling blocks, so its noise cannot be "
+            "estimated (longer steps or repeat runs would tell)"
+        )
+        return d
     d.note = "highest per-step throughput" + (" (mean over the repeat runs of a side)" if k > 1 else "")
     return d
 
@@ -555,14 +579,19 @@ def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, se
         side_p, side_b, side_s = [], [], []
         for r in range(len(rbins[k])):
             rp, rbt = run_point[k][r], run_boot[k][r]
-            usable = (rp.get("obj_n", np.zeros(1)) - rank(rp.get("obj_n", np.zeros(1)).astype(np.int64), *objective.q)) >= MIN_TAIL_REQUESTS
+            usable = (
+                rp.get("obj_n", np.zeros(1))
+                - rank(rp.get("obj_n", np.zeros(1)).astype(np.int64), *objective.q)
+            ) >= MIN_TAIL_REQUESTS
             x = np.where(usable, rp["x"], np.nan)
             v, st = _crossing(x, rp["obj"], objective.bound_s)
             side_p.append(v)
             side_s.append(st)
             xb = np.where(usable[None, :], rbt["x"], np.nan)
             side_b.append(
-                np.array([(_crossing(xb[b], rbt["obj"][b], objective.bound_s)[0] or np.nan) for b in range(n_boot)])
+                np.array(
+                    [(_crossing(xb[b], rbt["obj"][b], objective.bound_s)[0] or np.nan) for b in range(n_boot)]
+                )
             )
         pts.append(side_p)
         boots.append(side_b)
@@ -589,7 +618,9 @@ def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, se
     d.noise_floor = _noise(pts)
     d.blocks = min_blocks_any
     d.note = "interpolated between the common bins" + (
-        " (a side that never broke the objective counts at its highest load: a bound)" if held_b or held_c else ""
+        " (a side that never broke the objective counts at its highest load: a bound)"
+        if held_b or held_c
+        else ""
     )
     return d
 

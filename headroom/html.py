@@ -178,3 +178,34 @@ def warnings_list(summaries: Summary | Sequence[Summary]) -> Fragment:
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
     items = [f"<li>{_E(s.label)}: {_E(w)}</li>" for s in runs for w in s.warnings]
     return Fragment(f"<ul>{''.join(items)}</ul>" if items else "<p>No warnings.</p>")
+
+
+def verdict(c) -> Fragment:
+    """The comparison verdict and its metrics table (from :func:`headroom.compare.compare_runs`)."""
+    colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
+    rows = ""
+    for m in c.metrics:
+
+        def val(v, unit=m.unit):
+            if v is None:
+                return "&ndash;"
+            if unit == "s":
+                return _E(f"{v * 1e6:.1f} us" if v < 1e-3 else f"{v * 1e3:.3f} ms")
+            return _E(f"{v:,.0f} {unit}")
+
+        change = "&ndash;" if m.change is None else f"{m.change * 100:+.1f} %"
+        ci = "" if m.ci is None else f"{m.ci[0] * 100:+.1f} % to {m.ci[1] * 100:+.1f} %"
+        cls = {"worse": "worse", "better": "better"}.get(m.decision, "")
+        rows += (
+            f"<tr><th>{_E(m.name)}</th><td>{val(m.baseline)}</td><td>{val(m.candidate)}</td>"
+            f'<td class="{cls}">{change}</td><td>{ci}</td><td>{_E(m.decision)}{"" if m.decides else " (info)"}</td></tr>'
+        )
+    notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
+    return Fragment(
+        f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
+        '<table class="headroom"><thead><tr><th>metric</th><th>baseline</th><th>candidate</th><th>change</th>'
+        f"<th>interval ({c.confidence * 100:g} % for all decision metrics)</th><th>decision</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+        f"<p><small>threshold {c.threshold * 100:g} %, {c.n_boot} bootstrap resamples of "
+        f"&ge; {c.block_s:g} s blocks, seed {c.seed}</small></p><ul class='notes'>{notes}</ul>"
+    )

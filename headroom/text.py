@@ -174,7 +174,14 @@ def _metric_value(v, unit: str) -> str:
     return f"{v:g} {unit}"
 
 
-_MARK = {"worse": "WORSE", "better": "better", "same": "~ same", "unclear": "? unclear", "not judged": "-", "shown": ""}
+_MARK = {
+    "worse": "WORSE",
+    "better": "better",
+    "same": "~ same",
+    "unclear": "? unclear",
+    "not judged": "-",
+    "shown": "",
+}
 
 
 def format_comparison(c) -> str:
@@ -196,7 +203,14 @@ def format_comparison(c) -> str:
         ci = "" if m.ci is None else f"[{m.ci[0] * 100:+.1f}%, {m.ci[1] * 100:+.1f}%]"
         mark = _MARK[m.decision] + ("" if m.decides else (" (info)" if m.decision != "shown" else "info"))
         rows.append(
-            [m.name, _metric_value(m.baseline, m.unit), _metric_value(m.candidate, m.unit), delta, ci, mark.strip()]
+            [
+                m.name,
+                _metric_value(m.baseline, m.unit),
+                _metric_value(m.candidate, m.unit),
+                delta,
+                ci,
+                mark.strip(),
+            ]
         )
     lines += _table(["metric", "baseline", "candidate", "delta", "interval", ""], rows, "lrrrll")
     lines += ["", f"throughput bins (>= {c.min_blocks} blocks of requests per side to compare)"]
@@ -215,7 +229,9 @@ def format_comparison(c) -> str:
                 p99s,
             ]
         )
-    lines += _table(["req/s bin", "baseline req / blocks", "candidate req / blocks", "status", ""], rows, "lrrll")
+    lines += _table(
+        ["req/s bin", "baseline req / blocks", "candidate req / blocks", "status", ""], rows, "lrrll"
+    )
     lines += ["", f"verdict: {c.verdict.upper()}: {c.reason}"]
     notes = list(c.notes)
     why: dict[str, list[str]] = {}

@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT, RUNS
 
 from headroom import load_run
-from headroom.compare import Comparison, MatchedBin, Metric, compare_runs, describe, to_json
+from headroom.compare import Comparison, MatchedBin, Metric, compare_runs, describe
 from headroom.model import CpuSamples, Requests, Run, RunMeta
 from headroom.text import format_comparison
 
@@ -16,7 +16,10 @@ NO_KA, KA, KA2 = (str(RUNS / n) for n in ("nginx-no-keepalive", "nginx-keepalive
 
 def cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "headroom", "compare", *map(str, args)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "headroom", "compare", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
 
 
@@ -41,6 +44,7 @@ def test_keepalive_gain_is_driven_by_throughput():
     c = compare_runs(load_run(NO_KA), load_run(KA))
     m = {x.key: x for x in c.metrics}
     steps_b = load_run(NO_KA)
+
     # independent: highest step throughput = requests / (last response - first start), per step
     def peak(run):
         best = 0.0
@@ -97,30 +101,111 @@ def test_json_schema_and_determinism(tmp_path):
     assert [m["ci"] for m in doc["metrics"]] != [m["ci"] for m in other["metrics"]]
     assert doc["schema"] == 1 and doc["kind"] == "comparison"
     assert doc["baseline"] == ["nginx-1.22.1-no-keepalive"] and doc["candidate"] == ["nginx-1.22.1-keepalive"]
-    assert set(doc) == {"schema", "kind", "verdict", "exit_code", "reason", "baseline", "candidate", "settings",
-                        "metrics", "bins", "notes"}
-    assert set(doc["settings"]) == {"threshold", "confidence", "metric_confidence", "n_boot", "seed",
-                                    "min_blocks", "block_s", "bucket_s", "objective"}
+    assert set(doc) == {
+        "schema",
+        "kind",
+        "verdict",
+        "exit_code",
+        "reason",
+        "baseline",
+        "candidate",
+        "settings",
+        "metrics",
+        "bins",
+        "notes",
+    }
+    assert set(doc["settings"]) == {
+        "threshold",
+        "confidence",
+        "metric_confidence",
+        "n_boot",
+        "seed",
+        "min_blocks",
+        "block_s",
+        "bucket_s",
+        "objective",
+    }
     for m in doc["metrics"]:
-        assert set(m) == {"key", "name", "unit", "better", "decides", "baseline", "candidate", "change", "ci",
-                          "threshold", "noise_floor", "decision", "note"}
+        assert set(m) == {
+            "key",
+            "name",
+            "unit",
+            "better",
+            "decides",
+            "baseline",
+            "candidate",
+            "change",
+            "ci",
+            "threshold",
+            "noise_floor",
+            "decision",
+            "note",
+        }
         assert m["decision"] in {"worse", "better", "same", "unclear", "not judged", "shown"}
         assert m["ci"] is None or (len(m["ci"]) == 2 and m["ci"][0] <= m["ci"][1])
     keys = [m["key"] for m in doc["metrics"]]
-    assert keys[:6] == ["latency_p50", "latency_p90", "latency_p99", "cpu_per_request", "max_rps", "rps_at_objective"]
+    assert keys[:6] == [
+        "latency_p50",
+        "latency_p90",
+        "latency_p99",
+        "cpu_per_request",
+        "max_rps",
+        "rps_at_objective",
+    ]
     for b in doc["bins"]:
-        assert b["status"] in {"compared", "baseline only", "candidate only"} or b["status"].startswith("too few")
+        assert b["status"] in {"compared", "baseline only", "candidate only"} or b["status"].startswith(
+            "too few"
+        )
         assert b["rps_lo"] < b["rps_hi"]
 
 
 def test_golden_table():
     metrics = [
-        Metric("latency_p99", "p99 latency at matched load", "s", "lower", True, 0.002, 0.0025, 0.25, (0.1, 0.4),
-               0.1, None, "worse", "2 throughput bin(s) compared"),
-        Metric("max_rps", "max sustained throughput", "req/s", "higher", True, 10000.0, 9900.0, -0.01,
-               (-0.05, 0.03), 0.1, None, "same", "highest per-step throughput"),
-        Metric("cpu_per_request", "CPU per request at matched load", "s", "lower", True, None, None, None, None,
-               0.1, None, "not judged", "no CPU samples"),
+        Metric(
+            "latency_p99",
+            "p99 latency at matched load",
+            "s",
+            "lower",
+            True,
+            0.002,
+            0.0025,
+            0.25,
+            (0.1, 0.4),
+            0.1,
+            None,
+            "worse",
+            "2 throughput bin(s) compared",
+        ),
+        Metric(
+            "max_rps",
+            "max sustained throughput",
+            "req/s",
+            "higher",
+            True,
+            10000.0,
+            9900.0,
+            -0.01,
+            (-0.05, 0.03),
+            0.1,
+            None,
+            "same",
+            "highest per-step throughput",
+        ),
+        Metric(
+            "cpu_per_request",
+            "CPU per request at matched load",
+            "s",
+            "lower",
+            True,
+            None,
+            None,
+            None,
+            None,
+            0.1,
+            None,
+            "not judged",
+            "no CPU samples",
+        ),
     ]
     bins = [
         MatchedBin(1000.0, 2000.0, 5000, 6000, 6, 7, "compared", {"p99": (0.002, 0.0025, 0.25, (0.1, 0.4))}),

@@ -1,6 +1,7 @@
 """Report notebooks executed on a real kernel, exported HTML checked, rendered in Chromium."""
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -115,6 +116,25 @@ def test_comparison_report_html_and_escaping(tmp_path):
         figures_in("comparison_report.ipynb"),
     )
     assert "Summary: baseline against candidate" in page
+    # the report carries the same verdict `headroom compare` gives for this pair
+    verdict = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "headroom",
+                "compare",
+                RUNS / "nginx-no-keepalive",
+                RUNS / "nginx-keepalive",
+                "--json",
+                "-",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout
+    )["verdict"]
+    assert f'Verdict: <span class="better">{verdict.upper()}</span>' in page
     assert "<script>alert(1)" not in page
 
 
