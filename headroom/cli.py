@@ -106,6 +106,48 @@ def _fraction(text: str) -> float:
     return v
 
 
+def _analysis_options(p: argparse.ArgumentParser, *, bins_help: str = "throughput bins") -> None:
+    """Options every command shares: objective, bucket, bins, CPU settings, --debug."""
+    p.add_argument(
+        "--objective",
+        type=_objective,
+        metavar="OBJ",
+        help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)",
+    )
+    p.add_argument(
+        "--bucket",
+        type=_duration,
+        default=1.0,
+        metavar="DUR",
+        help="time bucket throughput is counted in (default: 1s)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--bins", type=_positive_int, metavar="N", help=f"number of equal {bins_help}")
+    g.add_argument(
+        "--bin-width",
+        type=_positive_float,
+        metavar="RPS",
+        help=f"width of the {bins_help} in req/s (default: round numbers, about 10 bins)",
+    )
+    p.add_argument(
+        "--cpu-cores",
+        type=_positive_float,
+        metavar="N",
+        help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
+    )
+    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+
+def _cpu_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cpu-target",
+        type=_positive_float,
+        default=70.0,
+        metavar="PCT",
+        help="CPU busy %% at which an instance is full (default: 70)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="headroom",
@@ -114,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"headroom {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
     s = sub.add_parser(
         "summary",
         help="steps, throughput bins with latency percentiles and CPU, capacity numbers of one run",
@@ -126,41 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "run", metavar="RUN", help="run folder, perfResults.csv[.gz] file, old_ prefix, or hey CSV"
     )
-    s.add_argument(
-        "--objective",
-        type=_objective,
-        metavar="OBJ",
-        help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)",
-    )
-    s.add_argument(
-        "--bucket",
-        type=_duration,
-        default=1.0,
-        metavar="DUR",
-        help="time bucket throughput is counted in (default: 1s)",
-    )
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--bins", type=_positive_int, metavar="N", help="number of equal throughput bins")
-    g.add_argument(
-        "--bin-width",
-        type=_positive_float,
-        metavar="RPS",
-        help="throughput bin width in req/s (default: round numbers, about 10 bins)",
-    )
-    s.add_argument(
-        "--cpu-target",
-        type=_positive_float,
-        default=70.0,
-        metavar="PCT",
-        help="CPU busy %% at which an instance is full (default: 70)",
-    )
-    s.add_argument(
-        "--cpu-cores",
-        type=_positive_float,
-        metavar="N",
-        help="cores that 100%% in a single-column cpuStats.csv stands for "
-        "(default: metadata cpu_cores, else 1)",
-    )
+    _analysis_options(s)
+    _cpu_target(s)
     s.add_argument(
         "--current-load",
         type=_positive_float,
@@ -172,7 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
-    s.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
     r = sub.add_parser(
         "report",
@@ -184,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("runs", nargs="+", metavar="RUN", help="one run, or BASELINE CANDIDATE")
     r.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
-    r.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
+    _analysis_options(r)
+    _cpu_target(r)
     r.add_argument("--title", default="", help="report title (default: from the run labels)")
     r.add_argument(
         "--label",
@@ -193,28 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         help="label for a run, in order (repeat for the second run)",
     )
-    r.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR", help="time bucket (default: 1s)")
-    g = r.add_mutually_exclusive_group()
-    g.add_argument("--bins", type=_positive_int, default=0, metavar="N", help="number of throughput bins")
-    g.add_argument(
-        "--bin-width", type=_positive_float, default=0.0, metavar="RPS", help="throughput bin width"
-    )
-    r.add_argument(
-        "--cpu-target",
-        type=_positive_float,
-        default=70.0,
-        metavar="PCT",
-        help="CPU busy %% at which an instance is full (default: 70)",
-    )
-    r.add_argument(
-        "--cpu-cores",
-        type=_positive_float,
-        default=0.0,
-        metavar="N",
-        help="cores that 100%% in a single-column cpuStats.csv stands for",
-    )
     r.add_argument("--keep-notebook", metavar="FILE", help="also write the executed notebook")
-    r.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
     c = sub.add_parser(
         "compare",
@@ -231,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build"
     )
     c.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
-    c.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
+    _analysis_options(c, bins_help="common throughput bins")
     c.add_argument(
         "--threshold",
         type=_fraction,
@@ -250,10 +239,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--boot", type=_positive_int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
     )
-    c.add_argument("--bucket", type=_duration, default=1.0, metavar="DUR", help="time bucket (default: 1s)")
-    g = c.add_mutually_exclusive_group()
-    g.add_argument("--bins", type=_positive_int, metavar="N", help="number of common throughput bins")
-    g.add_argument("--bin-width", type=_positive_float, metavar="RPS", help="common throughput bin width")
     c.add_argument(
         "--min-blocks",
         type=_positive_int,
@@ -261,14 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="resampling blocks each side needs in a bin to compare it (default: 5)",
     )
-    c.add_argument(
-        "--cpu-cores",
-        type=_positive_float,
-        metavar="N",
-        help="cores that 100%% in a single-column cpuStats.csv stands for",
-    )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
-    c.add_argument("--debug", action="store_true", help="show a traceback on errors")
     return p
 
 
