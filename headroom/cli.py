@@ -135,6 +135,11 @@ def _analysis_options(p: argparse.ArgumentParser, *, bins_help: str = "throughpu
         metavar="N",
         help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
     )
+    p.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="drop unparsable request rows (counted in a warning naming the first) instead of failing",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
 
@@ -292,6 +297,7 @@ def _report_options(args) -> dict:
         "bin_width": args.bin_width or 0.0,
         "cpu_target": args.cpu_target,
         "cpu_cores": args.cpu_cores or 0.0,
+        "skip_bad_rows": bool(args.skip_bad_rows),
         "title": args.title,
     }
 
@@ -329,7 +335,7 @@ def _compare(args, parser) -> int:
         base, cand = args.baseline, args.candidate
         if not base or not cand:
             parser.error("compare needs a baseline and a candidate")
-    load = lambda p: load_run(p, cpu_cores=args.cpu_cores)  # noqa: E731
+    load = lambda p: load_run(p, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)  # noqa: E731
     c = compare_runs(
         [load(p) for p in base],
         [load(p) for p in cand],
@@ -345,6 +351,8 @@ def _compare(args, parser) -> int:
     )
     if args.json != "-":
         sys.stdout.write(format_comparison(c))
+    for w in c.warnings:
+        print(f"headroom: warning: {w}", file=sys.stderr)
     if args.json:
         write_json(to_json(c), args.json)
     return c.exit_code
@@ -362,7 +370,7 @@ def _summary(args) -> int:
     from .summary import analyze, to_json
     from .text import format_summary
 
-    run = load_run(args.run, label=args.label, cpu_cores=args.cpu_cores)
+    run = load_run(args.run, label=args.label, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)
     s = analyze(
         run,
         objective=args.objective,

@@ -101,6 +101,7 @@ class Comparison:
     bucket_s: float
     objective: Objective | None
     notes: list[str]
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -420,6 +421,7 @@ def compare_runs(
         bucket_s=bucket_s,
         objective=objective,
         notes=notes,
+        warnings=[w for side in sides for s in side for w in s.warnings],
     )
 
 
@@ -852,4 +854,5 @@ def to_json(c: Comparison) -> dict:
             for b in c.bins
         ],
         "notes": c.notes,
+        "warnings": c.warnings,
     }

@@ -243,42 +243,41 @@ def _check_time(value: str) -> bool:
     return bool(_RFC3339_RE.match(value))
 
 
-def _diagnose(
-    path: Path,
-    raw: bytes,
-    start: int,
-    end: int,
-    line_no: int,
-    columns: list[str],
-    checks: dict[str, str],
-    fallback: str,
-) -> HeadroomError:
-    """Find the first bad line of a section and describe it in one line."""
+_HINT = " (or pass --skip-bad-rows to drop and count such rows)"
+
+
+def _line_problem(fields: list[str], columns: list[str], checks: dict[str, str], line: str) -> str | None:
+    """What is wrong with one CSV line, or None."""
+    if len(fields) != len(columns):
+        return f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}: {_short(line)!r}"
+    for col, kind in checks.items():
+        v = fields[columns.index(col)]
+        if kind == "time" and not _check_time(v):
+            return f"bad {col} {_short(v)!r} (expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
+        if kind == "float":
+            if not _FLOAT_RE.match(v):
+                return f"bad {col} {_short(v)!r} (expected a number)"
+            if kind == "float" and float(v) < 0:
+                return f"bad {col} {_short(v)!r} (must be >= 0)"
+        if kind == "int" and not re.match(r"^\d+$", v):
+            return f"bad {col} {_short(v)!r} (expected an integer)"
+    return None
+
+
+def _scan(raw, start: int, end: int, line_no: int, columns: list[str], checks: dict[str, str]):
+    """Yield (line number, fields, problem or None) for each data line of a section."""
     text = bytes(raw[start:end]).decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    total = len(lines)
-    for i, line in enumerate(lines[1:], start=1):
-        ln = line_no + i
+    for i, line in enumerate(text.split("\n")[1:], start=1):
         line = line.rstrip("\r")
         fields = line.split(",")
-        last = i == total - 1 and start + len(text.encode("utf-8", "replace")) >= end
-        if len(fields) != len(columns):
-            what = "a truncated last line" if last and len(fields) < len(columns) else "a malformed line"
-            return HeadroomError(
-                f"{path}:{ln}: {what}: expected {len(columns)} fields "
-                f"({','.join(columns)}), got {len(fields)}: {_short(line)!r}"
-            )
-        for col, kind in checks.items():
-            v = fields[columns.index(col)]
-            if kind == "time" and not _check_time(v):
-                return HeadroomError(
-                    f"{path}:{ln}: bad {col} {_short(v)!r} "
-                    "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
-                )
-            if kind == "float" and not _FLOAT_RE.match(v):
-                return HeadroomError(f"{path}:{ln}: bad {col} {_short(v)!r} (expected a number)")
-            if kind == "int" and not re.match(r"^\d+$", v):
-                return HeadroomError(f"{path}:{ln}: bad {col} {_short(v)!r} (expected an integer)")
+        yield line_no + i, fields, _line_problem(fields, columns, checks, line)
+
+
+def _diagnose(path: Path, raw, start: int, end: int, line_no: int, columns, checks, fallback: str) -> HeadroomError:
+    """Find the first bad line of a section and describe it in one line."""
+    for ln, _, problem in _scan(raw, start, end, line_no, columns, checks):
+        if problem:
+            return HeadroomError(f"{path}:{ln}: {problem}{_HINT}")
     return HeadroomError(f"{path}:{line_no}: cannot parse this CSV section: {fallback}")
 
 
@@ -319,7 +318,7 @@ def _layout(header: bytes, path: Path) -> _Layout:
 
 
 def read_requests(
-    path: Path, *, base_time_ns: int | None = None
+    path: Path, *, base_time_ns: int | None = None, skip_bad_rows: bool = False
 ) -> tuple[Requests, int, dict[int, int], str, list[str]]:
     """Read a request file (throughputramp or hey CSV).
 
@@ -328,12 +327,93 @@ def read_requests(
     """
     buf = _Buffer(path)
     try:
-        return _read_requests(buf, path, base_time_ns)
+        return _read_requests(buf, path, base_time_ns, skip_bad_rows)
     finally:
         buf.close()
 
 
-def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
+def _parse_fast(buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks):
+    """One pyarrow read of a section; HeadroomError naming the first bad line otherwise."""
+    raw = buf.raw
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(buf.data[s:e])),
+            read_options=read_opts,
+            parse_options=parse_opts,
+            convert_options=conv_opts,
+        )
+    except pa.ArrowInvalid as exc:
+        raise _diagnose(path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]) from None
+    for col in include:
+        c = table.column(col)
+        if c.null_count:
+            raise HeadroomError(f"{path}:{_line_at(buf.data, s) + 1 + _first_null(c)}: empty {col} value{_HINT}")
+    t = table.column(layout.time_col)
+    if layout.time_col == "start-time":
+        st = _np(t, np.int64)
+    else:
+        off = _np(t, np.float64)
+        _check_finite(off, path, lambda: _line_at(buf.data, s), "offset")
+        st = np.rint(off * 1e9).astype(np.int64)
+    lat = _np(table.column("response-time"), np.float64)
+    _check_finite(lat, path, lambda: _line_at(buf.data, s), "response-time")
+    code = _np(table.column(layout.status_col), np.int64) if layout.status_col else None
+    return st, lat, code
+
+
+def _parse_slow(raw, s: int, e: int, line_no: int, layout, checks):
+    """Line-by-line parse of a section, keeping good rows: (start, latency, status, bad rows)."""
+    times, lats, codes, bad = [], [], [], []
+    ti, li = layout.columns.index(layout.time_col), layout.columns.index("response-time")
+    si = layout.columns.index(layout.status_col) if layout.status_col else None
+    for ln, fields, problem in _scan(raw, s, e, line_no, layout.columns, checks):
+        if problem is None:
+            lat = float(fields[li])
+            if not np.isfinite(lat):
+                problem = f"bad response-time {fields[li]!r} (must be a finite number >= 0)"
+        if problem:
+            bad.append((ln, problem))
+            continue
+        times.append(fields[ti])
+        lats.append(lat)
+        if si is not None:
+            codes.append(int(fields[si]))
+    if layout.time_col == "start-time":
+        arr = pa.array(times, pa.string()).cast(_TS_UTC)
+        st = _np(pa.chunked_array([arr], type=_TS_UTC), np.int64)
+    else:
+        st = np.rint(np.array([float(t) for t in times]) * 1e9).astype(np.int64)
+    code = np.array(codes, dtype=np.int64) if si is not None else None
+    return st, np.array(lats, dtype=np.float64), code, bad
+
+
+def _drop_truncated_tail(buf, path, sections, columns, checks, warnings):
+    """A file cut off mid-write ends in a partial line without a line end: drop it, with a warning.
+
+    Only the very last line, and only when the file does not end with a line
+    end and the line does not parse; anything else bad is an error.
+    """
+    raw, n = buf.raw, len(buf.data)
+    if n == 0 or raw[n - 1 : n] in (b"\n",):
+        return sections
+    last_nl = raw.rfind(b"\n", 0, n)
+    if last_nl < 0:
+        return sections
+    line = bytes(raw[last_nl + 1 : n]).decode("utf-8", errors="replace").rstrip("\r")
+    if not line.strip() or _line_problem(line.split(","), columns, checks, line) is None:
+        return sections
+    s, e = sections[-1]
+    if last_nl + 1 <= s:
+        return sections
+    ln = _line_at(buf.data, last_nl + 1)
+    warnings.append(
+        f"{path}:{ln}: dropped a truncated last line {_short(line)!r} "
+        "(no line end: the load generator was probably stopped mid-write)"
+    )
+    return [*sections[:-1], (s, last_nl)]
+
+
+def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_rows: bool = False):
     raw = buf.raw
     header, _, sections = _sections(buf.data, path)
     layout = _layout(header, path)
@@ -364,45 +444,31 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None):
 
     starts, lats, codes, offsets = [], [], [], [0]
     total = 0
+    skipped: list[tuple[int, str]] = []
+    sections = _drop_truncated_tail(buf, path, sections, layout.columns, checks, warnings)
     for s, e in sections:
         nl = raw.find(b"\n", s, e)
-        if nl < 0 or (
-            e - nl < 64 and not bytes(buf.data[nl:e]).strip()
-        ):  # a header with no rows: an empty step
+        if nl < 0 or (e - nl < 64 and not bytes(buf.data[nl:e]).strip()):  # a header with no rows: an empty step
             offsets.append(total)
             continue
         try:
-            table = pacsv.read_csv(
-                pa.BufferReader(pa.py_buffer(buf.data[s:e])),
-                read_options=read_opts,
-                parse_options=parse_opts,
-                convert_options=conv_opts,
-            )
-        except pa.ArrowInvalid as exc:
-            raise _diagnose(
-                path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]
-            ) from None
-        for col in include:
-            c = table.column(col)
-            if c.null_count:
-                idx = _first_null(c)
-                raise HeadroomError(f"{path}:{_line_at(buf.data, s) + 1 + idx}: empty {col} value")
-        t = table.column(layout.time_col)
-        if layout.time_col == "start-time":
-            st = _np(t, np.int64)
-        else:
-            off = _np(t, np.float64)
-            _check_finite(off, path, lambda s=s: _line_at(buf.data, s), "offset")
-            st = np.rint(off * 1e9).astype(np.int64)
-        lat = _np(table.column("response-time"), np.float64)
-        _check_finite(lat, path, lambda s=s: _line_at(buf.data, s), "response-time")
+            st, lat, code = _parse_fast(buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks)
+        except HeadroomError:
+            if not skip_bad_rows:
+                raise
+            st, lat, code, bad = _parse_slow(raw, s, e, _line_at(buf.data, s), layout, checks)
+            skipped += bad
         starts.append(st)
         lats.append(lat)
         if layout.status_col:
-            codes.append(_np(table.column(layout.status_col), np.int64))
+            codes.append(code)
         total += len(st)
         offsets.append(total)
         buf.done_with(s, e)
+    if skipped:
+        warnings.append(
+            f"{path}: skipped {len(skipped)} bad row(s) (--skip-bad-rows); first: line {skipped[0][0]}: {skipped[0][1]}"
+        )
 
     start_ns = _join(starts, np.int64)
     latency = _join(lats, np.float64)
@@ -473,7 +539,7 @@ def _check_finite(x: np.ndarray, path: Path, header_line, col: str) -> None:
     if bad.any():
         i = int(np.argmax(bad))
         raise HeadroomError(
-            f"{path}:{header_line() + 1 + i}: bad {col} {float(x[i])!r} (must be a finite number >= 0)"
+            f"{path}:{header_line() + 1 + i}: bad {col} {float(x[i])!r} (must be a finite number >= 0){_HINT}"
         )
 
 
@@ -613,6 +679,7 @@ def load_run(
     label: str | None = None,
     cpu_cores: float | None = None,
     base_time_ns: int | None = None,
+    skip_bad_rows: bool = False,
 ) -> Run:
     """Load one run: requests, CPU samples (if present) and metadata.
 
@@ -630,6 +697,9 @@ def load_run(
         per-CPU file always counts one core per column.
     base_time_ns
         For hey files with relative offsets: the wall-clock start (UTC ns).
+    skip_bad_rows
+        Drop unparsable request rows instead of failing, counting them in a
+        warning that names the first one.
 
     Returns
     -------
@@ -642,7 +712,9 @@ def load_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    requests, errors, error_codes, fmt, warnings = read_requests(files.perf, base_time_ns=base_time_ns)
+    requests, errors, error_codes, fmt, warnings = read_requests(
+        files.perf, base_time_ns=base_time_ns, skip_bad_rows=skip_bad_rows
+    )
     cpu = None
     if files.cpu is not None:
         cores = cpu_cores

@@ -64,6 +64,7 @@ def notebook_parameters(
     bin_width: float = 0.0,
     cpu_target: float = 70.0,
     cpu_cores: float = 0.0,
+    skip_bad_rows: bool = False,
     title: str = "",
 ) -> tuple[str, dict]:
     """Which notebook to run for ``runs`` and the papermill parameters to pass it.
@@ -84,6 +85,7 @@ def notebook_parameters(
         "bin_width": float(bin_width),
         "cpu_target": float(cpu_target),
         "cpu_cores": float(cpu_cores),
+        "skip_bad_rows": bool(skip_bad_rows),
         "title": title,
         "headroom_version": __version__,
     }
@@ -108,6 +110,7 @@ def load_summaries(
     bin_width: float = 0.0,
     cpu_target: float = 70.0,
     cpu_cores: float = 0.0,
+    skip_bad_rows: bool = False,
 ):
     """Load and analyse runs from notebook parameters (0 / "" mean "default")."""
     from .io import load_run
@@ -117,7 +120,7 @@ def load_summaries(
     labels = list(labels) + [""] * (len(paths) - len(labels))
     out = []
     for path, label in zip(paths, labels):
-        run = load_run(path, label=label or None, cpu_cores=cpu_cores or None)
+        run = load_run(path, label=label or None, cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
         out.append(
             analyze(
                 run,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from .binning import (
     stats_from_counts,
 )
 from .capacity import Capacity, capacity
-from .model import PERCENTILES, SCHEMA_VERSION, Objective, Run
+from .model import PERCENTILES, SCHEMA_VERSION, HeadroomError, Objective, Run
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,7 +70,24 @@ def analyze(
         See :func:`headroom.capacity.capacity`.
     """
     steps = steps_table(run)
+    overlap = cpu_overlap(run.cpu, steps)
+    warnings = list(run.warnings)
+    if overlap is not None and overlap.overlap_s <= 0:
+        warnings.append(
+            f"{run.cpu.source}: CPU samples do not overlap the load window "
+            "(clocks of different machines, or the wrong file?); the CPU overlay is left out"
+        )
+        run = dataclasses.replace(run, cpu=None)
+        overlap = None
     buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
+    if len(buckets) < 2:
+        has = steps.requests > 0
+        dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
+        raise HeadroomError(
+            f"{run.meta.source}: only {len(buckets)} time bucket(s) of load ({dur:.2f} s, "
+            f"{int(steps.requests.sum())} requests): a throughput curve needs at least 2 "
+            f"(try a smaller --bucket, e.g. --bucket {max(dur / 4, 0.001) * 1e3:.0f}ms)"
+        )
     codes = encode_latency(run.requests.latency_s)
     extra = ()
     if (
@@ -90,13 +108,7 @@ def analyze(
         cpu_cores=run.cpu.cores if run.cpu else 1.0,
         extra=extra,
     )
-    overlap = cpu_overlap(run.cpu, steps)
-    warnings = list(run.warnings)
-    if overlap is not None and overlap.overlap_s <= 0:
-        warnings.append(
-            f"{run.cpu.source}: CPU samples do not overlap the load window; the CPU overlay is left out"
-        )
-    elif overlap is not None and overlap.overlap_s < 0.9 * overlap.load_s:
+    if overlap is not None and overlap.overlap_s < 0.9 * overlap.load_s:
         warnings.append(
             f"CPU samples cover only {overlap.overlap_s:.1f} s of the {overlap.load_s:.1f} s load window"
         )

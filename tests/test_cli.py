@@ -78,9 +78,10 @@ def test_errors_exit_2_one_line_no_traceback(tmp_path):
     folder = write_run(tmp_path / "bad", [rows[:3] + [("not-a-time", "0.1")]])
     rc, out, err = run_cli("summary", folder)
     assert rc == 2 and out == ""
-    assert (
-        err == f"headroom: error: {folder / 'perfResults.csv'}:5: bad start-time 'not-a-time' "
-        "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)\n"
+    assert err == (
+        f"headroom: error: {folder / 'perfResults.csv'}:5: bad start-time 'not-a-time' "
+        "(expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z) "
+        "(or pass --skip-bad-rows to drop and count such rows)\n"
     )
     rc, out, err = run_cli("summary", tmp_path / "missing")
     assert rc == 2 and err.count("\n") == 1 and "no such file or folder" in err
