@@ -249,18 +249,18 @@ _HINT = " (or pass --skip-bad-rows to drop and count such rows)"
 def _line_problem(fields: list[str], columns: list[str], checks: dict[str, str], line: str) -> str | None:
     """What is wrong with one CSV line, or None."""
     if len(fields) != len(columns):
-        return f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}: {_short(line)!r}"
+        return f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}: '{_short(line)}'"
     for col, kind in checks.items():
         v = fields[columns.index(col)]
         if kind == "time" and not _check_time(v):
-            return f"bad {col} {_short(v)!r} (expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
+            return f"bad {col} '{_short(v)}' (expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
         if kind == "float":
             if not _FLOAT_RE.match(v):
-                return f"bad {col} {_short(v)!r} (expected a number)"
+                return f"bad {col} '{_short(v)}' (expected a number)"
             if kind == "float" and float(v) < 0:
-                return f"bad {col} {_short(v)!r} (must be >= 0)"
+                return f"bad {col} '{_short(v)}' (must be >= 0)"
         if kind == "int" and not re.match(r"^\d+$", v):
-            return f"bad {col} {_short(v)!r} (expected an integer)"
+            return f"bad {col} '{_short(v)}' (expected an integer)"
     return None
 
 
@@ -273,7 +273,9 @@ def _scan(raw, start: int, end: int, line_no: int, columns: list[str], checks: d
         yield line_no + i, fields, _line_problem(fields, columns, checks, line)
 
 
-def _diagnose(path: Path, raw, start: int, end: int, line_no: int, columns, checks, fallback: str) -> HeadroomError:
+def _diagnose(
+    path: Path, raw, start: int, end: int, line_no: int, columns, checks, fallback: str
+) -> HeadroomError:
     """Find the first bad line of a section and describe it in one line."""
     for ln, _, problem in _scan(raw, start, end, line_no, columns, checks):
         if problem:
@@ -282,7 +284,9 @@ def _diagnose(path: Path, raw, start: int, end: int, line_no: int, columns, chec
 
 
 def _short(s: str, n: int = 60) -> str:
-    return s if len(s) <= n else s[:n] + "..."
+    """At most n characters, and only printable ASCII (binary junk shows as escapes)."""
+    s = s if len(s) <= n else s[:n] + "..."
+    return ascii(s)[1:-1]
 
 
 # --------------------------------------------------------------------------
@@ -343,11 +347,15 @@ def _parse_fast(buf, path, s, e, layout, include, read_opts, parse_opts, conv_op
             convert_options=conv_opts,
         )
     except pa.ArrowInvalid as exc:
-        raise _diagnose(path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]) from None
+        raise _diagnose(
+            path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]
+        ) from None
     for col in include:
         c = table.column(col)
         if c.null_count:
-            raise HeadroomError(f"{path}:{_line_at(buf.data, s) + 1 + _first_null(c)}: empty {col} value{_HINT}")
+            raise HeadroomError(
+                f"{path}:{_line_at(buf.data, s) + 1 + _first_null(c)}: empty {col} value{_HINT}"
+            )
     t = table.column(layout.time_col)
     if layout.time_col == "start-time":
         st = _np(t, np.int64)
@@ -407,7 +415,7 @@ def _drop_truncated_tail(buf, path, sections, columns, checks, warnings):
         return sections
     ln = _line_at(buf.data, last_nl + 1)
     warnings.append(
-        f"{path}:{ln}: dropped a truncated last line {_short(line)!r} "
+        f"{path}:{ln}: dropped a truncated last line '{_short(line)}' "
         "(no line end: the load generator was probably stopped mid-write)"
     )
     return [*sections[:-1], (s, last_nl)]
@@ -448,11 +456,15 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
     sections = _drop_truncated_tail(buf, path, sections, layout.columns, checks, warnings)
     for s, e in sections:
         nl = raw.find(b"\n", s, e)
-        if nl < 0 or (e - nl < 64 and not bytes(buf.data[nl:e]).strip()):  # a header with no rows: an empty step
+        if nl < 0 or (
+            e - nl < 64 and not bytes(buf.data[nl:e]).strip()
+        ):  # a header with no rows: an empty step
             offsets.append(total)
             continue
         try:
-            st, lat, code = _parse_fast(buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks)
+            st, lat, code = _parse_fast(
+                buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks
+            )
         except HeadroomError:
             if not skip_bad_rows:
                 raise
@@ -620,7 +632,7 @@ def _parse_go_times(col: pa.ChunkedArray, path: Path) -> np.ndarray:
         m = _GO_STRING_RE.match(v.strip())
         if not m:
             raise HeadroomError(
-                f"{path}:{i + 2}: bad timestamp {_short(v)!r} "
+                f"{path}:{i + 2}: bad timestamp '{_short(v)}' "
                 "(expected RFC 3339 or Go's '2016-12-15 15:00:47.575579693 -0800 PST')"
             )
         iso.append(f"{m[1]}T{m[2]}{m[3]}:{m[4]}")
@@ -644,9 +656,13 @@ def read_metadata(path: Path) -> dict:
     try:
         docs = list(yaml.safe_load_all(text))
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
+        # the context mark is where the broken construct began (an unclosed quote
+        # or bracket); the problem mark is where the parser gave up
+        mark = e.context_mark or e.problem_mark
         line = f":{mark.line + 1}" if mark is not None else ""
-        problem = (e.problem or e.context or "invalid YAML").strip()
+        problem = (e.problem or "invalid YAML").strip()
+        if e.context and e.problem_mark is not None:
+            problem = f"{e.context.strip()}: {problem} (line {e.problem_mark.line + 1})"
         raise HeadroomError(f"{path}{line}: bad YAML: {problem}") from None
     except yaml.YAMLError as e:
         raise HeadroomError(f"{path}: bad YAML: {str(e).splitlines()[0]}") from None

@@ -166,9 +166,7 @@ def test_errors_name_file_line_and_value(tmp_path):
     assert _err(empty).startswith(f"{empty / 'perfResults.csv'}:4: empty response-time value")
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "perfResults.csv").write_text("start-time,response-time\n" + ts(0) + ",0.1,7\n")
-    assert _err(tmp_path / "x").startswith(
-        f"{tmp_path / 'x' / 'perfResults.csv'}:2: expected 2 fields"
-    )
+    assert _err(tmp_path / "x").startswith(f"{tmp_path / 'x' / 'perfResults.csv'}:2: expected 2 fields")
 
 
 def test_errors_for_missing_and_empty(tmp_path):

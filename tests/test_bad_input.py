@@ -1,0 +1,201 @@
+"""Bad, hostile and awkward input: one clear line, exit 2, nothing silently wrong, nothing executed."""
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT, RUNS
+
+BAD = ROOT / "tests" / "data" / "bad"
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True, cwd=cwd
+    )
+
+
+# (case, file the message must name, line or None, a fragment of the message)
+ERRORS = [
+    ("empty-file", "perfResults.csv", None, "the file is empty"),
+    ("header-only", "perfResults.csv", None, "no requests"),
+    ("wrong-header", "perfResults.csv", 1, "unexpected header 'time,latency'"),
+    ("garbage-timestamp", "perfResults.csv", 5, "bad start-time 'yesterday'"),
+    ("negative-latency", "perfResults.csv", 4, "bad response-time -0.002"),
+    ("empty-latency", "perfResults.csv", 4, "empty response-time value"),
+    ("nan-latency", "perfResults.csv", 4, "bad response-time nan"),
+    ("extra-columns", "perfResults.csv", 8, "expected 2 fields (start-time,response-time), got 3"),
+    ("binary-junk", "perfResults.csv", 22, "bad response-time '\\ufffd"),
+    ("binary-file", "perfResults.csv", 1, "not a CSV text file"),
+    ("truncated-gz", "perfResults.csv.gz", None, "damaged or truncated gzip file"),
+    ("cpu-wrong-header", "cpuStats.csv", 1, "unexpected CPU header 'time,cpu'"),
+    ("no-perf-results", None, None, "no perfResults.csv or perfResults.csv.gz in this folder"),
+    ("one-second", "perfResults.csv", None, "only 1 time bucket(s) of load"),
+    ("broken-yaml", "metadata.yml", 1, "bad YAML: while scanning a quoted scalar"),
+    ("yaml-python-tag", "metadata.yml", 1, "bad YAML: could not determine a constructor"),
+]
+
+
+def assert_one_line_error(p, case, name, line, fragment):
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert p.stdout == ""
+    assert p.stderr.endswith("\n") and p.stderr.count("\n") == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    msg = p.stderr.strip()
+    where = f"tests/data/bad/{case}" + (f"/{name}" if name else "")
+    assert msg.startswith(f"headroom: error: {where}" + (f":{line}:" if line else ":")), msg
+    assert fragment in msg, msg
+    assert msg.isascii()
+
+
+@pytest.mark.parametrize(("case", "name", "line", "fragment"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_error_cases(case, name, line, fragment):
+    assert_one_line_error(cli("summary", f"tests/data/bad/{case}"), case, name, line, fragment)
+
+
+def test_missing_path():
+    p = cli("summary", "tests/data/bad/does-not-exist")
+    assert (
+        p.returncode == 2
+        and p.stderr == "headroom: error: tests/data/bad/does-not-exist: no such file or folder\n"
+    )
+
+
+def test_hints_where_they_help():
+    assert "--skip-bad-rows" in cli("summary", BAD / "garbage-timestamp").stderr
+    assert "try a smaller --bucket" in cli("summary", BAD / "one-second").stderr
+    # and the hint works: 0.8 s of load in 200 ms buckets is a curve
+    assert cli("summary", BAD / "one-second", "--bucket", "200ms").returncode == 0
+
+
+def test_compare_and_report_give_the_same_one_line_error(tmp_path):
+    p = cli("compare", "tests/data/bad/garbage-timestamp", RUNS / "nginx-keepalive")
+    assert_one_line_error(p, "garbage-timestamp", "perfResults.csv", 5, "bad start-time 'yesterday'")
+    out = tmp_path / "r.html"
+    p = cli("report", "tests/data/bad/garbage-timestamp", "-o", out)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert "perfResults.csv:5: bad start-time 'yesterday'" in p.stderr and not out.exists()
+
+
+def test_debug_shows_the_traceback():
+    p = cli("summary", BAD / "garbage-timestamp", "--debug")
+    assert p.returncode != 0 and "Traceback" in p.stderr and "HeadroomError" in p.stderr
+
+
+def test_bom_and_crlf_work_like_plain_files(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for f in ("perfResults.csv", "cpuStats.csv"):
+        text = (BAD / "bom-crlf" / f).read_bytes().decode("utf-8-sig").replace("\r\n", "\n")
+        (plain / f).write_text(text)
+    docs = []
+    for folder in (BAD / "bom-crlf", plain):
+        out = tmp_path / f"{folder.name}.json"
+        p = cli("summary", folder, "--json", out)
+        assert p.returncode == 0 and p.stderr == ""
+        doc = json.loads(out.read_text())
+        docs.append({k: doc[k] for k in ("requests", "steps", "bins", "cpu", "capacity")})
+    assert docs[0] == docs[1]
+    assert docs[0]["requests"]["total"] == 300
+
+
+def test_truncated_last_line_is_dropped_with_a_warning(tmp_path):
+    out = tmp_path / "t.json"
+    p = cli("summary", BAD / "truncated-last-line", "--json", out)
+    assert p.returncode == 0
+    assert p.stderr.startswith("headroom: warning: ") and p.stderr.count("\n") == 1
+    assert "perfResults.csv:303: dropped a truncated last line '2024-01-02T03'" in p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["requests"]["total"] == 300  # the 300 complete rows, not the partial one
+    assert any("truncated last line" in w for w in doc["warnings"])
+
+
+def test_cpu_not_overlapping_is_left_out_with_a_warning(tmp_path):
+    out = tmp_path / "c.json"
+    p = cli("summary", BAD / "cpu-no-overlap", "--json", out)
+    assert p.returncode == 0 and "do not overlap the load window" in p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["cpu"] is None and all(b["cpu_pct"] is None for b in doc["bins"])
+    assert doc["capacity"]["rps_at_cpu_target"] is None
+
+
+def test_skip_bad_rows_counts_and_names_the_first(tmp_path):
+    out = tmp_path / "s.json"
+    p = cli("summary", BAD / "garbage-timestamp", "--skip-bad-rows", "--bucket", "20ms", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "skipped 1 bad row(s) (--skip-bad-rows); first: line 5: bad start-time 'yesterday'" in p.stderr
+    assert json.loads(out.read_text())["requests"]["total"] == 9
+    # several kinds in one file: counted, first named, the rest of the rows kept exactly
+    lines = (BAD / "garbage-timestamp" / "perfResults.csv").read_text().splitlines()
+    lines[6] = lines[6].split(",")[0] + ",-1"
+    lines[8] = lines[8] + ",x"
+    many = tmp_path / "many"
+    many.mkdir()
+    (many / "perfResults.csv").write_text("\n".join(lines) + "\n")
+    p = cli("summary", many, "--skip-bad-rows", "--bucket", "20ms", "--json", out)
+    assert p.returncode == 0 and "skipped 3 bad row(s)" in p.stderr and "first: line 5" in p.stderr
+    assert json.loads(out.read_text())["requests"]["total"] == 7
+
+
+def test_yaml_tags_never_run(tmp_path):
+    p = cli("summary", BAD / "yaml-python-tag", cwd=tmp_path)
+    assert p.returncode == 2
+    assert not (tmp_path / "headroom-pwned").exists() and not (ROOT / "headroom-pwned").exists()
+
+
+HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+
+
+def test_hostile_metadata_is_escaped_in_the_report(tmp_path):
+    run = tmp_path / "evil"
+    run.mkdir()
+    (run / "perfResults.csv.gz").write_bytes((RUNS / "nginx-keepalive" / "perfResults.csv.gz").read_bytes())
+    (run / "metadata.yml").write_text(
+        f"sha: '{HOSTILE}'\ndescription: \"</small><b onmouseover=alert(3)>x</b>\"\n"
+    )
+    out = tmp_path / "r.html"
+    p = cli("report", run, RUNS / "nginx-keepalive", "-o", out)
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    assert "<script" not in page and "<img src=x" not in page and "<b onmouseover" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "&lt;b onmouseover=alert(3)&gt;" in page
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    assert "<" not in title and "&lt;script&gt;" in title
+    assert not re.search(r"https?://", page)
+
+
+def test_parameters_cannot_inject_code(tmp_path):
+    label = "it's \"quoted\" \\ back\\slash\nsecond line'); import os; os.system('touch pwned') #"
+    keep = tmp_path / "kept.ipynb"
+    out = tmp_path / "r.html"
+    p = cli(
+        "report", RUNS / "nginx-keepalive", "-o", out, "--label", label, "--keep-notebook", keep, cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "pwned").exists()
+    nb = nbformat.read(keep, as_version=4)
+    cell = next(c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", []))
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in ast.parse(cell.source).body
+        if isinstance(node, ast.Assign)
+    }
+    assert values["label"] == label  # round-trips intact: quotes, backslashes, newline
+    # and the report shows it as text
+    import html
+
+    assert html.escape(label.split("\n")[0], quote=False) in out.read_text().replace("&#x27;", "'").replace(
+        "&quot;", '"'
+    )
+
+
+def test_report_loads_nothing_from_the_network():
+    page_files = list(Path(ROOT / "headroom" / "templates").rglob("*"))
+    text = "".join(f.read_text() for f in page_files if f.is_file())
+    assert "http" not in text  # our template adds nothing remote; test_report checks the output
