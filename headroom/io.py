@@ -203,6 +203,10 @@ def _sections(data: memoryview, path: Path) -> tuple[bytes, int, list[tuple[int,
             break
         starts.append(i + 1)
         pos = i + 1
+    # a header as the very last line has no line end after it (trailing ones were stripped)
+    tail = end - len(header)
+    if nl >= 0 and tail > starts[-1] and raw[tail:end] == header and raw[tail - 1 : tail] == b"\n":
+        starts.append(tail)
     sections = [(s, starts[k + 1] if k + 1 < len(starts) else end) for k, s in enumerate(starts)]
     return header, begin, sections
 

@@ -10,7 +10,7 @@ import calendar
 import gzip
 import re
 
-_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)")
+_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? ?(Z|[+-]\d\d:?\d\d)")
 
 
 def parse_time_ns(text: str) -> int:
