@@ -118,39 +118,84 @@ def stats_from_counts(
     return LatencyStats(n, mean, mx, pct, thin, counts)
 
 
-def group_counts(
-    group: np.ndarray, n_groups: int, codes: LatencyCodes, latency_s: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Latency histogram and latency sum per group, in one pass over the requests.
+@dataclass(frozen=True, eq=False)
+class BucketHist:
+    """Sparse latency histogram of every time bucket: the reduced form of a run.
 
-    ``group`` gives each request's group; negative groups are left out.
-    Returns ``(counts, sums)``: an ``(n_groups, n_values)`` int64 array and
-    an ``(n_groups,)`` float array.
+    Entries ``(bucket, value, count)`` are sorted by bucket, then value;
+    ``values`` holds the distinct latencies.  Histograms merge by addition, so
+    a run can be reduced chunk by chunk (see :func:`headroom.io.reduce_run`)
+    and every statistic (bins, steps, density, per-bucket percentiles,
+    comparisons) is computed from this, never from the requests again.
+    Requests of steps too short to bucket are kept as ``loose_*``.
     """
+
+    bucket: np.ndarray  # int64
+    value: np.ndarray  # int64, index into values
+    count: np.ndarray  # int64
+    sums: np.ndarray  # float64 per bucket: latency sum (for exact means)
+    values: np.ndarray  # float64, ascending
+    loose_step: np.ndarray  # int64: step of each request that is in no bucket
+    loose_value: np.ndarray  # int64: its value index
+
+    def grouped(self, group_of_bucket: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+        """(counts (n_groups, n_values), latency sums (n_groups,)) of buckets grouped; group < 0 left out."""
+        d = len(self.values)
+        g = np.asarray(group_of_bucket)[self.bucket] if len(self.bucket) else np.zeros(0, np.int64)
+        ok = g >= 0
+        key = g[ok].astype(np.int64) * d + self.value[ok]
+        counts = np.bincount(key, weights=self.count[ok], minlength=n_groups * d)
+        gb = np.asarray(group_of_bucket)
+        okb = gb >= 0
+        sums = np.bincount(gb[okb], weights=self.sums[okb], minlength=n_groups)
+        return np.rint(counts).astype(np.int64).reshape(n_groups, d), sums
+
+
+def bucket_hist(
+    buckets: Buckets,
+    latency_s: np.ndarray,
+    codes: LatencyCodes,
+    step_offsets: np.ndarray,
+) -> BucketHist:
+    """Reduce in-memory requests to per-bucket histograms, step by step in O(n)."""
     d = len(codes.values)
-    g, c, lat = np.asarray(group), codes.codes, latency_s
-    if len(g) and g.min() < 0:
-        keep = g >= 0
-        g, c, lat = g[keep], c[keep], lat[keep]
-    key = g.astype(np.int64) * d
-    key += c
-    counts = np.bincount(key, minlength=n_groups * d).reshape(n_groups, d)
-    return counts, np.bincount(g, weights=lat, minlength=n_groups)
+    ob = buckets.of_request
+    parts_b, parts_v, parts_c = [], [], []
+    loose_s, loose_v = [], []
+    for k in range(len(step_offsets) - 1):
+        a, b = int(step_offsets[k]), int(step_offsets[k + 1])
+        if b == a:
+            continue
+        g = ob[a:b]
+        if g[0] < 0:  # a step too short to bucket
+            loose_s.append(np.full(b - a, k, np.int64))
+            loose_v.append(codes.codes[a:b].astype(np.int64))
+            continue
+        b0 = int(g.min())
+        nb = int(g.max()) - b0 + 1
+        key = (g - b0).astype(np.int64) * d + codes.codes[a:b]
+        if nb * d <= 1 << 22:
+            c = np.bincount(key, minlength=nb * d)
+            nz = np.flatnonzero(c)
+            cnt = c[nz]
+        else:
+            nz, cnt = np.unique(key, return_counts=True)
+        parts_b.append(b0 + nz // d)
+        parts_v.append(nz % d)
+        parts_c.append(cnt.astype(np.int64))
+    cat = lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64)  # noqa: E731
+    keep = ob >= 0
+    sums = np.bincount(ob[keep], weights=latency_s[keep], minlength=len(buckets))
+    return BucketHist(cat(parts_b), cat(parts_v), cat(parts_c), sums, codes.values, cat(loose_s), cat(loose_v))
 
 
-def segment_counts(
-    offsets: np.ndarray, codes: LatencyCodes, latency_s: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Like :func:`group_counts` for contiguous segments ``[offsets[k], offsets[k+1])`` (steps)."""
-    n, d = len(offsets) - 1, len(codes.values)
-    counts = np.zeros((n, d), dtype=np.int64)
-    sums = np.zeros(n)
-    for k in range(n):
-        a, b = int(offsets[k]), int(offsets[k + 1])
-        if b > a:
-            counts[k] = np.bincount(codes.codes[a:b], minlength=d)
-            sums[k] = float(np.sum(latency_s[a:b]))
-    return counts, sums
+def step_stats(hist: BucketHist, buckets: Buckets, n_steps: int) -> LatencyStats:
+    """Latency per step: its buckets' histograms plus any unbucketed request."""
+    counts, sums = hist.grouped(buckets.step, n_steps)
+    if len(hist.loose_step):
+        np.add.at(counts, (hist.loose_step, hist.loose_value), 1)
+        np.add.at(sums, hist.loose_step, hist.values[hist.loose_value])
+    return stats_from_counts(counts, sums, hist.values)
 
 
 # --------------------------------------------------------------------------
@@ -224,9 +269,8 @@ class Bins:
 
 def by_throughput(
     buckets: Buckets,
-    latency_s: np.ndarray,
+    hist: BucketHist,
     *,
-    codes: LatencyCodes | None = None,
     bins: int | None = None,
     width: float | None = None,
     cpu_cores: float = 1.0,
@@ -237,14 +281,11 @@ def by_throughput(
     Percentiles come from the raw request latencies of the bin (exactly, via
     integer histograms), never from per-bucket percentiles.
     """
-    codes = codes if codes is not None else encode_latency(latency_s)
     edges = bin_edges(buckets.rps, bins=bins, width=width)
     nbins = len(edges) - 1
     of_bucket = np.clip(np.searchsorted(edges, buckets.rps, side="right") - 1, 0, nbins - 1)
-    ob = buckets.of_request
-    req_bin = of_bucket[ob] if len(ob) == 0 or ob.min() >= 0 else np.where(ob >= 0, of_bucket[ob], -1)
-    counts, sums = group_counts(req_bin, nbins, codes, latency_s)
-    lat = stats_from_counts(counts, sums, codes.values, extra=extra)
+    counts, sums = hist.grouped(of_bucket, nbins)
+    lat = stats_from_counts(counts, sums, hist.values, extra=extra)
     nb = np.bincount(of_bucket, minlength=nbins)
     secs = np.bincount(of_bucket, weights=buckets.length_s, minlength=nbins)
     has_cpu = np.isfinite(buckets.cpu_pct)
@@ -266,7 +307,7 @@ def by_throughput(
         cpu_pct=cpu,
         cpu_s_per_req=cpu_per_req,
         of_bucket=of_bucket,
-        values=codes.values,
+        values=hist.values,
     )
 
 
@@ -275,30 +316,22 @@ def by_throughput(
 
 
 def bucket_percentiles(
-    buckets: Buckets, codes: LatencyCodes, names: tuple[str, ...] = ("p50", "p99")
+    buckets: Buckets, hist: BucketHist, names: tuple[str, ...] = ("p50", "p99")
 ) -> dict[str, np.ndarray]:
-    """Exact latency percentiles of every time bucket (NaN for empty buckets).
-
-    Sorts one int64 key per request (bucket * n_values + code), so it costs
-    one sort of the run; it is only computed when a plot asks for it.
-    """
-    d = len(codes.values)
-    g = buckets.of_request
-    keep = g >= 0
-    key = g[keep].astype(np.int64) * d + codes.codes[keep]
-    key.sort()
+    """Exact latency percentiles of every time bucket (NaN for empty buckets)."""
     nb = len(buckets)
-    first = np.searchsorted(key, np.arange(nb, dtype=np.int64) * d)
-    n = buckets.count
+    n = np.bincount(hist.bucket, weights=hist.count, minlength=nb).astype(np.int64)
+    cum = np.cumsum(hist.count)
+    before = np.concatenate([[0], np.cumsum(n)[:-1]])  # requests in earlier buckets
     table = {p[0]: p for p in PERCENTILES}
     out = {}
     for name in names:
         _, num, den = table[name]
         r = rank(n, num, den)
-        idx = np.minimum(first + r - 1, max(len(key) - 1, 0))
+        idx = np.searchsorted(cum, before + r)  # first entry reaching the rank
         v = np.full(nb, np.nan)
         ok = n > 0
-        v[ok] = codes.values[key[idx[ok]] % d]
+        v[ok] = hist.values[hist.value[np.minimum(idx[ok], len(cum) - 1)]]
         out[name] = v
     return out
 
@@ -325,7 +358,7 @@ class Density:
 
 def density(
     buckets: Buckets,
-    codes: LatencyCodes,
+    hist: BucketHist,
     *,
     x_max: float,
     y_max_s: float,
@@ -334,18 +367,17 @@ def density(
 ) -> Density:
     """2-D histogram of requests by their bucket's throughput and their latency.
 
-    O(n): each bucket falls in one throughput column, each distinct latency
-    value in one row, so a single bincount over the requests does it.
+    Each bucket falls in one throughput column and each distinct latency in
+    one row, so one weighted bincount over the histogram entries does it.
     """
     x_edges = np.linspace(0.0, x_max, nx + 1)
     y_edges = np.linspace(0.0, y_max_s, ny + 1)
     xb = np.clip(np.searchsorted(x_edges, buckets.rps, side="right") - 1, 0, nx - 1)
-    yb = np.searchsorted(y_edges, codes.values, side="right") - 1
-    yb[codes.values >= y_max_s] = -1
-    g = buckets.of_request
-    req_y = yb[codes.codes]
-    ok = (g >= 0) & (req_y >= 0)
-    above = int(np.count_nonzero((g >= 0) & (req_y < 0)))
-    key = xb[g[ok]].astype(np.int64) * ny + req_y[ok]
-    counts = np.bincount(key, minlength=nx * ny).reshape(nx, ny)
-    return Density(x_edges, y_edges, counts, above)
+    yb = np.searchsorted(y_edges, hist.values, side="right") - 1
+    yb[hist.values >= y_max_s] = -1
+    ey = yb[hist.value]
+    ok = ey >= 0
+    above = int(hist.count[~ok].sum())
+    key = xb[hist.bucket[ok]].astype(np.int64) * ny + ey[ok]
+    counts = np.rint(np.bincount(key, weights=hist.count[ok], minlength=nx * ny)).astype(np.int64)
+    return Density(x_edges, y_edges, counts.reshape(nx, ny), above)

@@ -125,12 +125,8 @@ class _RunBins:
 
 def _bucket_entries(s: Summary, union: np.ndarray):
     """Sparse per-bucket histograms of a run on the common value axis: (bucket, value idx, count)."""
-    remap = np.searchsorted(union, s.codes.values)
-    g = s.buckets.of_request
-    ok = g >= 0
-    key = g[ok].astype(np.int64) * len(union) + remap[s.codes.codes[ok]]
-    uk, cnt = np.unique(key, return_counts=True)
-    return uk // len(union), uk % len(union), cnt
+    remap = np.searchsorted(union, s.hist.values)
+    return s.hist.bucket, remap[s.hist.value], s.hist.count
 
 
 def bucket_blocks(s: Summary, block_s: float) -> np.ndarray:
@@ -249,7 +245,7 @@ def compare_runs(
         bin_width = nice_width(hi - lo)
     edges = bin_edges(all_rps, bins=bins, width=bin_width)
     nbins = len(edges) - 1
-    union = np.unique(np.concatenate([s.codes.values for side in sides for s in side]))
+    union = np.unique(np.concatenate([s.hist.values for side in sides for s in side]))
     rbins = [[_run_bins(s, edges, union, block_s) for s in side] for side in sides]
 
     # which bins can be compared

@@ -130,7 +130,7 @@ def headroom(
     grids = []
     for s, color in zip(runs, colors):
         grid = (
-            binning.density(s.buckets, s.codes, x_max=x_top, y_max_s=y_top)
+            binning.density(s.buckets, s.hist, x_max=x_top, y_max_s=y_top)
             if (density or marginals)
             else None
         )
@@ -193,7 +193,7 @@ def headroom(
             )
         if color_by_time:
             p = percentiles[-1]
-            bp = binning.bucket_percentiles(s.buckets, s.codes, (p,))[p]
+            bp = binning.bucket_percentiles(s.buckets, s.hist, (p,))[p]
             t = (s.buckets.start_ns - _load_start_ns(s)) / _NS + s.buckets.length_s / 2
             sc = ax.scatter(s.buckets.rps, bp * 1e3, c=t, cmap="viridis", s=14, zorder=3, edgecolors="none")
             if s is runs[-1]:
@@ -362,7 +362,7 @@ def latency_over_time(
     runs = _runs(summaries)
     ax = _ax(ax)
     for s, color in zip(runs, _colors(len(runs))):
-        bp = binning.bucket_percentiles(s.buckets, s.codes, tuple(percentiles))
+        bp = binning.bucket_percentiles(s.buckets, s.hist, tuple(percentiles))
         for p in percentiles:
             x, y = _step_breaks(s, bp[p] * 1e3)
             ax.plot(x, y, _STYLE.get(p, "-"), color=color, lw=1.3, label=f"{s.label} {_pname(p)}")

@@ -12,12 +12,12 @@ import numpy as np
 from .aggregate import Buckets, CpuOverlap, Steps, cpu_overlap, per_bucket, steps_table
 from .binning import (
     Bins,
-    LatencyCodes,
+    BucketHist,
     LatencyStats,
+    bucket_hist,
     by_throughput,
     encode_latency,
-    segment_counts,
-    stats_from_counts,
+    step_stats,
 )
 from .capacity import Capacity, capacity
 from .model import PERCENTILES, SCHEMA_VERSION, HeadroomError, Objective, Run
@@ -31,7 +31,7 @@ class Summary:
     steps: Steps
     step_latency: LatencyStats
     buckets: Buckets
-    codes: LatencyCodes
+    hist: BucketHist
     bins: Bins
     overlap: CpuOverlap | None
     capacity: Capacity
@@ -89,6 +89,7 @@ def analyze(
             f"(try a smaller --bucket, e.g. --bucket {max(dur / 4, 0.001) * 1e3:.0f}ms)"
         )
     codes = encode_latency(run.requests.latency_s)
+    hist = bucket_hist(buckets, run.requests.latency_s, codes, run.requests.step_offsets)
     extra = ()
     if (
         objective is not None
@@ -96,13 +97,10 @@ def analyze(
         and objective.name not in {p[0] for p in PERCENTILES}
     ):
         extra = ((objective.name, *objective.q),)
-    step_lat = stats_from_counts(
-        *segment_counts(run.requests.step_offsets, codes, run.requests.latency_s), codes.values
-    )
+    step_lat = step_stats(hist, buckets, len(steps))
     b = by_throughput(
         buckets,
-        run.requests.latency_s,
-        codes=codes,
+        hist,
         bins=bins,
         width=bin_width,
         cpu_cores=run.cpu.cores if run.cpu else 1.0,
@@ -125,7 +123,7 @@ def analyze(
         current_load_rps=current_load_rps,
         target_load_rps=target_load_rps,
     )
-    return Summary(run, steps, step_lat, buckets, codes, b, overlap, cap, tuple(warnings))
+    return Summary(run, steps, step_lat, buckets, hist, b, overlap, cap, tuple(warnings))
 
 
 # --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from headroom import load_run, parse_objective
 from headroom.aggregate import cpu_over, per_bucket, steps_table
-from headroom.binning import bin_edges, by_throughput, encode_latency, nice_width
+from headroom.binning import bin_edges, bucket_hist, by_throughput, encode_latency, nice_width
 from headroom.model import PERCENTILES, CpuSamples, Requests, Run, RunMeta
 from headroom.summary import analyze
 
@@ -244,7 +244,8 @@ def test_properties_buckets_bins_percentiles(run, bucket, nbins):
     assert np.all(run.requests.start_ns[got] >= lo)
     assert np.all(run.requests.start_ns[got] <= lo + np.round(b.length_s[b.of_request[got]] * NS))
     assert np.all(b.length_s > 0)
-    bins = by_throughput(b, run.requests.latency_s, bins=nbins)
+    codes = encode_latency(run.requests.latency_s)
+    bins = by_throughput(b, bucket_hist(b, run.requests.latency_s, codes, run.requests.step_offsets), bins=nbins)
     # bins partition the buckets
     assert len(bins.of_bucket) == len(b) and bins.buckets.sum() == len(b)
     assert np.all(

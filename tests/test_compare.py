@@ -113,6 +113,7 @@ def test_json_schema_and_determinism(tmp_path):
         "metrics",
         "bins",
         "notes",
+        "warnings",
     }
     assert set(doc["settings"]) == {
         "threshold",

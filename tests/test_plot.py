@@ -75,7 +75,7 @@ def test_headroom_plot_options(pair):
 
 def test_density_matches_numpy_histogram2d(pair):
     s = pair[1]
-    d = density(s.buckets, s.codes, x_max=30_000, y_max_s=0.01, nx=60, ny=50)
+    d = density(s.buckets, s.hist, x_max=30_000, y_max_s=0.01, nx=60, ny=50)
     req_rps = s.buckets.rps[s.buckets.of_request]
     lat = s.run.requests.latency_s
     keep = lat < 0.01
@@ -86,7 +86,7 @@ def test_density_matches_numpy_histogram2d(pair):
 
 def test_bucket_percentiles_match_nearest_rank(pair):
     s = pair[0]
-    bp = bucket_percentiles(s.buckets, s.codes, ("p50", "p99", "p999"))
+    bp = bucket_percentiles(s.buckets, s.hist, ("p50", "p99", "p999"))
     lat = s.run.requests.latency_s
     for i in range(len(s.buckets)):
         mine = lat[s.buckets.of_request == i]
