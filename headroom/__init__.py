@@ -1,6 +1,6 @@
 """headroom: capacity and latency-vs-throughput analysis of load-test ramps."""
 
-from .io import load_run
+from .io import load_run, reduce_run
 from .model import HeadroomError, Objective, Run, parse_objective
 from .summary import Summary, analyze, to_json
 
@@ -15,5 +15,6 @@ __all__ = [
     "analyze",
     "load_run",
     "parse_objective",
+    "reduce_run",
     "to_json",
 ]

@@ -137,12 +137,7 @@ def per_bucket(
         dur_ns = int(steps.end_ns[k]) - t0
         if dur_ns <= 0:
             continue
-        nfull, rem = divmod(dur_ns, b_ns)
-        lengths = [b_ns] * nfull
-        if rem >= min_partial * b_ns or nfull == 0:
-            lengths.append(rem)
-        else:
-            lengths[-1] += rem
+        lengths = bucket_lengths_ns(dur_ns, b_ns, min_partial)
         m = len(lengths)
         idx = (req.start_ns[a:b] - t0) // b_ns
         np.minimum(idx, m - 1, out=idx)
@@ -153,14 +148,30 @@ def per_bucket(
         b_len.append(np.asarray(lengths, np.float64) / NS)
         b_count.append(counts.astype(np.int64))
         nb += m
-    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)
+    return make_buckets(b_step, b_start, b_len, b_count, run.cpu, of_request, bucket_s)
+
+
+def bucket_lengths_ns(dur_ns: int, b_ns: int, min_partial: float) -> list[int]:
+    """Bucket lengths of a step lasting ``dur_ns`` (the rule in the module docstring)."""
+    nfull, rem = divmod(int(dur_ns), int(b_ns))
+    lengths = [int(b_ns)] * nfull
+    if rem >= min_partial * b_ns or nfull == 0:
+        lengths.append(rem)
+    else:
+        lengths[-1] += rem
+    return lengths
+
+
+def make_buckets(b_step, b_start, b_len, b_count, cpu, of_request, bucket_s: float) -> Buckets:
+    """Assemble the bucket table from per-step pieces (shared by in-memory and streamed reads)."""
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
     step = cat(b_step, np.int32)
     start = cat(b_start, np.int64)
     length = cat(b_len, np.float64)
     count = cat(b_count, np.int64)
     rps = count / length if len(length) else np.empty(0)
-    cpu = cpu_over(run.cpu, start, length) if run.cpu is not None else np.full(len(step), np.nan)
-    return Buckets(step, start, length, count, rps, cpu, of_request, float(bucket_s))
+    cpu_pct = cpu_over(cpu, start, length) if cpu is not None else np.full(len(step), np.nan)
+    return Buckets(step, start, length, count, rps, cpu_pct, of_request, float(bucket_s))
 
 
 def _cpu_integral(cpu: CpuSamples) -> tuple[np.ndarray, np.ndarray]:

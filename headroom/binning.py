@@ -186,7 +186,9 @@ def bucket_hist(
     cat = lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64)  # noqa: E731
     keep = ob >= 0
     sums = np.bincount(ob[keep], weights=latency_s[keep], minlength=len(buckets))
-    return BucketHist(cat(parts_b), cat(parts_v), cat(parts_c), sums, codes.values, cat(loose_s), cat(loose_v))
+    return BucketHist(
+        cat(parts_b), cat(parts_v), cat(parts_c), sums, codes.values, cat(loose_s), cat(loose_v)
+    )
 
 
 def step_stats(hist: BucketHist, buckets: Buckets, n_steps: int) -> LatencyStats:

@@ -322,7 +322,7 @@ def _report(args) -> int:
 
 def _compare(args, parser) -> int:
     from .compare import compare_runs, to_json
-    from .io import load_run, write_json
+    from .io import reduce_run, write_json
     from .text import format_comparison
 
     if args.runs and (args.baseline or args.candidate):
@@ -335,7 +335,10 @@ def _compare(args, parser) -> int:
         base, cand = args.baseline, args.candidate
         if not base or not cand:
             parser.error("compare needs a baseline and a candidate")
-    load = lambda p: load_run(p, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)  # noqa: E731
+
+    def load(p):
+        return reduce_run(p, bucket_s=args.bucket, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)
+
     c = compare_runs(
         [load(p) for p in base],
         [load(p) for p in cand],
@@ -366,11 +369,17 @@ def _preload() -> None:
 
 
 def _summary(args) -> int:
-    from .io import load_run, write_json
+    from .io import reduce_run, write_json
     from .summary import analyze, to_json
     from .text import format_summary
 
-    run = load_run(args.run, label=args.label, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)
+    run = reduce_run(
+        args.run,
+        bucket_s=args.bucket,
+        label=args.label,
+        cpu_cores=args.cpu_cores,
+        skip_bad_rows=args.skip_bad_rows,
+    )
     s = analyze(
         run,
         objective=args.objective,

@@ -173,7 +173,7 @@ class _Buffer:
             pass
 
 
-def _sections(data: memoryview, path: Path) -> tuple[bytes, int, list[tuple[int, int, int]]]:
+def _sections(data: memoryview, path: Path, release=None) -> tuple[bytes, int, list[tuple[int, int]]]:
     """Split a CSV buffer into sections that each start with the same header.
 
     Returns the header line (without line ending), the offset of the first
@@ -197,12 +197,22 @@ def _sections(data: memoryview, path: Path) -> tuple[bytes, int, list[tuple[int,
     marker = b"\n" + header_line + (b"\n" if nl >= 0 else b"")
     starts = [begin]
     pos = begin
-    while True:
-        i = raw.find(marker, pos, end + 1)
-        if i < 0:
+    window = 1 << 26  # search 64 MB at a time, letting go of the pages behind
+    while pos < end:
+        stop = min(pos + window, end + 1)
+        i = raw.find(marker, pos, stop)
+        if i >= 0:
+            starts.append(i + 1)
+            if release is not None:
+                release(pos, i)
+            pos = i + 1
+            continue
+        if stop >= end + 1:
             break
-        starts.append(i + 1)
-        pos = i + 1
+        nxt = max(pos, stop - len(marker))
+        if release is not None:
+            release(pos, nxt)
+        pos = nxt
     # a header as the very last line has no line end after it (trailing ones were stripped)
     tail = end - len(header)
     if nl >= 0 and tail > starts[-1] and raw[tail:end] == header and raw[tail - 1 : tail] == b"\n":
@@ -340,37 +350,81 @@ def read_requests(
         buf.close()
 
 
-def _parse_fast(buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks):
-    """One pyarrow read of a section; HeadroomError naming the first bad line otherwise."""
-    raw = buf.raw
+def _parse_fast(data, header_line, path, layout, include, opts, checks):
+    """One pyarrow read of CSV bytes that start with a header line.
+
+    ``header_line()`` gives that header's line number in the file (computed
+    only for an error message).  Returns (start ns, latency s, status or None);
+    raises HeadroomError naming the first bad line.
+    """
+    read_opts, parse_opts, conv_opts = opts
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(buf.data[s:e])),
+            pa.BufferReader(pa.py_buffer(data)),
             read_options=read_opts,
             parse_options=parse_opts,
             convert_options=conv_opts,
         )
     except pa.ArrowInvalid as exc:
         raise _diagnose(
-            path, raw, s, e, _line_at(buf.data, s), layout.columns, checks, str(exc).splitlines()[0]
+            path, data, 0, len(data), header_line(), layout.columns, checks, str(exc).splitlines()[0]
         ) from None
     for col in include:
         c = table.column(col)
         if c.null_count:
-            raise HeadroomError(
-                f"{path}:{_line_at(buf.data, s) + 1 + _first_null(c)}: empty {col} value{_HINT}"
-            )
+            raise HeadroomError(f"{path}:{header_line() + 1 + _first_null(c)}: empty {col} value{_HINT}")
     t = table.column(layout.time_col)
     if layout.time_col == "start-time":
         st = _np(t, np.int64)
     else:
         off = _np(t, np.float64)
-        _check_finite(off, path, lambda: _line_at(buf.data, s), "offset")
+        _check_finite(off, path, header_line, "offset")
         st = np.rint(off * 1e9).astype(np.int64)
     lat = _np(table.column("response-time"), np.float64)
-    _check_finite(lat, path, lambda: _line_at(buf.data, s), "response-time")
+    _check_finite(lat, path, header_line, "response-time")
     code = _np(table.column(layout.status_col), np.int64) if layout.status_col else None
     return st, lat, code
+
+
+def _csv_options(layout: _Layout):
+    """(column types, line checks, included columns, pyarrow options) for a request file layout."""
+    types = {"response-time": pa.float64()}
+    checks = {"response-time": "float"}
+    if layout.time_col == "start-time":
+        types["start-time"] = _TS_UTC
+        checks["start-time"] = "time"
+    else:
+        types["offset"] = pa.float64()
+        checks["offset"] = "float"
+    include = [layout.time_col, "response-time"]
+    if layout.status_col:
+        types[layout.status_col] = pa.int64()
+        checks[layout.status_col] = "int"
+        include.append(layout.status_col)
+    opts = (
+        pacsv.ReadOptions(column_names=layout.columns, skip_rows=1, use_threads=True),
+        pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
+        pacsv.ConvertOptions(
+            column_types=types,
+            include_columns=include,
+            null_values=[""],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    return checks, include, opts
+
+
+def _parse_section(buf, path, s, e, layout, include, opts, checks, skip_bad_rows, skipped):
+    """Parse one section (or chunk) starting with a header; bad rows fail, or are skipped and recorded."""
+    try:
+        return _parse_fast(buf.data[s:e], lambda: _line_at(buf.data, s), path, layout, include, opts, checks)
+    except HeadroomError:
+        if not skip_bad_rows:
+            raise
+        st, lat, code, bad = _parse_slow(buf.raw, s, e, _line_at(buf.data, s), layout, checks)
+        skipped += bad
+        return st, lat, code
 
 
 def _parse_slow(raw, s: int, e: int, line_no: int, layout, checks):
@@ -430,29 +484,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
     header, _, sections = _sections(buf.data, path)
     layout = _layout(header, path)
     warnings: list[str] = []
-    types = {"response-time": pa.float64()}
-    checks = {"response-time": "float"}
-    if layout.time_col == "start-time":
-        types["start-time"] = _TS_UTC
-        checks["start-time"] = "time"
-    else:
-        types["offset"] = pa.float64()
-        checks["offset"] = "float"
-    include = [layout.time_col, "response-time"]
-    if layout.status_col:
-        types[layout.status_col] = pa.int64()
-        checks[layout.status_col] = "int"
-        include.append(layout.status_col)
-
-    read_opts = pacsv.ReadOptions(column_names=layout.columns, skip_rows=1, use_threads=True)
-    parse_opts = pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False)
-    conv_opts = pacsv.ConvertOptions(
-        column_types=types,
-        include_columns=include,
-        null_values=[""],
-        strings_can_be_null=False,
-        quoted_strings_can_be_null=False,
-    )
+    checks, include, opts = _csv_options(layout)
 
     starts, lats, codes, offsets = [], [], [], [0]
     total = 0
@@ -465,15 +497,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
         ):  # a header with no rows: an empty step
             offsets.append(total)
             continue
-        try:
-            st, lat, code = _parse_fast(
-                buf, path, s, e, layout, include, read_opts, parse_opts, conv_opts, checks
-            )
-        except HeadroomError:
-            if not skip_bad_rows:
-                raise
-            st, lat, code, bad = _parse_slow(raw, s, e, _line_at(buf.data, s), layout, checks)
-            skipped += bad
+        st, lat, code = _parse_section(buf, path, s, e, layout, include, opts, checks, skip_bad_rows, skipped)
         starts.append(st)
         lats.append(lat)
         if layout.status_col:
@@ -768,3 +792,319 @@ def write_json(doc: dict, path: str | os.PathLike) -> None:
         target.write_text(text, encoding="utf-8")
     except OSError as e:
         raise HeadroomError(f"{target}: cannot write JSON ({e.strerror})") from None
+
+
+# --------------------------------------------------------------------------
+# streaming: reduce a run of any size to per-bucket histograms, chunk by chunk
+
+
+class _Progress:
+    """A one-line progress report on a terminal, shown only for reads longer than a few seconds."""
+
+    def __init__(self, path: Path, total: int, enabled: bool | None = None, after_s: float = 2.0):
+        import sys
+        import time
+
+        self._time = time.monotonic
+        self._out = sys.stderr
+        self.enabled = self._out.isatty() if enabled is None else enabled
+        self.path, self.total, self.after = path, max(total, 1), after_s
+        self.t0 = self._time()
+        self.shown = False
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        elapsed = self._time() - self.t0
+        if elapsed < self.after:
+            return
+        frac = min(done / self.total, 1.0)
+        bar = "#" * int(frac * 30)
+        self._out.write(
+            f"\rreading {self.path.name} [{bar:<30}] {frac * 100:3.0f}% "
+            f"{done / 2**20:,.0f}/{self.total / 2**20:,.0f} MB {elapsed:.0f} s"
+        )
+        self._out.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self._out.write("\n")
+            self._out.flush()
+
+
+class _StreamBuffer(_Buffer):
+    """Like _Buffer, but a gzip file is decompressed to a temporary file and mapped,
+    so that its size in memory stays bounded."""
+
+    def __init__(self, path: Path):
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        if magic != b"\x1f\x8b":
+            super().__init__(path)
+            self._tmp = None
+            return
+        import shutil
+        import tempfile
+
+        self.path = path
+        self._tmp = tempfile.TemporaryFile(prefix="headroom-")
+        try:
+            with gzip.open(path, "rb") as src:
+                shutil.copyfileobj(src, self._tmp, 1 << 22)
+        except (EOFError, OSError, zlib.error) as e:
+            self._tmp.close()
+            raise HeadroomError(
+                f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
+            ) from None
+        self._tmp.flush()
+        if self._tmp.tell() == 0:
+            self._mmap = None
+            self.data = memoryview(b"")
+        else:
+            self._mmap = mmap.mmap(self._tmp.fileno(), 0, access=mmap.ACCESS_READ)
+            self.data = memoryview(self._mmap)
+
+    def close(self) -> None:
+        super().close()
+        if self._tmp is not None:
+            self._tmp.close()
+
+
+def _chunks(buf: _Buffer, s: int, e: int, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Split a section into byte ranges of about ``chunk_bytes`` ending at line ends."""
+    out, pos = [], s
+    while e - pos > chunk_bytes:
+        cut = buf.raw.find(b"\n", pos + chunk_bytes, e)
+        if cut < 0:
+            break
+        out.append((pos, cut + 1))
+        pos = cut + 1
+    out.append((pos, e))
+    return out
+
+
+def reduce_run(
+    path: str | os.PathLike,
+    *,
+    bucket_s: float = 1.0,
+    min_partial: float = 0.5,
+    label: str | None = None,
+    cpu_cores: float | None = None,
+    skip_bad_rows: bool = False,
+    chunk_bytes: int = 64 << 20,
+    progress: bool | None = None,
+) -> Run:
+    """Read a run of any size with bounded memory, reduced to per-bucket histograms.
+
+    Sections are parsed one at a time (a section longer than ``chunk_bytes``
+    in chunks, in two passes: its time span first, then its buckets); each is
+    reduced to per-bucket latency histograms, which merge by addition, and its
+    pages are released.  Memory is bounded by the chunk size and the
+    histograms, not the file.  The returned run has ``requests=None`` and
+    ``reduced`` set; :func:`headroom.analyze` uses it (with the same bucket).
+    hey files with relative offsets (at most 1M rows) are read in memory.
+
+    Parameters are those of :func:`load_run`, plus ``bucket_s`` and
+    ``min_partial`` (the bucket rule) and ``progress`` (a progress line on
+    stderr; default: when it is a terminal and the read takes over 2 s).
+    """
+    from .aggregate import Steps, bucket_lengths_ns, make_buckets
+    from .binning import BucketHist, encode_latency
+
+    files = locate_run(path)
+    fields = read_metadata(files.meta) if files.meta else {}
+    buf = _StreamBuffer(files.perf)
+    try:
+        header, _, sections = _sections(buf.data, files.perf, release=buf.done_with)
+        layout = _layout(header, files.perf)
+        if layout.time_col == "offset":
+            buf.close()
+            return load_run(path, label=label, cpu_cores=cpu_cores, skip_bad_rows=skip_bad_rows)
+        warnings: list[str] = []
+        checks, include, opts = _csv_options(layout)
+        sections = _drop_truncated_tail(buf, files.perf, sections, layout.columns, checks, warnings)
+        cpu = _read_cpu_for(files, fields, cpu_cores)
+        b_ns = int(round(bucket_s * 1e9))
+        prog = _Progress(files.perf, len(buf.data), progress)
+        skipped: list[tuple[int, str]] = []
+        n_steps = len(sections)
+        st_start = np.zeros(n_steps, np.int64)
+        st_end = np.zeros(n_steps, np.int64)
+        st_count = np.zeros(n_steps, np.int64)
+        pieces = ([], [], [], [])  # step, start, length, count of buckets
+        ent_b, ent_v, ent_c, sums = [], [], [], []
+        loose_s, loose_v = [], []
+        errors, error_codes = 0, {}
+        nb = 0
+
+        def parse(cs: int, ce: int, first: bool, record: bool = True):
+            """Parse a chunk; ``record`` counts its skipped rows and HTTP errors (not on a second pass)."""
+            bad_rows: list[tuple[int, str]] = []
+            if first:
+                st, lat, code = _parse_section(
+                    buf, files.perf, cs, ce, layout, include, opts, checks, skip_bad_rows, bad_rows
+                )
+            else:  # a continuation chunk: give pyarrow the header again
+                data = header + b"\n" + bytes(buf.data[cs:ce])
+                line0 = _line_at(buf.data, cs) - 1
+                try:
+                    st, lat, code = _parse_fast(
+                        data, lambda: line0, files.perf, layout, include, opts, checks
+                    )
+                except HeadroomError:
+                    if not skip_bad_rows:
+                        raise
+                    st, lat, code, bad_rows = _parse_slow(data, 0, len(data), line0, layout, checks)
+            if record:
+                skipped.extend(bad_rows)
+            if code is not None:
+                failed = (code < 200) | (code > 299)
+                if failed.any():
+                    if record:
+                        nonlocal errors
+                        errors += int(failed.sum())
+                        for v, c in zip(*np.unique(code[failed], return_counts=True), strict=True):
+                            error_codes[int(v)] = error_codes.get(int(v), 0) + int(c)
+                    st, lat = st[~failed], lat[~failed]
+            return st, lat
+
+        for k, (s, e) in enumerate(sections):
+            nl = buf.raw.find(b"\n", s, e)
+            if nl < 0 or (e - nl < 64 and not bytes(buf.data[nl:e]).strip()):
+                continue  # a header with no rows: an empty step
+            ranges = _chunks(buf, s, e, chunk_bytes)
+            if len(ranges) == 1:
+                parts = [parse(s, e, True)]
+
+                def source(parts=parts):
+                    return iter(parts)
+
+            else:
+                parts = (parse(cs, ce, i == 0) for i, (cs, ce) in enumerate(ranges))  # first pass
+
+                def source(ranges=ranges):  # second pass: parse again, chunk by chunk
+                    return (parse(cs, ce, i == 0, record=False) for i, (cs, ce) in enumerate(ranges))
+
+            t0, t1, n = None, None, 0
+            for st, lat in parts:
+                if len(st):
+                    end = st + np.rint(lat * 1e9).astype(np.int64)
+                    t0 = int(st.min()) if t0 is None else min(t0, int(st.min()))
+                    t1 = int(end.max()) if t1 is None else max(t1, int(end.max()))
+                    n += len(st)
+            st_count[k] = n
+            if n == 0:
+                continue
+            st_start[k], st_end[k] = t0, t1
+            if n < 2 or t1 <= t0:  # too short to bucket: kept for the step statistics only
+                for st, lat in source():
+                    loose_s.append(np.full(len(st), k, np.int64))
+                    loose_v.append(lat)
+                continue
+            lengths = bucket_lengths_ns(t1 - t0, b_ns, min_partial)
+            m = len(lengths)
+            counts = np.zeros(m, np.int64)
+            bsum = np.zeros(m)
+            for st, lat in source():
+                if len(st) == 0:
+                    continue
+                idx = np.minimum((st - t0) // b_ns, m - 1)
+                counts += np.bincount(idx, minlength=m)
+                bsum += np.bincount(idx, weights=lat, minlength=m)
+                codes = encode_latency(lat)
+                d = len(codes.values)
+                key = idx.astype(np.int64) * d + codes.codes
+                if m * d <= 1 << 22:
+                    c = np.bincount(key, minlength=m * d)
+                    nz = np.flatnonzero(c)
+                    cnt = c[nz]
+                else:
+                    nz, cnt = np.unique(key, return_counts=True)
+                ent_b.append(nb + nz // d)
+                ent_v.append(codes.values[nz % d])
+                ent_c.append(cnt.astype(np.int64))
+            pieces[0].append(np.full(m, k, np.int32))
+            pieces[1].append(t0 + np.arange(m, dtype=np.int64) * b_ns)
+            pieces[2].append(np.asarray(lengths, np.float64) / 1e9)
+            pieces[3].append(counts)
+            sums.append(bsum)
+            nb += m
+            buf.done_with(s, e)
+            prog.update(e)
+        prog.close()
+    finally:
+        buf.close()
+    if int(st_count.sum()) == 0:
+        raise HeadroomError(f"{files.perf}: no requests (the file has a header but no data rows)")
+    if skipped:
+        warnings.append(
+            f"{files.perf}: skipped {len(skipped)} bad row(s) (--skip-bad-rows); "
+            f"first: line {skipped[0][0]}: {skipped[0][1]}"
+        )
+    if errors:
+        warnings.append(
+            f"{files.perf}: {errors} of {errors + int(st_count.sum())} requests failed ("
+            + ", ".join(f"{c}x HTTP {v}" for v, c in sorted(error_codes.items()))
+            + "); they are counted as errors, not used as latencies"
+        )
+    values_parts = ent_v + loose_v
+    values = np.unique(np.concatenate(values_parts)) if values_parts else np.zeros(0)
+    bucket = np.concatenate(ent_b).astype(np.int64) if ent_b else np.zeros(0, np.int64)
+    vidx = np.searchsorted(values, np.concatenate(ent_v)) if ent_v else np.zeros(0, np.int64)
+    count = np.concatenate(ent_c) if ent_c else np.zeros(0, np.int64)
+    # merge entries of the same (bucket, value) from different chunks, sorted by bucket then value
+    key = bucket * max(len(values), 1) + vidx
+    order = np.argsort(key, kind="stable")
+    key, count = key[order], count[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
+    count = np.add.reduceat(count, first) if len(key) else count
+    key = key[first] if len(key) else key
+    d = max(len(values), 1)
+    steps = Steps(
+        index=np.arange(n_steps),
+        concurrency=[RunMeta("", "", fields).concurrency(k) for k in range(n_steps)],
+        start_ns=st_start,
+        end_ns=st_end,
+        requests=st_count,
+        rps=_step_rps(st_count, st_start, st_end),
+    )
+    buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
+    hist = BucketHist(
+        bucket=key // d,
+        value=key % d,
+        count=count.astype(np.int64),
+        sums=np.concatenate(sums) if sums else np.zeros(0),
+        values=values,
+        loose_step=np.concatenate(loose_s) if loose_s else np.zeros(0, np.int64),
+        loose_value=np.searchsorted(values, np.concatenate(loose_v)) if loose_v else np.zeros(0, np.int64),
+    )
+    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
+    return Run(
+        requests=None,
+        cpu=cpu,
+        meta=meta,
+        errors=errors,
+        error_codes=error_codes,
+        warnings=tuple(warnings),
+        format=layout.kind,
+        reduced=(steps, buckets, hist),
+    )
+
+
+def _step_rps(count, start, end) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dur = (end - start) / 1e9
+        return np.where((count >= 2) & (dur > 0), count / np.where(dur > 0, dur, 1), np.nan)
+
+
+def _read_cpu_for(files: RunFiles, fields: dict, cpu_cores: float | None) -> CpuSamples | None:
+    if files.cpu is None:
+        return None
+    cores = cpu_cores
+    if cores is None and isinstance(fields.get("cpu_cores"), (int, float)):
+        cores = float(fields["cpu_cores"])
+    cpu = read_cpu(files.cpu, cores=cores)
+    if cpu.per_cpu is not None and cpu_cores is not None:
+        cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)
+    return cpu

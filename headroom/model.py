@@ -113,15 +113,20 @@ class CpuSamples:
 
 @dataclass(frozen=True, eq=False)
 class Run:
-    """One load-test run: its requests, CPU samples (if any) and metadata."""
+    """One load-test run: its requests, CPU samples (if any) and metadata.
 
-    requests: Requests
+    A run read by :func:`headroom.io.reduce_run` has ``requests=None`` and
+    ``reduced = (steps, buckets, bucket histograms)`` instead.
+    """
+
+    requests: Requests | None
     cpu: CpuSamples | None
     meta: RunMeta
     errors: int = 0
     error_codes: dict[int, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     format: str = "throughputramp"
+    reduced: Any = None
 
     @property
     def label(self) -> str:
@@ -131,6 +136,10 @@ class Run:
         """The requests as a pandas DataFrame (start time, latency, step)."""
         import pandas as pd
 
+        if self.requests is None:
+            raise HeadroomError(
+                "this run was reduced while reading (reduce_run): load it with load_run for its requests"
+            )
         return pd.DataFrame(
             {
                 "start": pd.to_datetime(self.requests.start_ns, utc=True),

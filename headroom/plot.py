@@ -130,9 +130,7 @@ def headroom(
     grids = []
     for s, color in zip(runs, colors):
         grid = (
-            binning.density(s.buckets, s.hist, x_max=x_top, y_max_s=y_top)
-            if (density or marginals)
-            else None
+            binning.density(s.buckets, s.hist, x_max=x_top, y_max_s=y_top) if (density or marginals) else None
         )
         grids.append(grid)
         if density and grid is not None and grid.counts.any():

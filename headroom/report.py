@@ -113,14 +113,20 @@ def load_summaries(
     skip_bad_rows: bool = False,
 ):
     """Load and analyse runs from notebook parameters (0 / "" mean "default")."""
-    from .io import load_run
+    from .io import reduce_run
     from .summary import analyze
 
     obj = parse_objective(objective) if objective else None
     labels = list(labels) + [""] * (len(paths) - len(labels))
     out = []
     for path, label in zip(paths, labels):
-        run = load_run(path, label=label or None, cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
+        run = reduce_run(
+            path,
+            bucket_s=parse_duration(bucket),
+            label=label or None,
+            cpu_cores=cpu_cores or None,
+            skip_bad_rows=skip_bad_rows,
+        )
         out.append(
             analyze(
                 run,

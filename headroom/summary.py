@@ -69,7 +69,15 @@ def analyze(
     cpu_target_pct, current_load_rps, target_load_rps
         See :func:`headroom.capacity.capacity`.
     """
-    steps = steps_table(run)
+    if run.requests is None:
+        steps, buckets, hist = run.reduced
+        if abs(buckets.bucket_s - bucket_s) > 1e-12:
+            raise HeadroomError(
+                f"{run.meta.source}: this run was reduced with {buckets.bucket_s:g} s buckets; "
+                f"read it again (reduce_run) with bucket_s={bucket_s:g}"
+            )
+    else:
+        steps = steps_table(run)
     overlap = cpu_overlap(run.cpu, steps)
     warnings = list(run.warnings)
     if overlap is not None and overlap.overlap_s <= 0:
@@ -79,7 +87,13 @@ def analyze(
         )
         run = dataclasses.replace(run, cpu=None)
         overlap = None
-    buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
+    if run.requests is None:
+        if run.cpu is None and np.isfinite(buckets.cpu_pct).any():
+            buckets = dataclasses.replace(buckets, cpu_pct=np.full(len(buckets), np.nan))
+    else:
+        buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
+        codes = encode_latency(run.requests.latency_s)
+        hist = bucket_hist(buckets, run.requests.latency_s, codes, run.requests.step_offsets)
     if len(buckets) < 2:
         has = steps.requests > 0
         dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
@@ -88,8 +102,6 @@ def analyze(
             f"{int(steps.requests.sum())} requests): a throughput curve needs at least 2 "
             f"(try a smaller --bucket, e.g. --bucket {max(dur / 4, 0.001) * 1e3:.0f}ms)"
         )
-    codes = encode_latency(run.requests.latency_s)
-    hist = bucket_hist(buckets, run.requests.latency_s, codes, run.requests.step_offsets)
     extra = ()
     if (
         objective is not None
@@ -152,7 +164,7 @@ def to_json(s: Summary) -> dict:
     """The versioned JSON document of a summary (deterministic for the same input)."""
     run, steps, bins, cap = s.run, s.steps, s.bins, s.capacity
     lat = bins.latency
-    total = len(run.requests) + run.errors
+    total = int(steps.requests.sum()) + run.errors
     kept = s.buckets.kept
     has = steps.requests > 0
     duration = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0

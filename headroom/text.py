@@ -35,7 +35,7 @@ def format_summary(s: Summary) -> str:
     t0 = int(steps.start_ns[has].min()) if has.any() else 0
     dur = (int(steps.end_ns[has].max()) - t0) / 1e9 if has.any() else 0.0
     lines.append(
-        f"  requests: {len(run.requests) + run.errors:,} ({s.buckets.kept:,} kept, {run.errors:,} errors)"
+        f"  requests: {int(steps.requests.sum()) + run.errors:,} ({s.buckets.kept:,} kept, {run.errors:,} errors)"
         f" over {dur:.1f} s in {len(steps)} steps; throughput in {s.buckets.bucket_s:g} s buckets"
     )
     if s.overlap is None:

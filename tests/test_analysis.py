@@ -245,7 +245,9 @@ def test_properties_buckets_bins_percentiles(run, bucket, nbins):
     assert np.all(run.requests.start_ns[got] <= lo + np.round(b.length_s[b.of_request[got]] * NS))
     assert np.all(b.length_s > 0)
     codes = encode_latency(run.requests.latency_s)
-    bins = by_throughput(b, bucket_hist(b, run.requests.latency_s, codes, run.requests.step_offsets), bins=nbins)
+    bins = by_throughput(
+        b, bucket_hist(b, run.requests.latency_s, codes, run.requests.step_offsets), bins=nbins
+    )
     # bins partition the buckets
     assert len(bins.of_bucket) == len(b) and bins.buckets.sum() == len(b)
     assert np.all(
