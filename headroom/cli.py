@@ -64,6 +64,19 @@ def _objective(text: str):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _timestamp(text: str) -> int:
+    """An RFC 3339 time as UTC nanoseconds."""
+    import pyarrow as pa
+
+    try:
+        arr = pa.array([text.strip()]).cast(pa.timestamp("ns", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise argparse.ArgumentTypeError(
+            f"expected an RFC 3339 time such as 2024-01-02T03:04:00Z, got {text!r}"
+        ) from None
+    return int(arr.cast(pa.int64())[0].as_py())
+
+
 def _duration(text: str) -> float:
     try:
         return parse_duration(text)
@@ -134,6 +147,13 @@ def _analysis_options(p: argparse.ArgumentParser, *, bins_help: str = "throughpu
         type=_positive_float,
         metavar="N",
         help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
+    )
+    p.add_argument(
+        "--hey-start",
+        type=_timestamp,
+        metavar="TIME",
+        help="wall-clock start of a hey run with relative offsets, e.g. 2024-01-02T03:04:00Z "
+        "(default: the file's modification time minus the run's length)",
     )
     p.add_argument(
         "--skip-bad-rows",
@@ -337,7 +357,13 @@ def _compare(args, parser) -> int:
             parser.error("compare needs a baseline and a candidate")
 
     def load(p):
-        return reduce_run(p, bucket_s=args.bucket, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows)
+        return reduce_run(
+            p,
+            bucket_s=args.bucket,
+            cpu_cores=args.cpu_cores,
+            skip_bad_rows=args.skip_bad_rows,
+            base_time_ns=args.hey_start,
+        )
 
     c = compare_runs(
         [load(p) for p in base],
@@ -379,6 +405,7 @@ def _summary(args) -> int:
         label=args.label,
         cpu_cores=args.cpu_cores,
         skip_bad_rows=args.skip_bad_rows,
+        base_time_ns=args.hey_start,
     )
     s = analyze(
         run,

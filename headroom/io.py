@@ -543,7 +543,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
             base_time_ns = os.stat(path).st_mtime_ns - end_rel
             warnings.append(
                 f"{path}: hey CSV has relative start offsets; wall-clock times are "
-                "anchored at the file's modification time (pass a base time to override), "
+                "anchored at the file's modification time (--hey-start TIME sets it), "
                 "so CPU alignment is approximate"
             )
         start_ns = start_ns + np.int64(base_time_ns)
@@ -894,6 +894,7 @@ def reduce_run(
     skip_bad_rows: bool = False,
     chunk_bytes: int = 64 << 20,
     progress: bool | None = None,
+    base_time_ns: int | None = None,
 ) -> Run:
     """Read a run of any size with bounded memory, reduced to per-bucket histograms.
 
@@ -920,7 +921,9 @@ def reduce_run(
         layout = _layout(header, files.perf)
         if layout.time_col == "offset":
             buf.close()
-            return load_run(path, label=label, cpu_cores=cpu_cores, skip_bad_rows=skip_bad_rows)
+            return load_run(
+                path, label=label, cpu_cores=cpu_cores, skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns
+            )
         warnings: list[str] = []
         checks, include, opts = _csv_options(layout)
         sections = _drop_truncated_tail(buf, files.perf, sections, layout.columns, checks, warnings)

@@ -106,3 +106,15 @@ def test_bucket_and_bins_options(tmp_path):
     assert doc["bucket_s"] == 0.5 and len(doc["bins"]) == 4
     lo = [b["rps_lo"] for b in doc["bins"]]
     assert np.all(np.diff(lo) > 0)
+
+
+def test_hey_start_anchors_relative_offsets(tmp_path):
+    head = "response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n"
+    rows = "".join(f"0.0010,0,0,0,0.0010,0,200,{i * 0.01:.4f}\n" for i in range(300))
+    p = tmp_path / "hey.csv"
+    p.write_text(head + rows)
+    out = tmp_path / "h.json"
+    assert main(["summary", str(p), "--hey-start", "2024-01-02T03:04:05.5Z", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["steps"][0]["start"] == "2024-01-02T03:04:05.500000000Z"
+    assert not any("modification time" in w for w in doc["warnings"])

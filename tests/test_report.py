@@ -232,3 +232,15 @@ def test_report_renders_in_headless_chromium(tmp_path, javascript):
     hist = img.histogram()
     dark = sum(hist[:200]) / (img.width * img.height)
     assert dark > 0.02, f"page looks blank ({dark:.3%} non-white pixels)"
+
+
+def test_explore_notebook_runs_on_a_real_kernel(tmp_path):
+    out = tmp_path / "explore.ipynb"
+    pm.execute_notebook(
+        str(NB_DIR / "explore.ipynb"), str(out), kernel_name="python3", progress_bar=False, cwd=str(NB_DIR)
+    )
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 4  # the four figure cells
