@@ -151,6 +151,23 @@ class BucketHist:
         return np.rint(counts).astype(np.int64).reshape(n_groups, d), sums
 
 
+def sparse_counts(
+    bucket: np.ndarray, n_buckets: int, code: np.ndarray, n_values: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Count requests per (bucket, value code): sorted (bucket, value, count) of the non-empty pairs.
+
+    A dense bincount when the table is small, a sort otherwise.
+    """
+    key = np.asarray(bucket).astype(np.int64) * n_values + code
+    if n_buckets * n_values <= 1 << 22:
+        c = np.bincount(key, minlength=n_buckets * n_values)
+        nz = np.flatnonzero(c)
+        cnt = c[nz]
+    else:
+        nz, cnt = np.unique(key, return_counts=True)
+    return nz // n_values, nz % n_values, cnt.astype(np.int64)
+
+
 def bucket_hist(
     buckets: Buckets,
     latency_s: np.ndarray,
@@ -172,17 +189,10 @@ def bucket_hist(
             loose_v.append(codes.codes[a:b].astype(np.int64))
             continue
         b0 = int(g.min())
-        nb = int(g.max()) - b0 + 1
-        key = (g - b0).astype(np.int64) * d + codes.codes[a:b]
-        if nb * d <= 1 << 22:
-            c = np.bincount(key, minlength=nb * d)
-            nz = np.flatnonzero(c)
-            cnt = c[nz]
-        else:
-            nz, cnt = np.unique(key, return_counts=True)
-        parts_b.append(b0 + nz // d)
-        parts_v.append(nz % d)
-        parts_c.append(cnt.astype(np.int64))
+        bk, vk, cnt = sparse_counts(g - b0, int(g.max()) - b0 + 1, codes.codes[a:b], d)
+        parts_b.append(b0 + bk)
+        parts_v.append(vk)
+        parts_c.append(cnt)
     cat = lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64)  # noqa: E731
     keep = ob >= 0
     sums = np.bincount(ob[keep], weights=latency_s[keep], minlength=len(buckets))

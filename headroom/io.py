@@ -759,14 +759,7 @@ def load_run(
     requests, errors, error_codes, fmt, warnings = read_requests(
         files.perf, base_time_ns=base_time_ns, skip_bad_rows=skip_bad_rows
     )
-    cpu = None
-    if files.cpu is not None:
-        cores = cpu_cores
-        if cores is None and isinstance(fields.get("cpu_cores"), (int, float)):
-            cores = float(fields["cpu_cores"])
-        cpu = read_cpu(files.cpu, cores=cores)
-        if cpu.per_cpu is not None and cpu_cores is not None:
-            cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)
+    cpu = _read_cpu_for(files, fields, cpu_cores)
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
     return Run(
         requests=requests,
@@ -911,7 +904,7 @@ def reduce_run(
     stderr; default: when it is a terminal and the read takes over 2 s).
     """
     from .aggregate import Steps, bucket_lengths_ns, make_buckets
-    from .binning import BucketHist, encode_latency
+    from .binning import BucketHist, encode_latency, sparse_counts
 
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
@@ -1016,17 +1009,10 @@ def reduce_run(
                 counts += np.bincount(idx, minlength=m)
                 bsum += np.bincount(idx, weights=lat, minlength=m)
                 codes = encode_latency(lat)
-                d = len(codes.values)
-                key = idx.astype(np.int64) * d + codes.codes
-                if m * d <= 1 << 22:
-                    c = np.bincount(key, minlength=m * d)
-                    nz = np.flatnonzero(c)
-                    cnt = c[nz]
-                else:
-                    nz, cnt = np.unique(key, return_counts=True)
-                ent_b.append(nb + nz // d)
-                ent_v.append(codes.values[nz % d])
-                ent_c.append(cnt.astype(np.int64))
+                bk, vk, cnt = sparse_counts(idx, m, codes.codes, len(codes.values))
+                ent_b.append(nb + bk)
+                ent_v.append(codes.values[vk])
+                ent_c.append(cnt)
             pieces[0].append(np.full(m, k, np.int32))
             pieces[1].append(t0 + np.arange(m, dtype=np.int64) * b_ns)
             pieces[2].append(np.asarray(lengths, np.float64) / 1e9)
