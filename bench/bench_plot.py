@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_summary import DATA, generate  # noqa: E402
+from bench_summary import ensure_ramp  # noqa: E402
 
 from headroom import analyze, load_run, plot  # noqa: E402
 
@@ -42,11 +42,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    folder = DATA / f"ramp-{args.requests}"
-    folder.mkdir(parents=True, exist_ok=True)
-    if not (folder / "perfResults.csv").exists():
-        print(f"generating {args.requests:,} requests ...", flush=True)
-        generate(folder / "perfResults.csv", args.requests)
+    folder = ensure_ramp(args.requests)
     s = analyze(load_run(folder))
     rps = s.buckets.rps[s.buckets.of_request]
     lat_ms = s.run.requests.latency_s * 1e3

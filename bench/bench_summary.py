@@ -97,6 +97,19 @@ def generate(path: Path, n_requests: int, steps: int = 60, seed: int = 1) -> Non
     )
 
 
+def ensure_ramp(n_requests: int) -> Path:
+    """The cached ramp folder of ``n_requests`` requests, generated on first use."""
+    folder = DATA / f"ramp-{n_requests}"
+    folder.mkdir(parents=True, exist_ok=True)
+    perf = folder / "perfResults.csv"
+    if not perf.exists():
+        print(f"generating {n_requests:,} requests into {perf} ...", flush=True)
+        t0 = time.perf_counter()
+        generate(perf, n_requests)
+        print(f"  done in {time.perf_counter() - t0:.1f} s", flush=True)
+    return folder
+
+
 def measure(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one child process."""
     t0 = time.perf_counter()
@@ -115,14 +128,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    folder = DATA / f"ramp-{args.requests}"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = ensure_ramp(args.requests)
     perf = folder / "perfResults.csv"
-    if not perf.exists():
-        print(f"generating {args.requests:,} requests into {perf} ...", flush=True)
-        t0 = time.perf_counter()
-        generate(perf, args.requests)
-        print(f"  done in {time.perf_counter() - t0:.1f} s", flush=True)
     size_mb = perf.stat().st_size / 2**20
     floor_cmd = [sys.executable, "-c", FLOOR, str(perf)]
     summary_cmd = [sys.executable, "-m", "headroom", "summary", str(folder), "--json", os.devnull]

@@ -87,17 +87,21 @@ def steps_table(run: Run) -> Steps:
         first = req.step_offsets[:-1][has]  # reduceat needs non-empty segments
         starts[has] = np.minimum.reduceat(req.start_ns, first)
         ends[has] = np.maximum.reduceat(end_each, first)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dur = (ends - starts) / NS
-        rps = np.where((counts >= 2) & (dur > 0), counts / np.where(dur > 0, dur, 1), np.nan)
     return Steps(
         index=np.arange(n),
         concurrency=[run.meta.concurrency(k) for k in range(n)],
         start_ns=starts,
         end_ns=ends,
         requests=counts.astype(np.int64),
-        rps=rps,
+        rps=step_rps(counts, starts, ends),
     )
+
+
+def step_rps(count: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Throughput of each step: requests / (last response - first start); NaN below 2 requests."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dur = (end_ns - start_ns) / NS
+        return np.where((count >= 2) & (dur > 0), count / np.where(dur > 0, dur, 1), np.nan)
 
 
 def per_bucket(

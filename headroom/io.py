@@ -903,7 +903,7 @@ def reduce_run(
     ``min_partial`` (the bucket rule) and ``progress`` (a progress line on
     stderr; default: when it is a terminal and the read takes over 2 s).
     """
-    from .aggregate import Steps, bucket_lengths_ns, make_buckets
+    from .aggregate import Steps, bucket_lengths_ns, make_buckets, step_rps
     from .binning import BucketHist, encode_latency, sparse_counts
 
     files = locate_run(path)
@@ -1050,13 +1050,14 @@ def reduce_run(
     count = np.add.reduceat(count, first) if len(key) else count
     key = key[first] if len(key) else key
     d = max(len(values), 1)
+    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
     steps = Steps(
         index=np.arange(n_steps),
-        concurrency=[RunMeta("", "", fields).concurrency(k) for k in range(n_steps)],
+        concurrency=[meta.concurrency(k) for k in range(n_steps)],
         start_ns=st_start,
         end_ns=st_end,
         requests=st_count,
-        rps=_step_rps(st_count, st_start, st_end),
+        rps=step_rps(st_count, st_start, st_end),
     )
     buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
     hist = BucketHist(
@@ -1068,7 +1069,6 @@ def reduce_run(
         loose_step=np.concatenate(loose_s) if loose_s else np.zeros(0, np.int64),
         loose_value=np.searchsorted(values, np.concatenate(loose_v)) if loose_v else np.zeros(0, np.int64),
     )
-    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
     return Run(
         requests=None,
         cpu=cpu,
@@ -1079,12 +1079,6 @@ def reduce_run(
         format=layout.kind,
         reduced=(steps, buckets, hist),
     )
-
-
-def _step_rps(count, start, end) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dur = (end - start) / 1e9
-        return np.where((count >= 2) & (dur > 0), count / np.where(dur > 0, dur, 1), np.nan)
 
 
 def _read_cpu_for(files: RunFiles, fields: dict, cpu_cores: float | None) -> CpuSamples | None:

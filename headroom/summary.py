@@ -253,19 +253,3 @@ def to_json(s: Summary) -> dict:
         "warnings": list(s.warnings),
     }
     return doc
-
-
-def bucket_rows(s: Summary) -> list[dict]:
-    """The time buckets as plain rows (for notebooks and tables)."""
-    b = s.buckets
-    return [
-        {
-            "step": int(b.step[i]),
-            "start": _iso(b.start_ns[i]),
-            "length_s": float(b.length_s[i]),
-            "requests": int(b.count[i]),
-            "rps": float(b.rps[i]),
-            "cpu_pct": None if not np.isfinite(b.cpu_pct[i]) else float(b.cpu_pct[i]),
-        }
-        for i in range(len(b))
-    ]
