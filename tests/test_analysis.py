@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import reference
 from conftest import BASE_NS, RUN_NAMES, RUNS, ts, write_run
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headroom import load_run, parse_objective
@@ -228,7 +228,7 @@ def random_runs(draw):
     return Run(Requests(start, lat, np.array(offs)), None, RunMeta("h", "h", {}))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=random_runs(), bucket=st.sampled_from([0.1, 0.25, 1.0, 2.0]), nbins=st.integers(1, 12))
 def test_properties_buckets_bins_percentiles(run, bucket, nbins):
     if sum(np.diff(run.requests.step_offsets) >= 2) == 0:
