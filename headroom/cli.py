@@ -272,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="resampling blocks each side needs in a bin to compare it (default: 5)",
     )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
+
+    from . import ramp
+
+    ramp.add_parser(sub)
     return p
 
 
@@ -290,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args)
         if args.command == "compare":
             return _compare(args, parser)
+        if args.command == "ramp":
+            from . import ramp
+
+            return ramp.run(args)
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise
