@@ -201,13 +201,15 @@ def bucket_hist(
     )
 
 
-def step_stats(hist: BucketHist, buckets: Buckets, n_steps: int) -> LatencyStats:
+def step_stats(
+    hist: BucketHist, buckets: Buckets, n_steps: int, *, extra: tuple[tuple[str, int, int], ...] = ()
+) -> LatencyStats:
     """Latency per step: its buckets' histograms plus any unbucketed request."""
     counts, sums = hist.grouped(buckets.step, n_steps)
     if len(hist.loose_step):
         np.add.at(counts, (hist.loose_step, hist.loose_value), 1)
         np.add.at(sums, hist.loose_step, hist.values[hist.loose_value])
-    return stats_from_counts(counts, sums, hist.values)
+    return stats_from_counts(counts, sums, hist.values, extra=extra)
 
 
 # --------------------------------------------------------------------------

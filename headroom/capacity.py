@@ -1,21 +1,30 @@
-"""Capacity numbers from a run's steps, buckets and throughput bins.
+"""Capacity figures of one run, all from its steps (also in the README).
 
-Models (also in the README):
+Every figure in req/s comes from per-step throughput (requests over the
+step's duration), so none depends on the time-bucket width.
 
-* Latency curve: ``L(X) = L0 / (1 - (X / Xmax) ** k)``, fitted by least
-  squares on log latency to the bins' percentile curve.  ``L0`` is the
-  latency at no load, ``Xmax`` the throughput the curve tends to, ``k >= 1``
-  how sharp the bend is (k = 1 is the M/M/1 queue).  The knee is the
-  throughput that maximizes Kleinrock's power (throughput / latency) on that
-  curve: ``Xmax * (k + 1) ** (-1 / k)``; it is reported only when it falls
-  within the measured throughputs.
-* CPU: a straight line ``cpu_pct = a + b * rps`` fitted by weighted least
-  squares to the time buckets; the throughput at the CPU target (70 % by
-  default) is read off it, marked as extrapolated when beyond the data.
-* Headroom (Cockcroft): the unused proportion of the maximum useful
-  throughput, ``1 - current_load / max_useful``, where the maximum useful
-  throughput is the throughput at the latency objective (the knee when no
-  objective is given).
+* **Model** (``scalability.py``): the Universal Scalability Law fitted to the
+  usable steps.  Its ``capacity_rps`` (highest modelled throughput inside the
+  measured concurrency range) is *the* capacity figure; its ``knee`` (maximum
+  of throughput over latency on the curve) is *the* knee.  There is no other
+  definition of either.
+* **Plateau throughput**: the median throughput of the saturated steps, the
+  steps at or above the concurrency where the model first reaches 90 % of
+  its capacity (without a model: the three highest steps).  A robust
+  measured figure, used to compare runs; the single highest step is shown
+  as information only.
+* **Throughput at the objective**: steps are walked by concurrency; at the
+  first step whose percentile breaks the objective the throughput is
+  interpolated between it and the step before.  "held" only when every step
+  holds it (then the highest step throughput is a lower bound).
+* **Throughput at the CPU target**: the same walk on the steps' CPU; past
+  the highest CPU measured the answer is "not reached", never a
+  straight-line extrapolation.
+* **Headroom** (Cockcroft) at a current load: ``1 - load / max useful``,
+  where max useful is the throughput at the objective (the knee without an
+  objective).  **Instances** for a target load: ``ceil(load / per
+  instance)``, per instance the lower of max useful and the CPU-target
+  throughput.
 """
 
 from __future__ import annotations
@@ -25,269 +34,202 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .aggregate import Buckets, Steps
-from .binning import Bins
 from .model import Objective
+from .scalability import USLFit, fit_usl
+from .steps import StepTable
 
-KNEE_MODEL = "L(X) = L0 / (1 - (X/Xmax)^k)"
-
-
-@dataclass(frozen=True)
-class KneeFit:
-    """The fitted latency curve and its knee."""
-
-    metric: str
-    l0_s: float
-    xmax_rps: float
-    k: float
-    knee_rps: float | None
-    r2_log: float
-    points: int
-    note: str
-    model: str = KNEE_MODEL
-
-    def latency_at(self, rps: np.ndarray | float) -> np.ndarray:
-        x = np.asarray(rps, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            y = self.l0_s / (1.0 - (x / self.xmax_rps) ** self.k)
-        return np.where(x < self.xmax_rps, y, np.nan)
+SATURATION = 0.9
 
 
 @dataclass(frozen=True)
-class CpuFit:
-    """``cpu_pct = intercept + slope * rps`` over the time buckets."""
+class Crossing:
+    """Where a per-step series first crosses a bound, walking the steps by concurrency.
 
-    intercept_pct: float
-    slope_pct_per_rps: float
-    points: int
+    ``status``: "crossed" (interpolated between ``steps``), "held" (never
+    crossed: ``rps`` is the highest step throughput, a lower bound),
+    "at lowest step" (crossed already at the first step), or "no data".
+    """
 
-    def at(self, rps: float | None) -> float | None:
-        if rps is None:
-            return None
-        return self.intercept_pct + self.slope_pct_per_rps * rps
+    rps: float | None
+    status: str
+    steps: tuple[int, int] | None = None  # the steps it lies between
+    fraction: float = 0.0  # where between them (0: the first)
+
+    @property
+    def lower_bound(self) -> bool:
+        return self.status == "held"
+
+    def describe(self, what: str) -> str:
+        if self.status == "crossed":
+            return f"{what} crossed between steps {self.steps[0]} and {self.steps[1]}"
+        if self.status == "held":
+            return f"{what} held at every step (a lower bound)"
+        if self.status == "at lowest step":
+            return f"{what} already crossed at the lowest step"
+        return f"no step to judge {what} on"
 
 
 @dataclass(frozen=True)
 class Capacity:
-    """What a run says about capacity (see the module docstring for the models)."""
+    """What a run says about capacity (see the module docstring)."""
 
-    max_rps: float | None
-    max_rps_step: int | None
+    model: USLFit | None
+    plateau_rps: float | None
+    plateau_steps: tuple[int, ...]
+    peak_step_rps: float | None
+    peak_step: int | None
     objective: Objective | None
-    rps_at_objective: float | None
-    objective_status: str
-    knee: KneeFit | None
-    cpu: CpuFit | None
+    at_objective: Crossing | None
     cpu_target_pct: float
-    rps_at_cpu_target: float | None
-    cpu_target_extrapolated: bool
+    at_cpu_target: Crossing
+    cpu_max_pct: float | None  # highest step CPU measured
+    cpu_at_knee: float | None
+    cpu_at_objective: float | None
     cpu_s_per_req: float | None
-    max_useful_rps: float | None
     current_load_rps: float | None
-    headroom_pct: float | None
     target_load_rps: float | None
-    instances: int | None
+
+    @property
+    def capacity_rps(self) -> float | None:
+        return self.model.capacity_rps if self.model else None
 
     @property
     def knee_rps(self) -> float | None:
-        return self.knee.knee_rps if self.knee else None
+        return self.model.knee_rps if self.model else None
 
     @property
-    def cpu_at_knee(self) -> float | None:
-        return self.cpu.at(self.knee_rps) if self.cpu and self.knee_rps is not None else None
+    def rps_at_objective(self) -> float | None:
+        return self.at_objective.rps if self.at_objective else None
 
     @property
-    def cpu_at_objective(self) -> float | None:
-        if self.cpu is None or self.rps_at_objective is None:
+    def rps_at_cpu_target(self) -> float | None:
+        return self.at_cpu_target.rps if self.at_cpu_target.status == "crossed" else None
+
+    @property
+    def max_useful_rps(self) -> float | None:
+        return self.rps_at_objective if self.objective is not None else self.knee_rps
+
+    @property
+    def headroom_pct(self) -> float | None:
+        useful = self.max_useful_rps
+        if self.current_load_rps is None or not useful:
             return None
-        return self.cpu.at(self.rps_at_objective)
+        return 100.0 * (1.0 - self.current_load_rps / useful)
+
+    @property
+    def instances(self) -> int | None:
+        if self.target_load_rps is None:
+            return None
+        per = [v for v in (self.max_useful_rps, self.rps_at_cpu_target) if v]
+        return max(1, math.ceil(self.target_load_rps / min(per))) if per else None
 
 
-def _metric(bins: Bins, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(values, usable) of a bin metric: a percentile or the mean."""
-    lat = bins.latency
-    if name == "mean":
-        return lat.mean_s, lat.requests > 0
-    return lat.pct[name], (lat.requests > 0) & ~lat.thin[name]
+def crossing(t: StepTable, values: np.ndarray, bound: float) -> Crossing:
+    """First step (by concurrency) whose value exceeds ``bound``, throughput interpolated."""
+    order = [int(i) for i in t.order() if t.usable[i] and np.isfinite(values[i])]
+    if not order:
+        return Crossing(None, "no data")
+    x, y = t.goodput_rps, values
+    for pos, i in enumerate(order):
+        if y[i] > bound:
+            if pos == 0:
+                return Crossing(None, "at lowest step", (i, i))
+            j = order[pos - 1]
+            frac = float((bound - y[j]) / (y[i] - y[j])) if y[i] != y[j] else 0.0
+            return Crossing(float(x[j] + frac * (x[i] - x[j])), "crossed", (j, i), frac)
+    return Crossing(float(np.max(x[order])), "held")
 
 
-def objective_crossing(bins: Bins, objective: Objective) -> tuple[float | None, str]:
-    """Highest throughput at which the objective holds, interpolated between bins.
-
-    Walks the bins from low to high throughput and stops at the first usable
-    bin (enough requests above the percentile) that breaks the objective;
-    the answer is interpolated linearly between that bin and the one before.
-    """
-    y, ok = _metric(bins, objective.name)
-    ok = ok & np.isfinite(bins.rps)
-    if not ok.any():
-        return None, "not enough requests in any bin to judge " + objective.name
-    x, y = bins.rps[ok], y[ok]
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    bad = np.nonzero(y > objective.bound_s)[0]
-    if len(bad) == 0:
-        return float(x[-1]), "held at every measured load (a lower bound)"
-    i = int(bad[0])
-    if i == 0:
-        return None, "violated already at the lowest measured load"
-    x0, y0, x1, y1 = x[i - 1], y[i - 1], x[i], y[i]
-    xc = x0 + (objective.bound_s - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x0
-    return float(xc), "crossed"
-
-
-def fit_knee(bins: Bins, metric: str = "p99") -> KneeFit | None:
-    """Fit the latency model to a bin metric and locate the knee; None with < 4 usable bins."""
-    y, ok = _metric(bins, metric)
-    ok = ok & np.isfinite(bins.rps) & (bins.rps > 0) & (y > 0)
-    return fit_knee_xy(bins.rps[ok], y[ok], metric=metric)
-
-
-def fit_knee_xy(
-    x: np.ndarray, y: np.ndarray, *, metric: str = "p99", start: KneeFit | None = None
-) -> KneeFit | None:
-    """Fit ``L(X) = L0 / (1 - (X/Xmax)^k)`` to points (x req/s, y seconds).
-
-    Least squares on log latency with scipy, from several starting points
-    (or from ``start`` alone, as the bootstrap does).  None with fewer than 4
-    usable points.
-    """
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    if ok.sum() < 4:
+def _at(c: Crossing, values: np.ndarray) -> float | None:
+    """A per-step series read at a crossing (interpolated the same way)."""
+    if c is None or c.status != "crossed":
         return None
-    from scipy.optimize import least_squares
-
-    x, ly = np.asarray(x)[ok], np.log(np.asarray(y)[ok])
-    xm = float(x.max())
-
-    def resid(p):
-        l0, xmax, k = p
-        return np.log(l0) - np.log1p(-((x / xmax) ** k)) - ly
-
-    lo = [1e-12, xm * (1 + 1e-9), 1.0]
-    hi = [np.inf, xm * 100, 50.0]
-    if start is not None:
-        starts = [[start.l0_s, float(np.clip(start.xmax_rps, lo[1] * 1.0001, hi[1] * 0.9999)), start.k]]
-    else:
-        starts = [[float(np.exp(ly.min())), xm * f, k0] for k0 in (1.0, 3.0, 10.0) for f in (1.01, 1.2, 3.0)]
-    best = None
-    for p0 in starts:
-        p0 = [float(np.clip(v, a * 1.0000001 if a > 0 else a, b_)) for v, a, b_ in zip(p0, lo, hi)]
-        r = least_squares(resid, p0, bounds=(lo, hi), method="trf")
-        if best is None or r.cost < best.cost:
-            best = r
-    l0, xmax, k = (float(v) for v in best.x)
-    ss_res = float(np.sum(best.fun**2))
-    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
-    knee = xmax * (k + 1) ** (-1.0 / k)
-    note = "knee within the measured throughputs"
-    knee_rps: float | None = float(knee)
-    if knee > xm:
-        note = "latency still flat: the knee lies beyond the highest measured throughput"
-        knee_rps = None
-    elif knee < float(x.min()):
-        note = "the knee lies below the lowest measured throughput"
-    return KneeFit(metric, l0, xmax, k, knee_rps, r2, int(ok.sum()), note)
+    j, i = c.steps
+    v = values[j] + c.fraction * (values[i] - values[j])
+    return float(v) if np.isfinite(v) else None
 
 
-def fit_cpu(buckets: Buckets) -> CpuFit | None:
-    """Weighted straight-line fit of bucket CPU % against bucket throughput."""
-    ok = np.isfinite(buckets.cpu_pct) & (buckets.count > 0)
-    if ok.sum() < 3 or np.ptp(buckets.rps[ok]) == 0:
+def plateau(t: StepTable, model: USLFit | None) -> tuple[int, ...]:
+    """The saturated steps: at or above the concurrency where the model reaches 90 % of capacity."""
+    use = np.flatnonzero(t.usable)
+    if len(use) == 0:
+        return ()
+    if model is not None:
+        n90 = model.n_at_fraction(SATURATION)
+        sat = [int(i) for i in use if t.concurrency[i] >= n90 - 1e-9]
+        if sat:
+            return tuple(sat)
+    top = use[np.argsort(-t.goodput_rps[use], kind="stable")[:3]]
+    return tuple(sorted(int(i) for i in top))
+
+
+def fit_model(t: StepTable, *, n_boot: int = 400, seed: int = 0) -> USLFit | None:
+    """The USL fitted to the usable steps (None without known concurrency or with < 3 levels)."""
+    if not t.known_concurrency:
         return None
-    x, y, w = buckets.rps[ok], buckets.cpu_pct[ok], buckets.length_s[ok]
-    xm, ym = np.average(x, weights=w), np.average(y, weights=w)
-    slope = float(np.sum(w * (x - xm) * (y - ym)) / np.sum(w * (x - xm) ** 2))
-    return CpuFit(float(ym - slope * xm), slope, int(ok.sum()))
-
-
-def cpu_seconds_per_request(buckets: Buckets, cores: float) -> float | None:
-    """CPU seconds spent per request over the buckets that have CPU data."""
-    ok = np.isfinite(buckets.cpu_pct)
-    n = int(buckets.count[ok].sum())
-    if n == 0:
-        return None
-    return float(np.sum(buckets.cpu_pct[ok] / 100.0 * cores * buckets.length_s[ok]) / n)
+    u = t.usable
+    return fit_usl(t.concurrency[u], t.goodput_rps[u], n_boot=n_boot, seed=seed)
 
 
 def capacity(
-    steps: Steps,
-    buckets: Buckets,
-    bins: Bins,
+    t: StepTable,
     *,
     objective: Objective | None = None,
     cpu_target_pct: float = 70.0,
-    cpu_cores: float = 1.0,
     current_load_rps: float | None = None,
     target_load_rps: float | None = None,
+    n_boot: int = 400,
 ) -> Capacity:
-    """Compute every capacity number (see the module docstring).
+    """Every capacity figure of a run from its per-step table (see the module docstring).
 
     Parameters
     ----------
-    steps, buckets, bins
-        The run's tables.
+    t
+        The run's per-step table.
     objective
-        Latency objective; without one the knee is the maximum useful throughput.
+        Latency objective, e.g. ``parse_objective("p99<=20ms")``.
     cpu_target_pct
         CPU busy percentage at which an instance counts as full (Cloud
         Foundry advises adding instances at 70 %).
-    cpu_cores
-        How many cores 100 % CPU stands for (for CPU seconds per request).
-    current_load_rps
-        Load for the headroom figure.
-    target_load_rps
-        Load to size the number of instances for.
+    current_load_rps, target_load_rps
+        Load for the headroom figure; load to size the number of instances for.
+    n_boot
+        Bootstrap resamples of the steps for the model's intervals.
     """
-    valid = np.isfinite(steps.rps)
-    if valid.any():
-        i = int(np.nanargmax(np.where(valid, steps.rps, -np.inf)))
-        max_rps, max_step = float(steps.rps[i]), int(steps.index[i])
-    else:
-        max_rps, max_step = None, None
-
+    model = fit_model(t, n_boot=n_boot)
+    sat = plateau(t, model)
+    plateau_rps = float(np.median(t.goodput_rps[list(sat)])) if sat else None
+    use = np.flatnonzero(t.usable)
+    peak = int(use[np.argmax(t.goodput_rps[use])]) if len(use) else None
+    at_obj = None
     if objective is not None:
-        rps_obj, status = objective_crossing(bins, objective)
-        knee = fit_knee(bins, objective.name)
-    else:
-        rps_obj, status = None, "no objective given"
-        knee = fit_knee(bins, "p99")
-
-    cpu = fit_cpu(buckets)
-    rps_cpu, extrapolated = None, False
-    if cpu is not None and cpu.slope_pct_per_rps > 0:
-        rps_cpu = (cpu_target_pct - cpu.intercept_pct) / cpu.slope_pct_per_rps
-        if rps_cpu <= 0:
-            rps_cpu = None
-        else:
-            top = float(np.nanmax(np.where(np.isfinite(buckets.cpu_pct), buckets.rps, np.nan)))
-            extrapolated = rps_cpu > top
-
-    useful = rps_obj if objective is not None else (knee.knee_rps if knee else None)
-    headroom = None
-    if current_load_rps is not None and useful:
-        headroom = 100.0 * (1.0 - current_load_rps / useful)
-    instances = None
-    if target_load_rps is not None:
-        per_instance = [v for v in (useful, rps_cpu) if v]
-        if per_instance:
-            instances = max(1, math.ceil(target_load_rps / min(per_instance)))
+        vals = t.latency.mean_s if objective.q is None else t.latency.pct[objective.name]
+        at_obj = crossing(t, vals, objective.bound_s)
+    at_cpu = crossing(t, t.cpu_pct, cpu_target_pct)
+    has_cpu = np.isfinite(t.cpu_pct) & t.usable
+    cpu_at_knee = None
+    if model is not None and model.knee_concurrency is not None and has_cpu.sum() >= 2:
+        o = np.argsort(t.concurrency[has_cpu])
+        cpu_at_knee = float(np.interp(model.knee_concurrency, t.concurrency[has_cpu][o], t.cpu_pct[has_cpu][o]))
+    n_cpu = t.goodput_rps * t.duration_s
+    cpu_req = None
+    if has_cpu.any():
+        core_s = t.cpu_pct[has_cpu] / 100.0 * t.cpu_cores * t.duration_s[has_cpu]
+        cpu_req = float(core_s.sum() / n_cpu[has_cpu].sum())
     return Capacity(
-        max_rps=max_rps,
-        max_rps_step=max_step,
+        model=model,
+        plateau_rps=plateau_rps,
+        plateau_steps=sat,
+        peak_step_rps=float(t.goodput_rps[peak]) if peak is not None else None,
+        peak_step=peak,
         objective=objective,
-        rps_at_objective=rps_obj,
-        objective_status=status,
-        knee=knee,
-        cpu=cpu,
+        at_objective=at_obj,
         cpu_target_pct=cpu_target_pct,
-        rps_at_cpu_target=rps_cpu,
-        cpu_target_extrapolated=extrapolated,
-        cpu_s_per_req=cpu_seconds_per_request(buckets, cpu_cores),
-        max_useful_rps=useful,
+        at_cpu_target=at_cpu,
+        cpu_max_pct=float(np.max(t.cpu_pct[has_cpu])) if has_cpu.any() else None,
+        cpu_at_knee=cpu_at_knee,
+        cpu_at_objective=_at(at_obj, t.cpu_pct),
+        cpu_s_per_req=cpu_req,
         current_load_rps=current_load_rps,
-        headroom_pct=headroom,
         target_load_rps=target_load_rps,
-        instances=instances,
     )

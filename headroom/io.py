@@ -516,10 +516,12 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
 
     errors = 0
     error_codes: dict[int, int] = {}
+    step_errors = None
     if layout.status_col:
-        status = np.concatenate(codes)
+        status = np.concatenate(codes) if codes else np.zeros(0, np.int64)
         bad = (status < 200) | (status > 299)
         errors = int(bad.sum())
+        step_errors = _per_step(bad, step_offsets)
         if errors:
             vals, cnts = np.unique(status[bad], return_counts=True)
             error_codes = {int(v): int(c) for v, c in zip(vals, cnts)}
@@ -553,7 +555,13 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
 
     # Rows stay in file (completion) order: bucketing needs no order, and a
     # sort of every step would cost more than the whole analysis.
-    return Requests(start_ns, latency, step_offsets), errors, error_codes, layout.kind, warnings
+    return Requests(start_ns, latency, step_offsets), step_errors, error_codes, layout.kind, warnings
+
+
+def _per_step(flag: np.ndarray, step_offsets: np.ndarray) -> np.ndarray:
+    """How many rows of each step (sections by ``step_offsets``) have ``flag`` set."""
+    cum = np.concatenate([[0], np.cumsum(flag.astype(np.int64))])
+    return (cum[step_offsets[1:]] - cum[step_offsets[:-1]]).astype(np.int64)
 
 
 def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -756,9 +764,10 @@ def load_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    requests, errors, error_codes, fmt, warnings = read_requests(
+    requests, step_errors, error_codes, fmt, warnings = read_requests(
         files.perf, base_time_ns=base_time_ns, skip_bad_rows=skip_bad_rows
     )
+    errors = 0 if step_errors is None else int(step_errors.sum())
     cpu = _read_cpu_for(files, fields, cpu_cores)
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
     return Run(
@@ -769,6 +778,7 @@ def load_run(
         error_codes=error_codes,
         warnings=tuple(warnings),
         format=fmt,
+        step_errors=step_errors,
     )
 
 
@@ -932,9 +942,10 @@ def reduce_run(
         ent_b, ent_v, ent_c, sums = [], [], [], []
         loose_s, loose_v = [], []
         errors, error_codes = 0, {}
+        step_errors = np.zeros(n_steps, np.int64) if layout.status_col else None
         nb = 0
 
-        def parse(cs: int, ce: int, first: bool, record: bool = True):
+        def parse(cs: int, ce: int, first: bool, record: bool = True, step: int = 0):
             """Parse a chunk; ``record`` counts its skipped rows and HTTP errors (not on a second pass)."""
             bad_rows: list[tuple[int, str]] = []
             if first:
@@ -960,6 +971,7 @@ def reduce_run(
                     if record:
                         nonlocal errors
                         errors += int(failed.sum())
+                        step_errors[step] += int(failed.sum())
                         for v, c in zip(*np.unique(code[failed], return_counts=True), strict=True):
                             error_codes[int(v)] = error_codes.get(int(v), 0) + int(c)
                     st, lat = st[~failed], lat[~failed]
@@ -971,13 +983,13 @@ def reduce_run(
                 continue  # a header with no rows: an empty step
             ranges = _chunks(buf, s, e, chunk_bytes)
             if len(ranges) == 1:
-                parts = [parse(s, e, True)]
+                parts = [parse(s, e, True, step=k)]
 
                 def source(parts=parts):
                     return iter(parts)
 
             else:
-                parts = (parse(cs, ce, i == 0) for i, (cs, ce) in enumerate(ranges))  # first pass
+                parts = (parse(cs, ce, i == 0, step=k) for i, (cs, ce) in enumerate(ranges))  # first pass
 
                 def source(ranges=ranges):  # second pass: parse again, chunk by chunk
                     return (parse(cs, ce, i == 0, record=False) for i, (cs, ce) in enumerate(ranges))
@@ -1078,6 +1090,7 @@ def reduce_run(
         warnings=tuple(warnings),
         format=layout.kind,
         reduced=(steps, buckets, hist),
+        step_errors=step_errors,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 #: Version of the JSON documents headroom writes (``headroom summary --json``).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Percentiles reported for every throughput bin: (name, numerator, denominator).
 #: Kept as exact fractions so that ranks are computed in integers.
@@ -127,6 +127,12 @@ class Run:
     warnings: tuple[str, ...] = ()
     format: str = "throughputramp"
     reduced: Any = None
+    step_errors: Any = None  # failed requests per step (numpy int64), None when the format cannot tell
+
+    @property
+    def errors_known(self) -> bool:
+        """Whether the input records failed requests (a status column); throughputramp files do not."""
+        return self.step_errors is not None
 
     @property
     def label(self) -> str:

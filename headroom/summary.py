@@ -20,16 +20,23 @@ from .binning import (
     step_stats,
 )
 from .capacity import Capacity, capacity
+from .steps import StepTable, step_table
 from .model import PERCENTILES, SCHEMA_VERSION, HeadroomError, Objective, Run
 
 
 @dataclass(frozen=True, eq=False)
 class Summary:
-    """Everything ``headroom summary`` reports for one run."""
+    """Everything ``headroom summary`` reports for one run.
+
+    ``table`` is the per-step table (the unit of analysis: capacity and
+    comparisons come from it); ``buckets``, ``hist`` and ``bins`` are the
+    time-bucket and throughput-bin views the headroom plot draws.
+    """
 
     run: Run
     steps: Steps
     step_latency: LatencyStats
+    table: StepTable
     buckets: Buckets
     hist: BucketHist
     bins: Bins
@@ -40,6 +47,19 @@ class Summary:
     @property
     def label(self) -> str:
         return self.run.label
+
+    def __repr__(self) -> str:
+        cap = self.capacity
+        fig = f"{cap.capacity_rps:,.0f} req/s" if cap.capacity_rps else "no model"
+        return (
+            f"<Summary {self.label!r}: {len(self.table)} steps, "
+            f"{int(self.table.requests.sum()):,} requests, capacity {fig}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from .html import capacity_table
+
+        return capacity_table(self)._repr_html_()
 
 
 def analyze(
@@ -109,7 +129,7 @@ def analyze(
         and objective.name not in {p[0] for p in PERCENTILES}
     ):
         extra = ((objective.name, *objective.q),)
-    step_lat = step_stats(hist, buckets, len(steps))
+    step_lat = step_stats(hist, buckets, len(steps), extra=extra)
     b = by_throughput(
         buckets,
         hist,
@@ -125,17 +145,21 @@ def analyze(
     short = [int(k) for k in steps.index if steps.requests[k] < 2]
     if short:
         warnings.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
+    table = step_table(steps, step_lat, run.cpu, run.step_errors)
+    short = [int(k) for k in table.index if table.short[k] and table.requests[k] >= 2]
+    if short:
+        warnings.append(
+            f"steps {short} are too short to trust (< 0.5 s or < 50 requests): shown, "
+            "left out of the model and the comparison"
+        )
     cap = capacity(
-        steps,
-        buckets,
-        b,
+        table,
         objective=objective,
         cpu_target_pct=cpu_target_pct,
-        cpu_cores=run.cpu.cores if run.cpu else 1.0,
         current_load_rps=current_load_rps,
         target_load_rps=target_load_rps,
     )
-    return Summary(run, steps, step_lat, buckets, hist, b, overlap, cap, tuple(warnings))
+    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
 
 
 # --------------------------------------------------------------------------
@@ -160,29 +184,40 @@ def _iso(ns: int) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
-def to_json(s: Summary) -> dict:
-    """The versioned JSON document of a summary (deterministic for the same input)."""
-    run, steps, bins, cap = s.run, s.steps, s.bins, s.capacity
+def _steps_doc(s: Summary) -> list[dict]:
+    t, steps = s.table, s.steps
+    lat = t.latency
+    rate = t.error_rate
+    out = []
+    for k in range(len(t)):
+        row = {
+            "index": int(t.index[k]),
+            "concurrency": None if not np.isfinite(t.concurrency[k]) else _num(t.concurrency[k]),
+            "start": _iso(steps.start_ns[k]) if steps.requests[k] else None,
+            "end": _iso(steps.end_ns[k]) if steps.requests[k] else None,
+            "duration_s": _num(t.duration_s[k]),
+            "requests": int(t.requests[k]),
+            "errors": None if t.errors is None else int(t.errors[k]),
+            "error_rate": None if rate is None else _num(rate[k]),
+            "completed_rps": _num(t.rps[k]),
+            "goodput_rps": _num(t.goodput_rps[k]),
+            "mean_s": _num(lat.mean_s[k]),
+        }
+        for name in ("p50", "p90", "p99", "p999"):
+            row[f"{name}_s"] = _num(lat.pct[name][k])
+        row["max_s"] = _num(lat.max_s[k])
+        row["cpu_pct"] = _num(t.cpu_pct[k])
+        row["cpu_s_per_req"] = _num(t.cpu_s_per_req[k])
+        row["little"] = _num(t.little[k])
+        row["flags"] = t.flags(k)
+        out.append(row)
+    return out
+
+
+def _bins_doc(s: Summary) -> list[dict]:
+    bins = s.bins
     lat = bins.latency
-    total = int(steps.requests.sum()) + run.errors
-    kept = s.buckets.kept
-    has = steps.requests > 0
-    duration = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
-    steps_doc = []
-    for k in range(len(steps)):
-        steps_doc.append(
-            {
-                "index": int(steps.index[k]),
-                "concurrency": steps.concurrency[k],
-                "start": _iso(steps.start_ns[k]) if steps.requests[k] else None,
-                "end": _iso(steps.end_ns[k]) if steps.requests[k] else None,
-                "requests": int(steps.requests[k]),
-                "rps": _num(steps.rps[k]),
-                "p50_s": _num(s.step_latency.pct["p50"][k]),
-                "p99_s": _num(s.step_latency.pct["p99"][k]),
-            }
-        )
-    bins_doc = []
+    out = []
     for i in range(len(bins)):
         row = {
             "rps_lo": _num(bins.rps_lo[i]),
@@ -198,18 +233,85 @@ def to_json(s: Summary) -> dict:
         row["thin"] = [f"{n}_s" for n, _, _ in PERCENTILES if lat.requests[i] and lat.thin[n][i]]
         row["cpu_pct"] = _num(bins.cpu_pct[i])
         row["cpu_s_per_req"] = _num(bins.cpu_s_per_req[i])
-        bins_doc.append(row)
-    knee = cap.knee
-    doc = {
+        out.append(row)
+    return out
+
+
+def _ci(v):
+    return None if v is None else [_num(v[0]), _num(v[1])]
+
+
+def _model_doc(m) -> dict | None:
+    if m is None:
+        return None
+    return {
+        "model": m.model,
+        "lambda_rps": _num(m.lambda_rps),
+        "sigma": _num(m.sigma),
+        "kappa": _num(m.kappa),
+        "peak_concurrency": _num(m.peak_concurrency),
+        "peak_reached": m.peak_reached,
+        "capacity_rps": _num(m.capacity_rps),
+        "knee_concurrency": _num(m.knee_concurrency),
+        "knee_rps": _num(m.knee_rps),
+        "knee_note": m.knee_note,
+        "r2_log": _num(m.r2_log),
+        "points": m.points,
+        "confidence": m.confidence,
+        "ci": {k: _ci(v) for k, v in m.ci.items()},
+    }
+
+
+def _crossing_doc(c) -> dict | None:
+    if c is None:
+        return None
+    return {"rps": _num(c.rps), "status": c.status, "between_steps": None if c.steps is None else list(c.steps)}
+
+
+def capacity_doc(cap: Capacity) -> dict:
+    """The capacity figures as a JSON-ready dict (the summary's ``capacity`` key)."""
+    return {
+        "capacity_rps": _num(cap.capacity_rps),
+        "knee_rps": _num(cap.knee_rps),
+        "plateau_rps": _num(cap.plateau_rps),
+        "plateau_steps": list(cap.plateau_steps),
+        "peak_step_rps": _num(cap.peak_step_rps),
+        "peak_step": cap.peak_step,
+        "model": _model_doc(cap.model),
+        "objective": None if cap.objective is None else str(cap.objective),
+        "at_objective": _crossing_doc(cap.at_objective),
+        "cpu_target_pct": cap.cpu_target_pct,
+        "at_cpu_target": _crossing_doc(cap.at_cpu_target),
+        "cpu_max_pct": _num(cap.cpu_max_pct),
+        "cpu_at_knee_pct": _num(cap.cpu_at_knee),
+        "cpu_at_objective_pct": _num(cap.cpu_at_objective),
+        "cpu_s_per_req": _num(cap.cpu_s_per_req),
+        "max_useful_rps": _num(cap.max_useful_rps),
+        "current_load_rps": _num(cap.current_load_rps),
+        "headroom_pct": _num(cap.headroom_pct),
+        "target_load_rps": _num(cap.target_load_rps),
+        "instances": cap.instances,
+    }
+
+
+def to_json(s: Summary) -> dict:
+    """The versioned JSON document of a summary (deterministic for the same input)."""
+    run, steps = s.run, s.steps
+    has = steps.requests > 0
+    duration = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
+    kept = int(s.table.requests.sum())
+    errors = None if s.table.errors is None else int(s.table.errors.sum())
+    return {
         "schema": SCHEMA_VERSION,
+        "kind": "summary",
         "label": run.label,
         "source": run.meta.source,
         "format": run.format,
-        "requests": {"total": total, "kept": kept, "errors": run.errors},
+        "requests": {"total": None if errors is None else kept + errors, "successful": kept, "errors": errors},
         "duration_s": _num(duration),
         "bucket_s": s.buckets.bucket_s,
-        "steps": steps_doc,
-        "bins": bins_doc,
+        "steps": _steps_doc(s),
+        "bins": _bins_doc(s),
         "cpu": None
         if s.overlap is None
         else {
@@ -219,37 +321,6 @@ def to_json(s: Summary) -> dict:
             "per_cpu": None if run.cpu.per_cpu is None else int(run.cpu.per_cpu.shape[1]),
             "cores": run.cpu.cores,
         },
-        "capacity": {
-            "max_rps": _num(cap.max_rps),
-            "max_rps_step": cap.max_rps_step,
-            "objective": None if cap.objective is None else str(cap.objective),
-            "rps_at_objective": _num(cap.rps_at_objective),
-            "objective_status": cap.objective_status,
-            "knee_rps": _num(cap.knee_rps),
-            "cpu_at_knee": _num(cap.cpu_at_knee),
-            "cpu_at_objective": _num(cap.cpu_at_objective),
-            "knee_fit": None
-            if knee is None
-            else {
-                "model": knee.model,
-                "metric": knee.metric,
-                "l0_s": _num(knee.l0_s),
-                "xmax_rps": _num(knee.xmax_rps),
-                "k": _num(knee.k),
-                "r2_log": _num(knee.r2_log),
-                "points": knee.points,
-                "note": knee.note,
-            },
-            "cpu_target_pct": cap.cpu_target_pct,
-            "rps_at_cpu_target": _num(cap.rps_at_cpu_target),
-            "cpu_target_extrapolated": cap.cpu_target_extrapolated,
-            "cpu_s_per_req": _num(cap.cpu_s_per_req),
-            "max_useful_rps": _num(cap.max_useful_rps),
-            "current_load_rps": _num(cap.current_load_rps),
-            "headroom_pct": _num(cap.headroom_pct),
-            "target_load_rps": _num(cap.target_load_rps),
-            "instances": cap.instances,
-        },
+        "capacity": capacity_doc(s.capacity),
         "warnings": list(s.warnings),
     }
-    return doc

@@ -1,0 +1,141 @@
+"""The per-step table: a ramp's unit of analysis.
+
+A ramp is an experiment whose independent variable is concurrency: every
+step holds it constant, so a step is one measurement of the system at one
+load.  Capacity figures and comparisons are computed from this table; the
+throughput-bin view (``binning.py``) stays for the headroom plot.
+
+Per step: concurrency, duration (first request start to last response),
+requests, errors (None when the format has no status column: unknown, not
+0), throughput of completed requests and of successful ones (goodput),
+exact latency percentiles of the successful requests, the server's CPU
+(time-weighted over the step) and CPU seconds per request, and a Little's
+law check.
+
+Little's law in a closed loop: ``N = X * R`` when every client is always
+inside a request.  ``little = X * mean latency / N`` below ``LITTLE_MIN``
+means the clients spent a good part of the step outside requests (the
+load generator's own work, a saturated client, pauses): the generator, not
+the server, set the pace, and the step says less about the server.  Such
+steps are flagged ``client-paced``; they are still used.
+
+A step is ``short`` when it lasts less than ``MIN_STEP_S`` or has fewer than
+``MIN_STEP_REQUESTS`` requests: it is shown, flagged, and left out of the
+model and the comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .aggregate import NS, Steps, cpu_over
+from .binning import LatencyStats
+from .model import CpuSamples
+
+MIN_STEP_S = 0.5
+MIN_STEP_REQUESTS = 50
+LITTLE_MIN = 0.75
+
+
+@dataclass(frozen=True, eq=False)
+class StepTable:
+    """One row per load step; units in the names, latencies in seconds."""
+
+    index: np.ndarray
+    concurrency: np.ndarray  # float; NaN when the run does not say
+    duration_s: np.ndarray
+    requests: np.ndarray  # successful requests (the latencies below are theirs)
+    errors: np.ndarray | None  # failed requests per step; None: unknown (no status column)
+    rps: np.ndarray  # completed requests (successful + failed) per second
+    goodput_rps: np.ndarray  # successful requests per second
+    latency: LatencyStats
+    cpu_pct: np.ndarray  # time-weighted over the step; NaN without CPU data
+    cpu_s_per_req: np.ndarray
+    little: np.ndarray  # X * mean latency / N (1: clients always inside a request)
+    short: np.ndarray  # bool
+    cpu_cores: float
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def usable(self) -> np.ndarray:
+        """Steps with a throughput that are long enough to trust."""
+        return np.isfinite(self.rps) & (self.rps > 0) & ~self.short
+
+    @property
+    def client_paced(self) -> np.ndarray:
+        return np.isfinite(self.little) & (self.little < LITTLE_MIN)
+
+    @property
+    def error_rate(self) -> np.ndarray | None:
+        if self.errors is None:
+            return None
+        total = self.requests + self.errors
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(total > 0, self.errors / np.maximum(total, 1), np.nan)
+
+    @property
+    def known_concurrency(self) -> bool:
+        return bool(len(self.concurrency)) and bool(np.isfinite(self.concurrency).all())
+
+    def order(self) -> np.ndarray:
+        """Step indices by concurrency (by index when concurrency is unknown)."""
+        if self.known_concurrency:
+            return np.argsort(self.concurrency, kind="stable")
+        return np.arange(len(self))
+
+    def flags(self, i: int) -> list[str]:
+        """What to know about step ``i``: short, client-paced, thin percentiles."""
+        out = []
+        if self.short[i]:
+            out.append("short")
+        if self.client_paced[i]:
+            out.append("client-paced")
+        if self.requests[i] and self.latency.thin["p99"][i]:
+            out.append("thin p99")
+        return out
+
+
+def step_table(
+    steps: Steps,
+    latency: LatencyStats,
+    cpu: CpuSamples | None,
+    errors: np.ndarray | None,
+) -> StepTable:
+    """Build the per-step table from a run's step spans, per-step latency and CPU samples."""
+    n = len(steps)
+    conc = np.array([np.nan if c is None else float(c) for c in steps.concurrency], dtype=np.float64)
+    duration = (steps.end_ns - steps.start_ns) / NS
+    requests = steps.requests.astype(np.int64)
+    failed = np.zeros(n, np.int64) if errors is None else np.asarray(errors, np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        valid = (requests >= 2) & (duration > 0)
+        good = np.where(valid, requests / np.where(duration > 0, duration, 1.0), np.nan)
+        completed = np.where(valid, (requests + failed) / np.where(duration > 0, duration, 1.0), np.nan)
+        little = good * latency.mean_s / conc
+    if cpu is not None:
+        cpu_pct = cpu_over(cpu, steps.start_ns, duration)
+        cores = cpu.cores
+    else:
+        cpu_pct, cores = np.full(n, np.nan), 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cpu_req = cpu_pct / 100.0 * cores / good
+    short = (duration < MIN_STEP_S) | (requests < MIN_STEP_REQUESTS)
+    return StepTable(
+        index=np.arange(n),
+        concurrency=conc,
+        duration_s=duration,
+        requests=requests,
+        errors=None if errors is None else failed,
+        rps=completed,
+        goodput_rps=good,
+        latency=latency,
+        cpu_pct=cpu_pct,
+        cpu_s_per_req=cpu_req,
+        little=little,
+        short=short,
+        cpu_cores=cores,
+    )
