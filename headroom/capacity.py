@@ -210,7 +210,9 @@ def capacity(
     cpu_at_knee = None
     if model is not None and model.knee_concurrency is not None and has_cpu.sum() >= 2:
         o = np.argsort(t.concurrency[has_cpu])
-        cpu_at_knee = float(np.interp(model.knee_concurrency, t.concurrency[has_cpu][o], t.cpu_pct[has_cpu][o]))
+        cpu_at_knee = float(
+            np.interp(model.knee_concurrency, t.concurrency[has_cpu][o], t.cpu_pct[has_cpu][o])
+        )
     n_cpu = t.goodput_rps * t.duration_s
     cpu_req = None
     if has_cpu.any():

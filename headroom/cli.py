@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 
 from . import __version__
 from .model import HeadroomError, parse_duration, parse_objective
@@ -88,21 +87,24 @@ EPILOG_COMPARE = """\
 examples:
   headroom compare data/runs/nginx-no-keepalive data/runs/nginx-keepalive
   headroom compare old/ new/ --objective 'p99<=20ms' --threshold 5% --json verdict.json
-  headroom compare --baseline old1/ old2/ --candidate new1/ new2/   # repeat runs: noise measured
+  headroom compare --baseline old1/ old2/ old3/ --candidate new1/ new2/ new3/   # noise measured
+  headroom compare old/ new/ --run-noise 8%   # a noisier shared machine
 
-How the verdict is reached: both sides are cut into the same throughput bins; latency
-(p50/p90/p99) and CPU per request are compared in bins both sides reached with enough
-data, maximum sustained throughput and throughput at the objective per run. Intervals
-come from a block bootstrap over whole time buckets (>= 1 s blocks), Bonferroni-adjusted
-over the decision metrics. A metric is worse/better only when its interval excludes zero
-AND the change is at least the threshold (or the spread between repeat runs, if larger);
-it is the same when its interval lies inside +-threshold.
+How the verdict is reached: steps are paired by concurrency (the matched condition of a
+ramp). Per pair, the candidate/baseline ratio of throughput, p50/p90/p99 latency and CPU
+per request; each metric is the geometric mean of its ratios (throughput over the
+saturated steps: plateau throughput), with a t interval from the spread between pairs
+plus a between-run noise term (--run-noise per run, or the spread measured between
+repeat runs if larger), Bonferroni-adjusted over the decision metrics. The error rate
+is compared as a difference in points. A metric is worse/better only when its interval
+excludes no change AND the change is at least the threshold; the same when its interval
+lies inside +-threshold. The peak step, the modelled capacity and the knee are shown.
 
 exit codes:
   0  improved, or no change
-  1  regressed (some metric clearly worse by at least the threshold)
+  1  regressed (some metric clearly worse by at least the threshold, or more errors)
   2  bad usage or bad input
-  3  inconclusive (too few requests per bin, too little overlap, or too much noise)
+  3  inconclusive (the interval of some metric crosses the threshold, or nothing judged)
 """
 
 
@@ -119,29 +121,36 @@ def _fraction(text: str) -> float:
     return v
 
 
-def _analysis_options(p: argparse.ArgumentParser, *, bins_help: str = "throughput bins") -> None:
-    """Options every command shares: objective, bucket, bins, CPU settings, --debug."""
+def _objective_option(p: argparse.ArgumentParser, extra: str = "") -> None:
     p.add_argument(
         "--objective",
         type=_objective,
         metavar="OBJ",
-        help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)",
+        help="latency objective, e.g. 'p99<=20ms' (default: none; the knee is reported)" + extra,
     )
+
+
+def _bucket_options(p: argparse.ArgumentParser) -> None:
+    """The time-bucket and throughput-bin view (headroom plot, bins table); capacity does not use it."""
     p.add_argument(
         "--bucket",
         type=_duration,
         default=1.0,
         metavar="DUR",
-        help="time bucket throughput is counted in (default: 1s)",
+        help="time bucket per-second throughput is counted in, for the bins and the headroom plot (default: 1s)",
     )
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--bins", type=_positive_int, metavar="N", help=f"number of equal {bins_help}")
+    g.add_argument("--bins", type=_positive_int, metavar="N", help="number of equal throughput bins")
     g.add_argument(
         "--bin-width",
         type=_positive_float,
         metavar="RPS",
-        help=f"width of the {bins_help} in req/s (default: round numbers, about 10 bins)",
+        help="width of the throughput bins in req/s (default: round numbers, about 10 bins)",
     )
+
+
+def _input_options(p: argparse.ArgumentParser) -> None:
+    """How to read the input files, and --debug."""
     p.add_argument(
         "--cpu-cores",
         type=_positive_float,
@@ -161,6 +170,13 @@ def _analysis_options(p: argparse.ArgumentParser, *, bins_help: str = "throughpu
         help="drop unparsable request rows (counted in a warning naming the first) instead of failing",
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+
+
+def _analysis_options(p: argparse.ArgumentParser) -> None:
+    """Options of the commands that analyse one run or two: objective, buckets and bins, input."""
+    _objective_option(p)
+    _bucket_options(p)
+    _input_options(p)
 
 
 def _cpu_target(p: argparse.ArgumentParser) -> None:
@@ -245,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build"
     )
     c.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
-    _analysis_options(c, bins_help="common throughput bins")
+    _objective_option(c, "; its percentile is compared too")
+    _input_options(c)
     c.add_argument(
         "--threshold",
         type=_fraction,
@@ -260,16 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PCT",
         help="confidence of the intervals, for all decision metrics together (default: 95%%)",
     )
-    c.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
     c.add_argument(
-        "--boot", type=_positive_int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
+        "--run-noise",
+        type=_fraction,
+        default=0.05,
+        metavar="PCT",
+        help="between-run noise per run that one run per side cannot measure (default: 5%%); "
+        "with repeat runs, the floor under the measured spread",
     )
     c.add_argument(
-        "--min-blocks",
-        type=_positive_int,
-        default=5,
-        metavar="N",
-        help="resampling blocks each side needs in a bin to compare it (default: 5)",
+        "--error-threshold",
+        type=_fraction,
+        default=0.001,
+        metavar="PCT",
+        help="rise in the error rate called a regression, in points (default: 0.1%%)",
     )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
 
@@ -280,8 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # scipy.optimize takes ~0.4 s to import; let it load while the files are parsed
-    threading.Thread(target=_preload, daemon=True).start()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -366,11 +385,7 @@ def _compare(args, parser) -> int:
 
     def load(p):
         return reduce_run(
-            p,
-            bucket_s=args.bucket,
-            cpu_cores=args.cpu_cores,
-            skip_bad_rows=args.skip_bad_rows,
-            base_time_ns=args.hey_start,
+            p, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows, base_time_ns=args.hey_start
         )
 
     c = compare_runs(
@@ -378,13 +393,9 @@ def _compare(args, parser) -> int:
         [load(p) for p in cand],
         objective=args.objective,
         threshold=args.threshold,
+        error_threshold=args.error_threshold,
+        run_noise=args.run_noise,
         confidence=args.confidence,
-        seed=args.seed,
-        n_boot=args.boot,
-        min_blocks=args.min_blocks,
-        bucket_s=args.bucket,
-        bins=args.bins,
-        bin_width=args.bin_width,
     )
     if args.json != "-":
         sys.stdout.write(format_comparison(c))
@@ -393,13 +404,6 @@ def _compare(args, parser) -> int:
     if args.json:
         write_json(to_json(c), args.json)
     return c.exit_code
-
-
-def _preload() -> None:
-    try:
-        import scipy.optimize  # noqa: F401
-    except Exception:  # the real import will report it
-        pass
 
 
 def _summary(args) -> int:

@@ -1,29 +1,37 @@
-"""Baseline against candidate: matched-load comparison, intervals, verdict.
+"""Baseline against candidate at matched concurrency: intervals and a verdict.
 
 How a verdict is reached (also in the README and ``headroom compare --help``):
 
-1. Both sides are cut into the same throughput bins.  A bin is *compared*
-   only when every side has at least ``min_blocks`` resampling blocks in it
-   (a block bootstrap cannot estimate noise from fewer) and, for a
-   percentile, at least 10 requests above it.  A block is a time bucket, or
-   consecutive buckets of one step spanning at least ``block_s`` (1 s).  Bins only one side reached,
-   or with too little data, are listed, not compared.
-2. Decision metrics: p50, p90 and p99 latency at matched load (per-bin
-   ratios combined as a request-weighted geometric mean over the compared
-   bins), CPU per request at matched load, maximum sustained throughput, and
-   throughput at the latency objective when one is given (and both runs
-   cross it).  The knee is shown with an interval but does not decide.
-3. Intervals come from a block bootstrap that resamples whole time buckets
-   (within each bin, or within each step for throughput), never single
-   requests; with several runs per side it first resamples runs.  The
-   confidence level is Bonferroni-adjusted for the number of decision
-   metrics, so that the family of them keeps the stated level.
-4. A metric is *worse* or *better* only when its interval excludes zero AND
-   its estimate is at least the threshold (default 10 %; raised to the
-   spread between repeat runs of a side when that is larger).  It is the
-   *same* when its whole interval lies inside +-threshold, and *unclear*
-   otherwise.
-5. Verdict: any worse metric -> "regressed" (exit 1); else any better ->
+1. **Pairs.** Both runs were driven at the same concurrency levels: that is
+   the matched condition.  Steps are paired by concurrency (exactly; runs
+   with different plans by the nearest level within 15 %, or refused); a
+   short step on either side drops its pair.  Without concurrency in the
+   metadata, steps are paired by index.
+2. **Per pair** the log ratio candidate/baseline of: goodput throughput,
+   p50/p90/p99 latency (and the objective's percentile), CPU per request.
+   A percentile with fewer than 10 requests above it on either side drops
+   that pair for that metric.
+3. **Decision metrics** combine the pairs as a geometric mean of the
+   ratios: *plateau throughput* over the saturated pairs (concurrency at or
+   above the lowest at which a run's model reaches 90 % of its capacity),
+   latency and CPU per request over every pair; plus the *error rate*
+   difference pooled over the pairs.  The peak step, the modelled capacity,
+   the knee and the throughput at the objective are shown, not decisive.
+4. **Interval.** The steps are replicates that each see the host's
+   variation over seconds, so the spread of the per-pair log ratios gives a
+   t interval over the pairs.  Part of any difference between two runs is
+   the host's state during the whole run, which no within-run statistic can
+   see: a between-run noise term is added, ``run_noise`` per run (default
+   5 %, a documented floor), or, with repeat runs, the larger of that floor
+   and the spread measured between the runs of a side.  The confidence
+   level is Bonferroni-adjusted over the decision metrics.
+5. **Decision**, as in asv: *worse*/*better* when the interval excludes no
+   change AND the estimate is at least the threshold (default 10 %); *same*
+   when the whole interval lies inside +-threshold; *unclear* otherwise.
+   The error rate is *worse* when it is higher by more than
+   ``error_threshold`` (default 0.1 percentage points) and clear of
+   binomial noise.
+6. **Verdict**: any worse -> "regressed" (exit 1); else any better ->
    "improved" (exit 0); else every judged metric the same -> "no change"
    (exit 0); else "inconclusive" (exit 3).
 """
@@ -36,14 +44,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import stats
-from .binning import bin_edges, nice_width, rank
-from .capacity import fit_knee_xy
-from .model import MIN_TAIL_REQUESTS, SCHEMA_VERSION, Objective, Run
+from .model import SCHEMA_VERSION, HeadroomError, Objective, Run
+from .stats import t_quantile, z_quantile
+from .steps import StepTable
 from .summary import Summary, analyze
 
 EXIT_CODES = {"improved": 0, "no change": 0, "regressed": 1, "inconclusive": 3}
-LATENCY_PCTS = (("p50", 50, 100), ("p90", 90, 100), ("p99", 99, 100))
+RUN_NOISE = 0.05
+ERROR_THRESHOLD = 0.001
+NEAREST = 0.15
+LATENCY = ("p50", "p90", "p99")
 
 
 @dataclass(frozen=True)
@@ -57,28 +67,51 @@ class Metric:
     decides: bool
     baseline: float | None
     candidate: float | None
-    change: float | None  # candidate / baseline - 1
+    change: float | None  # candidate / baseline - 1 (for the error rate: the difference)
     ci: tuple[float, float] | None
     threshold: float
-    noise_floor: float | None
-    decision: str  # worse, better, same, unclear, not judged
+    decision: str  # worse, better, same, unclear, not judged, shown
     note: str = ""
+    pairs: int = 0
+    run_noise: float | None = None  # between-run noise used for this metric
 
 
 @dataclass(frozen=True)
-class MatchedBin:
-    """One throughput bin of the common grid, with what each side has in it."""
+class StepPair:
+    """A baseline step matched with a candidate step (one per run of each side)."""
 
-    rps_lo: float
-    rps_hi: float
-    baseline_requests: int
-    candidate_requests: int
-    baseline_blocks: int
-    candidate_blocks: int
-    status: str  # compared, baseline only, candidate only, too few blocks
-    latency: dict[str, tuple[float | None, float | None, float | None, tuple[float, float] | None]] = field(
-        default_factory=dict
-    )  # pct -> (baseline s, candidate s, change, ci)
+    concurrency: float | None
+    baseline_steps: tuple[int, ...]
+    candidate_steps: tuple[int, ...]
+    plateau: bool
+    baseline: dict  # key -> value (geometric mean over the side's runs)
+    candidate: dict
+
+    def change(self, key: str) -> float | None:
+        b, c = self.baseline.get(key), self.candidate.get(key)
+        if b is None or c is None or not (b > 0):
+            return None
+        return c / b - 1.0
+
+
+@dataclass(frozen=True)
+class Noise:
+    """How between-run noise entered the intervals."""
+
+    floor: float  # the default or user-set floor, per run
+    source: str  # "default floor" or "measured from repeats"
+    runs: tuple[int, int]
+
+    def describe(self) -> str:
+        if self.source == "default floor":
+            return (
+                f"between-run noise: {self.floor:.1%} per run assumed (one run per side cannot "
+                "measure it; --run-noise sets it, repeat runs measure it)"
+            )
+        return (
+            f"between-run noise: measured from {self.runs[0]} + {self.runs[1]} repeat runs "
+            f"(never below the {self.floor:.1%} floor)"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,17 +121,15 @@ class Comparison:
     verdict: str
     reason: str
     metrics: list[Metric]
-    bins: list[MatchedBin]
+    pairs: list[StepPair]
+    pairing: str
     baseline_labels: list[str]
     candidate_labels: list[str]
     threshold: float
+    error_threshold: float
     confidence: float
     metric_confidence: float
-    n_boot: int
-    seed: int
-    min_blocks: int
-    block_s: float
-    bucket_s: float
+    noise: Noise
     objective: Objective | None
     notes: list[str]
     warnings: list[str] = field(default_factory=list)
@@ -107,78 +138,286 @@ class Comparison:
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
 
+    def metric(self, key: str) -> Metric:
+        return next(m for m in self.metrics if m.key == key)
+
+    def __repr__(self) -> str:
+        return f"<Comparison {self.verdict}: {self.reason}>"
+
+    def _repr_html_(self) -> str:
+        from .html import verdict
+
+        return verdict(self)._repr_html_()
+
 
 # --------------------------------------------------------------------------
-# per-run material for resampling
+# pairing
 
 
-@dataclass
-class _RunBins:
-    """One run cut into the common bins: per-bucket histograms on the side's columns."""
-
-    summary: Summary
-    bucket_bin: np.ndarray  # matched bin of each bucket
-    block: np.ndarray  # resampling block of each bucket (>= block_s of one step)
-    # per bin: (bucket indices, histogram rows (m x columns), columns (value idx))
-    hist: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+def _levels(t: StepTable) -> dict[float, int]:
+    """Usable steps by concurrency (by index when unknown)."""
+    keys = t.concurrency if t.known_concurrency else t.index.astype(np.float64)
+    return {float(keys[i]): int(i) for i in np.flatnonzero(t.usable)}
 
 
-def _bucket_entries(s: Summary, union: np.ndarray):
-    """Sparse per-bucket histograms of a run on the common value axis: (bucket, value idx, count)."""
-    remap = np.searchsorted(union, s.hist.values)
-    return s.hist.bucket, remap[s.hist.value], s.hist.count
+def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple], str]:
+    """Match steps across every run: [(concurrency, baseline steps, candidate steps)], and how.
 
-
-def bucket_blocks(s: Summary, block_s: float) -> np.ndarray:
-    """Resampling block of each bucket: consecutive buckets of one step spanning ``block_s``.
-
-    Buckets shorter than a second within the same second are strongly
-    correlated; treating them as independent would fake precision.
+    Raises HeadroomError when the concurrency plans cannot be matched.
     """
-    b = s.buckets
-    if len(b) == 0:
-        return np.zeros(0, dtype=np.int64)
-    step_start = np.zeros(len(b), dtype=np.int64)
-    first = np.r_[True, b.step[1:] != b.step[:-1]]
-    step_start = np.maximum.accumulate(np.where(first, np.arange(len(b)), 0))
-    offset = (b.start_ns - b.start_ns[step_start]) / 1e9
-    within = np.floor(offset / max(block_s, b.bucket_s) + 1e-9).astype(np.int64)
-    key = b.step.astype(np.int64) * (int(within.max()) + 1) + within
-    return np.unique(key, return_inverse=True)[1]
+    tables = base + cand
+    known = all(t.known_concurrency for t in tables)
+    how = "by concurrency" if known else "by step index (concurrency unknown: no ramp parameters in metadata)"
+    levels = [_levels(t) for t in tables]
+    common = sorted(set.intersection(*(set(lv) for lv in levels)))
+    wanted = max(3, (min(len(lv) for lv in levels) + 1) // 2)
+    if len(common) >= wanted or not known:
+        nb = len(base)
+        out = [
+            (c if known else None, tuple(lv[c] for lv in levels[:nb]), tuple(lv[c] for lv in levels[nb:]))
+            for c in common
+        ]
+        return out, how
+    if len(tables) == 2:
+        pairs = _nearest(levels[0], levels[1])
+        if len(pairs) >= wanted:
+            return pairs, "by nearest concurrency (the runs used different concurrency plans)"
+    plans = [", ".join(f"{c:g}" for c in sorted(lv)[:8]) + (" ..." if len(lv) > 8 else "") for lv in levels]
+    raise HeadroomError(
+        "the runs' concurrency plans do not match ("
+        + "; ".join(plans)
+        + "): record baseline and candidate with the same concurrency steps"
+    )
 
 
-def _expand(rng: np.random.Generator, blocks: np.ndarray, n_boot: int) -> np.ndarray:
-    """Bootstrap weights of buckets (n_boot, len(blocks)) from resampling their blocks."""
-    ub, inv = np.unique(blocks, return_inverse=True)
-    return stats.block_weights(rng, len(ub), n_boot)[:, inv]
+def _nearest(lb: dict[float, int], lc: dict[float, int]) -> list[tuple]:
+    out, used = [], set()
+    for c in sorted(lb):
+        best = min((abs(k - c), k) for k in lc if k not in used) if len(used) < len(lc) else None
+        if best is not None and best[0] <= NEAREST * c:
+            used.add(best[1])
+            out.append((c, (lb[c],), (lc[best[1]],)))
+    return out
 
 
-def _run_bins(s: Summary, edges: np.ndarray, union: np.ndarray, block_s: float) -> _RunBins:
-    nb = len(edges) - 1
-    bucket_bin = np.clip(np.searchsorted(edges, s.buckets.rps, side="right") - 1, 0, nb - 1)
-    bkt, val, cnt = _bucket_entries(s, union)
-    ent_bin = bucket_bin[bkt]
-    hist = {}
-    for j in np.unique(bucket_bin):
-        idx = np.flatnonzero(bucket_bin == j)
-        m = ent_bin == j
-        cols, col_of = np.unique(val[m], return_inverse=True)
-        row_of = np.searchsorted(idx, bkt[m])
-        h = np.zeros((len(idx), len(cols)))
-        np.add.at(h, (row_of, col_of), cnt[m])
-        hist[int(j)] = (idx, h, cols)
-    return _RunBins(s, bucket_bin, bucket_blocks(s, block_s), hist)
+def _plateau_mask(sides: list[list[Summary]], pairs: list[tuple]) -> np.ndarray:
+    """Pairs at or above the lowest saturation concurrency of any run (top third without models)."""
+    n90 = []
+    for side in sides:
+        for s in side:
+            m = s.capacity.model
+            if m is None:
+                n90 = None
+                break
+            n90.append(m.n_at_fraction(0.9))
+        if n90 is None:
+            break
+    if n90 is not None and pairs and pairs[0][0] is not None:
+        mask = np.array([p[0] >= min(n90) - 1e-9 for p in pairs])
+        if mask.sum() >= 3:
+            return mask
+    mask = np.zeros(len(pairs), bool)
+    mask[-max(3, len(pairs) // 3) :] = True
+    return mask
 
 
-def _geo(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted geometric mean along the last axis; non-finite or non-positive entries are dropped."""
-    v = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(v) & (v > 0)
-    lw = np.where(ok, np.broadcast_to(weights, v.shape), 0.0)
-    lv = np.where(ok, np.log(np.where(ok, v, 1.0)), 0.0)
-    total = lw.sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, np.exp((lv * lw).sum(axis=-1) / np.where(total > 0, total, 1.0)), np.nan)
+# --------------------------------------------------------------------------
+# per-pair values
+
+
+def _series(t: StepTable, key: str) -> np.ndarray:
+    """A per-step series by metric key; NaN where it cannot be used."""
+    if key == "rps":
+        return t.goodput_rps
+    if key == "cpu_s_per_req":
+        return t.cpu_s_per_req
+    if key == "mean_s":
+        return np.where(t.requests > 0, t.latency.mean_s, np.nan)
+    name = key[: -len("_s")]
+    v = t.latency.pct[name]
+    return np.where(t.latency.thin[name] | (t.requests == 0), np.nan, v)
+
+
+def _logs(side: list[Summary], steps: list[tuple[int, ...]], key: str) -> np.ndarray:
+    """(runs, pairs) log values of a metric; NaN where unusable."""
+    out = np.full((len(side), len(steps)), np.nan)
+    for r, s in enumerate(side):
+        v = _series(s.table, key)[[p[r] for p in steps]]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[r] = np.where(v > 0, np.log(np.where(v > 0, v, 1.0)), np.nan)
+    return out
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    log_change: float
+    half: float  # half-width of the interval in log units
+    pairs: int
+    run_noise: float
+
+
+def estimate(yb: np.ndarray, yc: np.ndarray, *, run_noise: float, level: float) -> _Estimate | None:
+    """Geometric-mean change over the pairs and its interval half-width (log units).
+
+    ``yb``, ``yc``: (runs, pairs) log values.  Pairs with a missing value on
+    any run are dropped; fewer than 3 left gives None.
+    """
+    ok = np.isfinite(yb).all(axis=0) & np.isfinite(yc).all(axis=0)
+    n = int(ok.sum())
+    if n < 3:
+        return None
+    yb, yc = yb[:, ok], yc[:, ok]
+    d = yc.mean(axis=0) - yb.mean(axis=0)
+    se_w = float(np.std(d, ddof=1)) / math.sqrt(n)
+    noise = run_noise
+    df_runs = (len(yb) - 1) + (len(yc) - 1)
+    if df_runs > 0:
+        m = [y.mean(axis=1) for y in (yb, yc)]
+        ss = sum(float(np.sum((mk - mk.mean()) ** 2)) for mk in m)
+        noise = max(run_noise, math.sqrt(ss / df_runs))
+    p = 1.0 - (1.0 - level) / 2.0
+    between = noise * math.sqrt(1.0 / len(yb) + 1.0 / len(yc))
+    half = math.hypot(t_quantile(p, n - 1) * se_w, z_quantile(p) * between)
+    return _Estimate(float(d.mean()), half, n, noise)
+
+
+def _judge(change: float, lo: float, hi: float, better: str, threshold: float) -> str:
+    bad, bad_lo, bad_hi = (change, lo, hi) if better == "lower" else (-change, -hi, -lo)
+    if bad_lo > 0 and bad >= threshold:
+        return "worse"
+    if bad_hi < 0 and -bad >= threshold:
+        return "better"
+    if lo > -threshold and hi < threshold:
+        return "same"
+    return "unclear"
+
+
+@dataclass(frozen=True)
+class _Spec:
+    key: str  # the per-step series
+    name: str
+    unit: str
+    better: str
+    pairs: str  # "all" or "plateau"
+
+
+def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
+    specs = [_Spec("rps", "plateau throughput", "req/s", "higher", "plateau")]
+    names = list(LATENCY)
+    if objective is not None and objective.name not in names:
+        names.append(objective.name)
+    for name in names:
+        label = "mean" if name == "mean" else name
+        specs.append(_Spec(f"{name}_s", f"{label} latency", "s", "lower", "all"))
+    if has_cpu:
+        specs.append(_Spec("cpu_s_per_req", "CPU per request", "s", "lower", "all"))
+    return specs
+
+
+def _ratio_metric(spec, sides, pairs, mask, *, run_noise, level, threshold) -> Metric:
+    sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
+    yb = _logs(sides[0], [p[1] for p in sel], spec.key)
+    yc = _logs(sides[1], [p[2] for p in sel], spec.key)
+    est = estimate(yb, yc, run_noise=run_noise, level=level)
+    base = dict(key=spec.key if spec.key != "rps" else "plateau_rps", name=spec.name, unit=spec.unit)
+    base.update(better=spec.better, decides=True, threshold=threshold)
+    if est is None:
+        return Metric(
+            **base,
+            baseline=None,
+            candidate=None,
+            change=None,
+            ci=None,
+            decision="not judged",
+            note="fewer than 3 matched steps with enough requests on both sides",
+        )
+    ok = np.isfinite(yb).all(axis=0) & np.isfinite(yc).all(axis=0)
+    gb = float(np.exp(yb[:, ok].mean()))
+    gc = float(np.exp(yc[:, ok].mean()))
+    change = math.exp(est.log_change) - 1.0
+    ci = (math.exp(est.log_change - est.half) - 1.0, math.exp(est.log_change + est.half) - 1.0)
+    what = "saturated" if spec.pairs == "plateau" else "matched"
+    return Metric(
+        **base,
+        baseline=gb,
+        candidate=gc,
+        change=change,
+        ci=ci,
+        decision=_judge(change, ci[0], ci[1], spec.better, threshold),
+        note=f"geometric mean over {est.pairs} {what} step pairs",
+        pairs=est.pairs,
+        run_noise=est.run_noise,
+    )
+
+
+def _error_metric(sides, pairs, *, level, threshold) -> Metric:
+    base = dict(
+        key="error_rate", name="error rate", unit="%", better="lower", decides=True, threshold=threshold
+    )
+    unknown = [s.label for side in sides for s in side if s.table.errors is None]
+    if unknown:
+        return Metric(
+            **base,
+            baseline=None,
+            candidate=None,
+            change=None,
+            ci=None,
+            decision="not judged",
+            note="error counts unknown (the file has no status column): " + ", ".join(unknown),
+        )
+    rates, totals = [], []
+    for k, side in enumerate(sides):
+        err = req = 0
+        for r, s in enumerate(side):
+            idx = [p[1 + k][r] for p in pairs]
+            err += int(s.table.errors[idx].sum())
+            req += int(s.table.requests[idx].sum()) + int(s.table.errors[idx].sum())
+        rates.append(err / req if req else 0.0)
+        totals.append((err, req))
+    diff = rates[1] - rates[0]
+    pooled = (totals[0][0] + totals[1][0]) / max(1, totals[0][1] + totals[1][1])
+    se = math.sqrt(pooled * (1 - pooled) * (1 / max(1, totals[0][1]) + 1 / max(1, totals[1][1])))
+    z = z_quantile(1.0 - (1.0 - level) / 2.0)
+    ci = (diff - z * se, diff + z * se)
+    return Metric(
+        **base,
+        baseline=rates[0],
+        candidate=rates[1],
+        change=diff,
+        ci=ci,
+        decision=_judge(diff, ci[0], ci[1], "lower", threshold),
+        note=f"failed / completed requests over {len(pairs)} matched steps (difference in points)",
+        pairs=len(pairs),
+    )
+
+
+def _shown(sides: list[list[Summary]]) -> list[Metric]:
+    """Run-level figures shown beside the verdict (means over a side's runs), not decisive."""
+    rows = [
+        ("peak_step_rps", "peak step throughput", "highest single step: the noisiest figure there is"),
+        ("capacity_rps", "modelled capacity (USL)", "highest modelled throughput in the measured range"),
+        ("knee_rps", "knee (USL, max power)", "where latency starts to cost more than throughput gains"),
+        ("rps_at_objective", "throughput at the objective", "interpolated between steps"),
+    ]
+    out = []
+    for key, name, note in rows:
+        vals = [[getattr(s.capacity, key) for s in side] for side in sides]
+        if key == "rps_at_objective" and sides[0][0].capacity.objective is None:
+            continue
+        if any(v is None for side in vals for v in side):
+            b = c = ch = None
+            note = "not available for every run"
+        else:
+            b, c = float(np.mean(vals[0])), float(np.mean(vals[1]))
+            ch = c / b - 1.0 if b > 0 else None
+        if key == "rps_at_objective":
+            held = [
+                s.capacity.at_objective.lower_bound for side in sides for s in side if s.capacity.at_objective
+            ]
+            if any(held):
+                note += "; a run held the objective at every step (a lower bound)"
+        out.append(Metric(key, name, "req/s", "higher", False, b, c, ch, None, 0.0, "shown", note))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -197,513 +436,88 @@ def compare_runs(
     *,
     objective: Objective | None = None,
     threshold: float = 0.10,
+    error_threshold: float = ERROR_THRESHOLD,
+    run_noise: float = RUN_NOISE,
     confidence: float = 0.95,
-    seed: int = 0,
-    n_boot: int = 1000,
-    n_boot_knee: int = 200,
-    min_blocks: int = 5,
-    block_s: float = 1.0,
     bucket_s: float = 1.0,
-    bins: int | None = None,
-    bin_width: float | None = None,
 ) -> Comparison:
-    """Compare a baseline with a candidate at matched load, with block-bootstrap intervals.
+    """Compare a baseline with a candidate at matched concurrency (see the module docstring).
 
     Parameters
     ----------
     baseline, candidate
         A run or summary, or several repeat runs of the same build.
     objective
-        Latency objective; adds "throughput at the objective" as a decision metric.
+        Latency objective: its percentile is compared too, and the
+        throughput at it is shown.
     threshold
         Practical threshold: a smaller relative change is never called.
+    error_threshold
+        Smallest rise of the error rate (a fraction: 0.001 is 0.1 points) called a regression.
+    run_noise
+        Between-run noise per run (a fraction), a floor under what repeat runs measure.
     confidence
         Family-wide confidence of the decision metrics' intervals.
-    seed
-        Seed of the resampling (same inputs and seed: same result).
-    n_boot, n_boot_knee
-        Bootstrap resamples (the knee refits the model per resample; 0 skips its interval).
-    min_blocks
-        Resampling blocks each side needs in a bin for the bin to be compared.
-    block_s
-        Shortest resampling block, seconds: consecutive buckets of a step are
-        resampled together until they span this long (never less than a bucket).
-    bucket_s, bins, bin_width
-        Time bucket width and the common throughput bins (default: round
-        numbers, about ten bins over both sides' range).
-
-    Returns
-    -------
-    Comparison
+    bucket_s
+        Time bucket width for runs not yet analysed (does not change the decision).
     """
-    kw = {"objective": objective, "bucket_s": bucket_s}
-    sides = [_as_summaries(baseline, **kw), _as_summaries(candidate, **kw)]
-    rng = np.random.default_rng(seed)
-    all_rps = np.concatenate([s.buckets.rps for side in sides for s in side])
-    if bins is None and bin_width is None:
-        lo, hi = float(np.nanmin(all_rps)), float(np.nanmax(all_rps))
-        bin_width = nice_width(hi - lo)
-    edges = bin_edges(all_rps, bins=bins, width=bin_width)
-    nbins = len(edges) - 1
-    union = np.unique(np.concatenate([s.hist.values for side in sides for s in side]))
-    rbins = [[_run_bins(s, edges, union, block_s) for s in side] for side in sides]
-
-    # which bins can be compared
-    counts = np.zeros((2, nbins), dtype=np.int64)
-    nbuck = np.zeros((2, nbins), dtype=np.int64)
-    for k in range(2):
-        for rb in rbins[k]:
-            for j, (idx, h, _) in rb.hist.items():
-                counts[k, j] += int(h.sum())
-                nbuck[k, j] += len(np.unique(rb.block[idx]))
-    compared = (nbuck >= min_blocks).all(axis=0)
-
-    # bootstrap per side and bin: pooled latency percentiles, CPU per request,
-    # and per-run replicate percentiles for run-level metrics
-    picks = [stats.pick_runs(rng, len(rbins[k]), n_boot) for k in range(2)]
-    sel = [np.stack([(picks[k] == r).sum(axis=1) for r in range(len(rbins[k]))]) for k in range(2)]
-    obj_q = objective.q if (objective is not None and objective.q is not None) else None
-    pct_point = np.full((2, nbins, 3), np.nan)
-    pct_boot = np.full((2, nbins, 3, n_boot), np.nan)
-    cpu_point = np.full((2, nbins), np.nan)
-    cpu_boot = np.full((2, nbins, n_boot), np.nan)
-    run_point: list[list[dict]] = [[{} for _ in rbins[k]] for k in range(2)]
-    run_boot: list[list[dict]] = [[{} for _ in rbins[k]] for k in range(2)]
-    for k in range(2):
-        for j in range(nbins):
-            members = [rb for rb in rbins[k] if j in rb.hist]
-            if not members:
-                continue
-            cols = np.unique(np.concatenate([rb.hist[j][2] for rb in members]))
-            vals = union[cols]
-            pooled = np.zeros((n_boot, len(cols)))
-            pooled_point = np.zeros(len(cols))
-            cpu_num = np.zeros(n_boot)
-            cpu_den = np.zeros(n_boot)
-            cpu_num_pt = cpu_den_pt = 0.0
-            for r, rb in enumerate(rbins[k]):
-                if j not in rb.hist:
-                    continue
-                idx, h, c = rb.hist[j]
-                place = np.searchsorted(cols, c)
-                full = np.zeros((len(idx), len(cols)))
-                full[:, place] = h
-                w = _expand(rng, rb.block[idx], n_boot)
-                rep = w @ full  # (n_boot, cols)
-                wsel = sel[k][r][:, None]
-                pooled += wsel * rep
-                pooled_point += full.sum(axis=0)
-                b = rb.summary.buckets
-                cores = rb.summary.run.cpu.cores if rb.summary.run.cpu is not None else 1.0
-                has = np.isfinite(b.cpu_pct[idx])
-                core_s = np.where(has, b.cpu_pct[idx], 0.0) / 100.0 * cores * b.length_s[idx]
-                n_cpu = np.where(has, b.count[idx], 0).astype(np.float64)
-                cpu_num += sel[k][r] * (w @ core_s)
-                cpu_den += sel[k][r] * (w @ n_cpu)
-                cpu_num_pt += float(core_s.sum())
-                cpu_den_pt += float(n_cpu.sum())
-                # per-run replicates for run-level metrics (throughput at objective, knee)
-                rp, rbt = run_point[k][r], run_boot[k][r]
-                secs = b.length_s[idx]
-                cnts = b.count[idx].astype(np.float64)
-                rp.setdefault("x", np.full(nbins, np.nan))[j] = cnts.sum() / secs.sum()
-                rbt.setdefault("x", np.full((n_boot, nbins), np.nan))[:, j] = (w @ cnts) / (w @ secs)
-                for key, q in (("obj", obj_q), ("p99", (99, 100))):
-                    if q is None:
-                        continue
-                    rp.setdefault(key, np.full(nbins, np.nan))[j] = stats.row_quantiles(
-                        full.sum(axis=0)[None, :], vals, *q
-                    )[0]
-                    rp.setdefault(key + "_n", np.zeros(nbins))[j] = full.sum()
-                    rbt.setdefault(key, np.full((n_boot, nbins), np.nan))[:, j] = stats.row_quantiles(
-                        rep, vals, *q
-                    )
-            for i, (_, num, den) in enumerate(LATENCY_PCTS):
-                pct_point[k, j, i] = stats.row_quantiles(pooled_point[None, :], vals, num, den)[0]
-                pct_boot[k, j, i] = stats.row_quantiles(pooled, vals, num, den)
-            if cpu_den_pt > 0:
-                cpu_point[k, j] = cpu_num_pt / cpu_den_pt
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    cpu_boot[k, j] = cpu_num / cpu_den
-
-    notes: list[str] = []
-    if len(sides[0]) == 1 or len(sides[1]) == 1:
-        notes.append(
-            "between-run noise is unknown: with one run on a side, the intervals cover only the "
-            "variation within that run (repeat runs of the same build, e.g. --baseline A1 A2, measure it)"
-        )
-    metrics: list[_Draft] = []
-
-    # latency and CPU per request at matched load
-    weights = np.minimum(counts[0], counts[1]).astype(np.float64)
-    for i, (pname, num, den) in enumerate(LATENCY_PCTS):
-        enough = compared & ((counts.min(axis=0) - rank(counts.min(axis=0), num, den)) >= MIN_TAIL_REQUESTS)
-        metrics.append(
-            _matched_metric(
-                f"latency_{pname}",
-                f"{pname} latency at matched load",
-                "s",
-                "lower",
-                pct_point[:, :, i],
-                pct_boot[:, :, i, :],
-                enough,
-                weights,
-                [
-                    [_run_combined(rb, pname, num, den, enough, weights, union) for rb in rbins[k]]
-                    for k in range(2)
-                ],
-                nbuck,
-            )
-        )
-    cpu_ok = compared & np.isfinite(cpu_point).all(axis=0)
-    metrics.append(
-        _matched_metric(
-            "cpu_per_request",
-            "CPU per request at matched load",
-            "s",
-            "lower",
-            cpu_point,
-            cpu_boot,
-            cpu_ok,
-            weights,
-            [[_run_cpu(rb, cpu_ok, weights) for rb in rbins[k]] for k in range(2)],
-            nbuck,
-        )
-    )
-
-    # run-level metrics
-    metrics.append(
-        _run_metric(
-            "max_rps",
-            "max sustained throughput",
-            "req/s",
-            "higher",
-            True,
-            sides,
-            rng,
-            n_boot,
-            sel,
-            lambda s, rng, n: _max_rps_boot(s, rng, n, block_s),
-            block_s,
-        )
-    )
-    if objective is not None:
-        metrics.append(
-            _objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nbuck)
-        )
-    metrics.append(_knee_metric(sides, rbins, run_point, run_boot, sel, n_boot, n_boot_knee, objective))
-    metrics.append(_cpu_overall_metric(sides))
-
-    # decisions
-    judged = [d for d in metrics if d.decides and d.samples is not None and d.baseline is not None]
-    level = 1.0 - (1.0 - confidence) / max(1, len(judged))
-    decided = [_decide(d, threshold, level, confidence) for d in metrics]
-    verdict, reason = _verdict(decided)
-    matched = _matched_bins(edges, counts, nbuck, compared, pct_point, pct_boot, level, min_blocks)
+    sides = [_as_summaries(s, objective=objective, bucket_s=bucket_s) for s in (baseline, candidate)]
+    pairs, how = pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
+    mask = _plateau_mask(sides, pairs)
+    has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
+    specs = _specs(objective, has_cpu)
+    k = len(specs) + 1  # and the error rate
+    level = 1.0 - (1.0 - confidence) / k
+    metrics = [
+        _ratio_metric(sp, sides, pairs, mask, run_noise=run_noise, level=level, threshold=threshold)
+        for sp in specs
+    ]
+    metrics.append(_error_metric(sides, pairs, level=level, threshold=error_threshold))
+    metrics += _shown(sides)
+    verdict, reason = _verdict(metrics)
+    runs = (len(sides[0]), len(sides[1]))
+    noise = Noise(run_noise, "default floor" if runs == (1, 1) else "measured from repeats", runs)
+    notes = [noise.describe(), f"steps paired {how}"]
     return Comparison(
         verdict=verdict,
         reason=reason,
-        metrics=decided,
-        bins=matched,
+        metrics=metrics,
+        pairs=_pair_rows(sides, pairs, mask),
+        pairing=how,
         baseline_labels=[s.label for s in sides[0]],
         candidate_labels=[s.label for s in sides[1]],
         threshold=threshold,
+        error_threshold=error_threshold,
         confidence=confidence,
         metric_confidence=level,
-        n_boot=n_boot,
-        seed=seed,
-        min_blocks=min_blocks,
-        block_s=max(block_s, bucket_s),
-        bucket_s=bucket_s,
+        noise=noise,
         objective=objective,
         notes=notes,
         warnings=[w for side in sides for s in side for w in s.warnings],
     )
 
 
-# --------------------------------------------------------------------------
-# metric drafts: point values and bootstrap replicates of the relative change
+_PAIR_KEYS = ("rps", "p50_s", "p99_s", "cpu_s_per_req")
 
 
-@dataclass
-class _Draft:
-    key: str
-    name: str
-    unit: str
-    better: str
-    decides: bool
-    baseline: float | None = None
-    candidate: float | None = None
-    samples: np.ndarray | None = None  # replicates of candidate / baseline - 1
-    noise_floor: float | None = None
-    note: str = ""
-    blocks: int = 0  # fewest resampling blocks behind the replicates (for the small-sample correction)
-
-
-def _spread(values: list[float]) -> float | None:
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
-    if len(v) < 2 or v.mean() <= 0:
-        return None
-    return float((v.max() - v.min()) / v.mean())
-
-
-def _noise(per_run: list[list[float]]) -> float | None:
-    floors = [f for f in (_spread(side) for side in per_run) if f is not None]
-    return max(floors) if floors else None
-
-
-def _matched_metric(key, name, unit, better, point, boot, ok, weights, per_run, nblocks) -> _Draft:
-    d = _Draft(key, name, unit, better, True)
-    j = ok & np.isfinite(point).all(axis=0) & (point > 0).all(axis=0)
-    if not j.any():
-        d.note = "no throughput bin that both sides reached with enough blocks and requests"
-        return d
-    w = weights[j]
-    d.baseline = float(_geo(point[0, j], w))
-    d.candidate = float(_geo(point[1, j], w))
-    rb = _geo(boot[0][j].T, w)
-    rc = _geo(boot[1][j].T, w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d.samples = rc / rb - 1.0
-    d.noise_floor = _noise(per_run)
-    d.blocks = int(nblocks[:, j].min())
-    d.note = f"{int(j.sum())} throughput bin(s) compared"
-    return d
-
-
-def _run_pct_point(rb: _RunBins, j: int, union: np.ndarray, num: int, den: int) -> float:
-    _, h, cols = rb.hist[j]
-    return float(stats.row_quantiles(h.sum(axis=0)[None, :], union[cols], num, den)[0])
-
-
-def _run_combined(rb: _RunBins, pname, num, den, ok, weights, union) -> float:
-    js = [j for j in np.flatnonzero(ok) if j in rb.hist]
-    if not js:
-        return float("nan")
-    v = np.array([_run_pct_point(rb, j, union, num, den) for j in js])
-    return float(_geo(v, weights[js]))
-
-
-def _run_cpu(rb: _RunBins, ok, weights) -> float:
-    b = rb.summary.buckets
-    cores = rb.summary.run.cpu.cores if rb.summary.run.cpu is not None else 1.0
-    js = [j for j in np.flatnonzero(ok) if j in rb.hist]
-    vals = []
-    for j in js:
-        idx = rb.hist[j][0]
-        has = np.isfinite(b.cpu_pct[idx])
-        n = b.count[idx][has].sum()
-        vals.append(np.sum(b.cpu_pct[idx][has] / 100 * cores * b.length_s[idx][has]) / n if n else np.nan)
-    return float(_geo(np.array(vals), weights[js])) if js else float("nan")
-
-
-def _max_rps_boot(s: Summary, rng: np.random.Generator, n_boot: int, block_s: float) -> np.ndarray:
-    """Replicates of the highest step throughput, resampling blocks within each step."""
-    b = s.buckets
-    blocks = bucket_blocks(s, block_s)
-    best = np.full(n_boot, -np.inf)
-    for k in np.unique(b.step):
-        idx = np.flatnonzero(b.step == k)
-        w = _expand(rng, blocks[idx], n_boot)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            best = np.maximum(best, (w @ b.count[idx]) / (w @ b.length_s[idx]))
-    return best
-
-
-def _side_values(sel_k: np.ndarray, per_run_boot: list[np.ndarray]) -> np.ndarray:
-    """Hierarchical replicate of a side: the mean over the runs each resample picked."""
-    stacked = np.stack(per_run_boot)  # (runs, n_boot)
-    return (sel_k * stacked).sum(axis=0) / sel_k.sum(axis=0)
-
-
-def _peak_step_blocks(s: Summary, block_s: float) -> int:
-    """Resampling blocks in the run's highest-throughput step."""
-    k = s.capacity.max_rps_step
-    blocks = bucket_blocks(s, block_s)
-    return int(len(np.unique(blocks[s.buckets.step == k]))) if k is not None else 0
-
-
-def _run_metric(key, name, unit, better, decides, sides, rng, n_boot, sel, boot_fn, block_s) -> _Draft:
-    d = _Draft(key, name, unit, better, decides)
-    points = [[s.capacity.max_rps for s in side] for side in sides]
-    if any(p is None for side in points for p in side):
-        d.note = "a run has no step with a throughput"
-        return d
-    boots = [[boot_fn(s, rng, n_boot) for s in side] for side in sides]
-    d.baseline = float(np.mean(points[0]))
-    d.candidate = float(np.mean(points[1]))
-    d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
-    d.noise_floor = _noise(points)
-    d.blocks = min(_peak_step_blocks(s, block_s) for side in sides for s in side)
-    k = max(len(side) for side in sides)
-    if d.blocks < 2 and min(len(side) for side in sides) < 2:
-        # one block cannot be resampled: the interval would have zero width, which
-        # says nothing about the noise; repeat runs would supply it
-        d.samples = None
-        d.note = (
-            "the peak step is shorter than two resampling blocks, so its noise cannot be "
-            "estimated (longer steps or repeat runs would tell)"
-        )
-        return d
-    d.note = "highest per-step throughput" + (" (mean over the repeat runs of a side)" if k > 1 else "")
-    return d
-
-
-def _crossing(x: np.ndarray, y: np.ndarray, bound: float) -> tuple[float | None, str]:
-    """Objective crossing over bins already ordered by throughput (NaN bins skipped)."""
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if len(x) == 0:
-        return None, "no usable bin"
-    bad = np.flatnonzero(y > bound)
-    if len(bad) == 0:
-        return float(x[-1]), "held"
-    i = int(bad[0])
-    if i == 0:
-        return None, "violated"
-    x0, y0, x1, y1 = x[i - 1], y[i - 1], x[i], y[i]
-    return float(x0 + (bound - y0) * (x1 - x0) / (y1 - y0)) if y1 != y0 else float(x0), "crossed"
-
-
-def _objective_metric(objective, sides, rbins, run_point, run_boot, compared, sel, n_boot, nblocks) -> _Draft:
-    d = _Draft("rps_at_objective", f"throughput at {objective}", "req/s", "higher", True)
-    if objective.q is None:
-        d.note = "objective on the mean is not bootstrapped"
-        return d
-    present = (nblocks > 0).all(axis=0)
-    min_blocks_any = int(nblocks[:, present].min()) if present.any() else 0
-    pts, boots, status = [], [], []
-    for k in range(2):
-        side_p, side_b, side_s = [], [], []
-        for r in range(len(rbins[k])):
-            rp, rbt = run_point[k][r], run_boot[k][r]
-            usable = (
-                rp.get("obj_n", np.zeros(1))
-                - rank(rp.get("obj_n", np.zeros(1)).astype(np.int64), *objective.q)
-            ) >= MIN_TAIL_REQUESTS
-            x = np.where(usable, rp["x"], np.nan)
-            v, st = _crossing(x, rp["obj"], objective.bound_s)
-            side_p.append(v)
-            side_s.append(st)
-            xb = np.where(usable[None, :], rbt["x"], np.nan)
-            side_b.append(
-                np.array(
-                    [(_crossing(xb[b], rbt["obj"][b], objective.bound_s)[0] or np.nan) for b in range(n_boot)]
-                )
-            )
-        pts.append(side_p)
-        boots.append(side_b)
-        status.append(side_s)
-    if any(v is None for side in pts for v in side):
-        d.note = "a run breaks the objective already at its lowest load, or has no usable bin"
-        return d
-    d.baseline, d.candidate = float(np.mean(pts[0])), float(np.mean(pts[1]))
-    held_b = any(s == "held" for s in status[0])
-    held_c = any(s == "held" for s in status[1])
-    if held_b and held_c:
-        d.note = "the objective held at every measured load on both sides: no crossing to compare"
-        return d
-    # a side that never broke the objective gives a lower bound: usable only when
-    # the bound points the same way as the conclusion (conservative)
-    if held_c and d.candidate < d.baseline:
-        d.note = "the candidate never broke the objective but was not loaded as far as the baseline"
-        return d
-    if held_b and d.baseline < d.candidate:
-        d.note = "the baseline never broke the objective but was not loaded as far as the candidate"
-        return d
-    with np.errstate(invalid="ignore", divide="ignore"):
-        d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
-    d.noise_floor = _noise(pts)
-    d.blocks = min_blocks_any
-    d.note = "interpolated between the common bins" + (
-        " (a side that never broke the objective counts at its highest load: a bound)"
-        if held_b or held_c
-        else ""
-    )
-    return d
-
-
-def _knee_metric(sides, rbins, run_point, run_boot, sel, n_boot, n_boot_knee, objective) -> _Draft:
-    key = "obj" if objective is not None and objective.q is not None else "p99"
-    metric = objective.name if key == "obj" else "p99"
-    d = _Draft("knee_rps", f"knee ({metric} fit)", "req/s", "higher", False)
-    pts, boots = [], []
-    for k in range(2):
-        sp, sb = [], []
-        for r in range(len(rbins[k])):
-            rp, rbt = run_point[k][r], run_boot[k][r]
-            n = rp.get(key + "_n", np.zeros(1))
-            q = objective.q if key == "obj" else (99, 100)
-            usable = (n - rank(n.astype(np.int64), *q)) >= MIN_TAIL_REQUESTS
-            fit = fit_knee_xy(np.where(usable, rp["x"], np.nan), rp[key], metric=metric)
-            if fit is None or fit.knee_rps is None:
-                d.note = "no knee within the measured load for " + rbins[k][r].summary.label
-                return d
-            sp.append(fit.knee_rps)
-            reps = np.full(n_boot, np.nan)
-            for b in range(min(n_boot_knee, n_boot)):
-                f = fit_knee_xy(np.where(usable, rbt["x"][b], np.nan), rbt[key][b], metric=metric, start=fit)
-                reps[b] = f.knee_rps if (f is not None and f.knee_rps is not None) else np.nan
-            sb.append(reps)
-        pts.append(sp)
-        boots.append(sb)
-    d.baseline, d.candidate = float(np.mean(pts[0])), float(np.mean(pts[1]))
-    if n_boot_knee > 0:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d.samples = _side_values(sel[1], boots[1]) / _side_values(sel[0], boots[0]) - 1.0
-    d.noise_floor = _noise(pts)
-    d.blocks = 0
-    d.note = "model-based (fitted on the common bins); shown, not used for the verdict"
-    return d
-
-
-def _cpu_overall_metric(sides) -> _Draft:
-    d = _Draft("cpu_per_request_overall", "CPU per request over the whole run", "s", "lower", False)
-    vals = [[s.capacity.cpu_s_per_req for s in side] for side in sides]
-    if any(v is None for side in vals for v in side):
-        d.note = "no CPU samples on a side"
-        return d
-    d.baseline, d.candidate = float(np.mean(vals[0])), float(np.mean(vals[1]))
-    d.note = "mixes different loads; the matched-load figure above is the one that decides"
-    return d
-
-
-def _decide(d: _Draft, threshold: float, level: float, confidence: float) -> Metric:
-    change = None
-    if d.baseline is not None and d.candidate is not None and d.baseline > 0:
-        change = d.candidate / d.baseline - 1.0
-    ci = None
-    if d.samples is not None:
-        ci = stats.interval(stats.small_sample(d.samples, d.blocks), level if d.decides else confidence)
-    t = max(threshold, d.noise_floor or 0.0)
-    if change is None or ci is None:
-        decision = "not judged" if d.decides or d.samples is not None else "shown"
-    else:
-        bad = change if d.better == "lower" else -change
-        bad_lo, bad_hi = (ci[0], ci[1]) if d.better == "lower" else (-ci[1], -ci[0])
-        if bad_lo > 0 and bad >= t:
-            decision = "worse"
-        elif bad_hi < 0 and -bad >= t:
-            decision = "better"
-        elif ci[0] > -t and ci[1] < t:
-            decision = "same"
-        else:
-            decision = "unclear"
-    return Metric(
-        key=d.key,
-        name=d.name,
-        unit=d.unit,
-        better=d.better,
-        decides=d.decides,
-        baseline=d.baseline,
-        candidate=d.candidate,
-        change=change,
-        ci=ci,
-        threshold=t,
-        noise_floor=d.noise_floor,
-        decision=decision,
-        note=d.note,
-    )
+def _pair_rows(sides, pairs, mask) -> list[StepPair]:
+    out = []
+    for p, plateau in zip(pairs, mask):
+        vals = []
+        for k, side in enumerate(sides):
+            row = {}
+            for key in _PAIR_KEYS:
+                v = np.array([_series(s.table, key)[p[1 + k][r]] for r, s in enumerate(side)])
+                row[key] = float(np.exp(np.mean(np.log(v)))) if np.all(v > 0) else None
+            if all(s.table.errors is not None for s in side):
+                e = sum(int(s.table.errors[p[1 + k][r]]) for r, s in enumerate(side))
+                n = sum(int(s.table.requests[p[1 + k][r]]) for r, s in enumerate(side)) + e
+                row["errors"], row["error_rate"] = e, e / n if n else None
+            else:
+                row["errors"] = row["error_rate"] = None
+            vals.append(row)
+        out.append(StepPair(p[0], tuple(p[1]), tuple(p[2]), bool(plateau), vals[0], vals[1]))
+    return out
 
 
 def _pct(v: float) -> str:
@@ -711,69 +525,37 @@ def _pct(v: float) -> str:
 
 
 def describe(m: Metric) -> str:
-    """One sentence a release manager can read: what changed, by how much, how sure."""
+    """A short phrase: the metric, its change and interval."""
     if m.change is None:
         return f"{m.name}: not judged ({m.note})"
-    word = {"lower": ("higher", "lower"), "higher": ("higher", "lower")}[m.better][0 if m.change > 0 else 1]
-    s = f"{m.name} is {abs(m.change) * 100:.1f}% {word} in the candidate"
-    if m.ci is not None:
-        s += f" (interval {_pct(m.ci[0])} to {_pct(m.ci[1])}"
-        s += f", threshold {m.threshold * 100:.0f}%)"
-    return s
+    if m.key == "error_rate":
+        s = f"{m.name} {m.change * 100:+.2f} points"
+        return s + (f" ({m.ci[0] * 100:+.2f} to {m.ci[1] * 100:+.2f})" if m.ci else "")
+    s = f"{m.name} {_pct(m.change)}"
+    return s + (f" (interval {_pct(m.ci[0])} to {_pct(m.ci[1])})" if m.ci else "")
 
 
 def _verdict(metrics: list[Metric]) -> tuple[str, str]:
+    """The verdict and one short sentence naming the metric that decided it."""
     dec = [m for m in metrics if m.decides]
-    worse = [m for m in dec if m.decision == "worse"]
-    better = [m for m in dec if m.decision == "better"]
+    size = lambda m: abs(m.change or 0.0) / (m.threshold or 1.0)  # noqa: E731
+    worse = sorted((m for m in dec if m.decision == "worse"), key=size, reverse=True)
+    better = sorted((m for m in dec if m.decision == "better"), key=size, reverse=True)
     judged = [m for m in dec if m.decision in ("worse", "better", "same", "unclear")]
+    more = lambda ms: f", and {len(ms) - 1} more metric(s)" if len(ms) > 1 else ""  # noqa: E731
     if worse:
-        reason = "; ".join(describe(m) for m in worse)
-        if better:
-            reason += ". Also improved: " + "; ".join(describe(m) for m in better)
-        return "regressed", reason
+        return "regressed", f"{describe(worse[0])}{more(worse)}"
     if better:
-        return "improved", "; ".join(describe(m) for m in better)
+        return "improved", f"{describe(better[0])}{more(better)}"
     if judged and all(m.decision == "same" for m in judged):
-        return "no change", "every judged metric stayed within its threshold: " + "; ".join(
-            describe(m) for m in judged
-        )
-    unclear = [m for m in judged if m.decision == "unclear"]
+        return "no change", f"all {len(judged)} judged metrics within their thresholds"
+    unclear = sorted((m for m in judged if m.decision == "unclear"), key=size, reverse=True)
     if unclear:
-        return "inconclusive", "the data cannot tell: " + "; ".join(
-            describe(m) + " — interval crosses the threshold" for m in unclear
+        return (
+            "inconclusive",
+            f"{describe(unclear[0])} could be inside or beyond +-{unclear[0].threshold:.0%}",
         )
-    return "inconclusive", "nothing could be judged: " + "; ".join(f"{m.name}: {m.note}" for m in dec)
-
-
-def _matched_bins(edges, counts, nbuck, compared, pct_point, pct_boot, level, min_blocks) -> list[MatchedBin]:
-    out = []
-    for j in range(len(edges) - 1):
-        nb, nc = int(counts[0, j]), int(counts[1, j])
-        if nb == 0 and nc == 0:
-            continue
-        if nb and not nc:
-            status = "baseline only"
-        elif nc and not nb:
-            status = "candidate only"
-        elif compared[j]:
-            status = "compared"
-        else:
-            status = f"too few blocks (< {min_blocks} on a side)"
-        lat = {}
-        if status == "compared":
-            for i, (pname, _, _) in enumerate(LATENCY_PCTS):
-                b, c = pct_point[0, j, i], pct_point[1, j, i]
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    reps = pct_boot[1, j, i] / pct_boot[0, j, i] - 1.0
-                change = float(c / b - 1.0) if b > 0 else None
-                lat[pname] = (float(b), float(c), change, stats.interval(reps, level))
-        out.append(
-            MatchedBin(
-                float(edges[j]), float(edges[j + 1]), nb, nc, int(nbuck[0, j]), int(nbuck[1, j]), status, lat
-            )
-        )
-    return out
+    return "inconclusive", "nothing could be judged (no matched steps with enough data)"
 
 
 # --------------------------------------------------------------------------
@@ -789,8 +571,39 @@ def _n(v, digits: int = 6):
     return float(f"{v:.{digits}g}") if v != 0 else 0.0
 
 
+def _metric_doc(m: Metric) -> dict:
+    return {
+        "key": m.key,
+        "name": m.name,
+        "unit": m.unit,
+        "better": m.better,
+        "decides": m.decides,
+        "baseline": _n(m.baseline),
+        "candidate": _n(m.candidate),
+        "change": _n(m.change),
+        "ci": None if m.ci is None else [_n(m.ci[0]), _n(m.ci[1])],
+        "threshold": _n(m.threshold),
+        "decision": m.decision,
+        "pairs": m.pairs,
+        "run_noise": _n(m.run_noise),
+        "note": m.note,
+    }
+
+
+def _pair_doc(p: StepPair) -> dict:
+    side = lambda d: {k: (_n(v) if not isinstance(v, int) else v) for k, v in d.items()}  # noqa: E731
+    return {
+        "concurrency": _n(p.concurrency),
+        "baseline_steps": list(p.baseline_steps),
+        "candidate_steps": list(p.candidate_steps),
+        "plateau": p.plateau,
+        "baseline": side(p.baseline),
+        "candidate": side(p.candidate),
+    }
+
+
 def to_json(c: Comparison) -> dict:
-    """The versioned JSON document of a comparison (deterministic for a given seed)."""
+    """The versioned JSON document of a comparison (deterministic)."""
     return {
         "schema": SCHEMA_VERSION,
         "kind": "comparison",
@@ -801,54 +614,16 @@ def to_json(c: Comparison) -> dict:
         "candidate": c.candidate_labels,
         "settings": {
             "threshold": c.threshold,
+            "error_threshold": c.error_threshold,
+            "run_noise": c.noise.floor,
             "confidence": c.confidence,
             "metric_confidence": _n(c.metric_confidence),
-            "n_boot": c.n_boot,
-            "seed": c.seed,
-            "min_blocks": c.min_blocks,
-            "block_s": c.block_s,
-            "bucket_s": c.bucket_s,
             "objective": None if c.objective is None else str(c.objective),
         },
-        "metrics": [
-            {
-                "key": m.key,
-                "name": m.name,
-                "unit": m.unit,
-                "better": m.better,
-                "decides": m.decides,
-                "baseline": _n(m.baseline),
-                "candidate": _n(m.candidate),
-                "change": _n(m.change),
-                "ci": None if m.ci is None else [_n(m.ci[0]), _n(m.ci[1])],
-                "threshold": _n(m.threshold),
-                "noise_floor": _n(m.noise_floor),
-                "decision": m.decision,
-                "note": m.note,
-            }
-            for m in c.metrics
-        ],
-        "bins": [
-            {
-                "rps_lo": _n(b.rps_lo),
-                "rps_hi": _n(b.rps_hi),
-                "status": b.status,
-                "baseline_requests": b.baseline_requests,
-                "candidate_requests": b.candidate_requests,
-                "baseline_blocks": b.baseline_blocks,
-                "candidate_blocks": b.candidate_blocks,
-                "latency": {
-                    p: {
-                        "baseline_s": _n(v[0]),
-                        "candidate_s": _n(v[1]),
-                        "change": _n(v[2]),
-                        "ci": None if v[3] is None else [_n(v[3][0]), _n(v[3][1])],
-                    }
-                    for p, v in b.latency.items()
-                },
-            }
-            for b in c.bins
-        ],
+        "noise": {"source": c.noise.source, "floor": c.noise.floor, "runs": list(c.noise.runs)},
+        "pairing": c.pairing,
+        "metrics": [_metric_doc(m) for m in c.metrics],
+        "pairs": [_pair_doc(p) for p in c.pairs],
         "notes": c.notes,
         "warnings": c.warnings,
     }

@@ -61,67 +61,36 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     )
 
 
-def _capacity_rows(s: Summary) -> list[tuple[str, float | None, str, bool | None]]:
-    """(name, value, format, higher_is_better or None) for the capacity table."""
-    cap = s.capacity
-    obj = f"throughput at {cap.objective}" if cap.objective else "throughput at objective"
-    return [
-        ("requests", float(s.buckets.kept), ",.0f", None),
-        ("max sustained throughput (req/s)", cap.max_rps, ",.0f", True),
-        (obj + " (req/s)", cap.rps_at_objective, ",.0f", True),
-        ("knee (req/s)", cap.knee_rps, ",.0f", True),
-        ("CPU at knee (%)", cap.cpu_at_knee, ".1f", False),
-        (f"throughput at {cap.cpu_target_pct:g} % CPU (req/s)", cap.rps_at_cpu_target, ",.0f", True),
-        (
-            "CPU per request (us)",
-            None if cap.cpu_s_per_req is None else cap.cpu_s_per_req * 1e6,
-            ".1f",
-            False,
-        ),
-        ("max useful throughput (req/s)", cap.max_useful_rps, ",.0f", True),
-    ]
+def _table(head: list[str], rows: list[list[str]], cls: str = "headroom") -> str:
+    """An HTML table; ``head`` and the cells are already-escaped HTML."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _labels(runs: Sequence[Summary]) -> list[str]:
+    """Run labels, made distinct (roles, then folder names) when two runs share one."""
+    labels = [s.label for s in runs]
+    if len(set(labels)) == len(labels):
+        return labels
+    if len(runs) == 2:
+        return [f"{labels[0]} (baseline)", f"{labels[1]} (candidate)"]
+    return [f"{s.label} ({s.run.meta.source})" for s in runs]
 
 
 def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
-    """Capacity numbers side by side; with two runs, the candidate's change in %."""
+    """Capacity figures of one run, or of several side by side: the rows ``headroom summary`` prints.
+
+    No change column: whether a difference matters is the comparison's
+    verdict, not a colour on a point estimate.
+    """
+    from .text import capacity_rows
+
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
-    rows = [_capacity_rows(s) for s in runs]
-    head = "".join(f"<th>{_E(s.label)}</th>" for s in runs)
-    if len(runs) == 2:
-        head += "<th>change</th>"
-    body = ""
-    for i, (name, _, fmt, better_up) in enumerate(rows[0]):
-        vals = [r[i][1] for r in rows]
-        cells = "".join(f"<td>{_num(v, fmt)}</td>" for v in vals)
-        if len(runs) == 2:
-            a, b = vals
-            if a and b is not None and a != 0:
-                d = 100.0 * (b - a) / a
-                cls = ""
-                if better_up is not None and d != 0:
-                    cls = "better" if (d > 0) == better_up else "worse"
-                cells += f'<td class="{cls}">{d:+.1f} %</td>'
-            else:
-                cells += "<td>&ndash;</td>"
-        body += f"<tr><th>{_E(name)}</th>{cells}</tr>"
-    notes = "".join(
-        f"<li>{_E(s.label)}: objective {_E(s.capacity.objective_status)}"
-        + (
-            f"; knee fit: {_E(s.capacity.knee.note)} (R&sup2; log {s.capacity.knee.r2_log:.2f})"
-            if s.capacity.knee
-            else ""
-        )
-        + "</li>"
-        for s in runs
-    )
-    return Fragment(
-        '<table class="headroom"><thead><tr><th></th>'
-        + head
-        + "</tr></thead><tbody>"
-        + body
-        + "</tbody></table>"
-        f"<ul class='notes'>{notes}</ul>"
-    )
+    per_run = [dict(capacity_rows(s)) for s in runs]
+    names = list(dict.fromkeys(name for r in (capacity_rows(s) for s in runs) for name, _ in r))
+    rows = [[f"<b>{_E(n.strip())}</b>"] + [_E(r.get(n, "-")) for r in per_run] for n in names]
+    return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows))
 
 
 def bins_table(s: Summary) -> Fragment:
@@ -154,22 +123,17 @@ def bins_table(s: Summary) -> Fragment:
 
 
 def steps_table(s: Summary) -> Fragment:
-    """The load steps of one run."""
-    st, sl = s.steps, s.step_latency
-    body = ""
-    for k in range(len(st)):
-        body += (
-            f"<tr><td>{k}</td><td>{_num(st.concurrency[k], 'd')}</td><td>{int(st.requests[k]):,}</td>"
-            f"<td>{_num((int(st.end_ns[k]) - int(st.start_ns[k])) / 1e9 if st.requests[k] else None, '.2f')}</td>"
-            f"<td>{_num(st.rps[k], ',.0f')}</td><td>{_num(sl.pct['p50'][k] * 1e3, '.2f')}</td>"
-            f"<td>{_num(sl.pct['p99'][k] * 1e3, '.2f')}</td></tr>"
-        )
+    """The per-step table of one run, as ``headroom summary`` prints it."""
+    from .text import _step_rows
+
+    head = ["step", "concurrency", "at s", "duration s", "requests", "errors", "req/s", "p50 ms", "p99 ms"]
+    head += ["max ms", "CPU %", "CPU us/req", "flags"]
+    rows = [[_E(c) for c in r] for r in _step_rows(s)]
+    cores = f"; CPU: 100 % = {s.table.cpu_cores:g} core(s)" if s.run.cpu is not None else ""
     return Fragment(
-        f"<p><b>{_E(s.label)}</b></p>"
-        '<table class="headroom"><thead><tr><th>step</th><th>concurrency</th><th>requests</th>'
-        "<th>duration s</th><th>req/s</th><th>p50 ms</th><th>p99 ms</th></tr></thead><tbody>"
-        + body
-        + "</tbody></table>"
+        f"<p><b>{_E(s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
+        f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
+        + _table(head, rows)
     )
 
 
@@ -181,31 +145,54 @@ def warnings_list(summaries: Summary | Sequence[Summary]) -> Fragment:
 
 
 def verdict(c) -> Fragment:
-    """The comparison verdict and its metrics table (from :func:`headroom.compare.compare_runs`)."""
+    """The comparison verdict, its metrics table, the step pairs and what was not judged."""
+    from .text import _conc, _metric_value, change_text, interval_text
+
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
-    rows = ""
+    rows = []
     for m in c.metrics:
-
-        def val(v, unit=m.unit):
-            if v is None:
-                return "&ndash;"
-            if unit == "s":
-                return _E(f"{v * 1e6:.1f} us" if v < 1e-3 else f"{v * 1e3:.3f} ms")
-            return _E(f"{v:,.0f} {unit}")
-
-        change = "&ndash;" if m.change is None else f"{m.change * 100:+.1f} %"
-        ci = "" if m.ci is None else f"{m.ci[0] * 100:+.1f} % to {m.ci[1] * 100:+.1f} %"
         cls = {"worse": "worse", "better": "better"}.get(m.decision, "")
-        rows += (
-            f"<tr><th>{_E(m.name)}</th><td>{val(m.baseline)}</td><td>{val(m.candidate)}</td>"
-            f'<td class="{cls}">{change}</td><td>{ci}</td><td>{_E(m.decision)}{"" if m.decides else " (info)"}</td></tr>'
+        decision = m.decision if m.decides else "information"
+        if m.decision == "not judged":
+            decision += f": {m.note}"
+        rows.append(
+            [
+                f"<b>{_E(m.name)}</b>",
+                _E(_metric_value(m.baseline, m.unit)),
+                _E(_metric_value(m.candidate, m.unit)),
+                f'<span class="{cls}">{_E(change_text(m))}</span>',
+                _E(interval_text(m)),
+                _E(decision),
+            ]
         )
+    head = ["metric", "baseline", "candidate", "change", f"interval ({c.confidence:.0%} for all)", "decision"]
+    pair_rows = []
+    for p in c.pairs:
+        b, k = p.baseline, p.candidate
+        ms = lambda v: "&ndash;" if v is None else f"{v * 1e3:.2f}"  # noqa: E731
+        pct = lambda v: "&ndash;" if v is None else f"{v * 100:+.1f} %"  # noqa: E731
+        pair_rows.append(
+            [
+                _E(_conc(p.concurrency)) + (" *" if p.plateau else ""),
+                _num(b["rps"], ",.0f"),
+                _num(k["rps"], ",.0f"),
+                pct(p.change("rps")),
+                ms(b["p99_s"]),
+                ms(k["p99_s"]),
+                pct(p.change("p99_s")),
+                pct(p.change("cpu_s_per_req")),
+                "?" if b["errors"] is None else f"{b['errors']:,}",
+                "?" if k["errors"] is None else f"{k['errors']:,}",
+            ]
+        )
+    pair_head = ["concurrency", "baseline req/s", "candidate req/s", "change", "baseline p99 ms"]
+    pair_head += ["candidate p99 ms", "change", "CPU/request change", "baseline errors", "candidate errors"]
     notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
     return Fragment(
         f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
-        '<table class="headroom"><thead><tr><th>metric</th><th>baseline</th><th>candidate</th><th>change</th>'
-        f"<th>interval ({c.confidence * 100:g} % for all decision metrics)</th><th>decision</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table>"
-        f"<p><small>threshold {c.threshold * 100:g} %, {c.n_boot} bootstrap resamples of "
-        f"&ge; {c.block_s:g} s blocks, seed {c.seed}</small></p><ul class='notes'>{notes}</ul>"
+        + _table(head, rows)
+        + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
+        f"</small></p><ul class='notes'>{notes}</ul>"
+        + "<p><b>Step pairs</b> (* = saturated steps, used for the plateau throughput)</p>"
+        + _table(pair_head, pair_rows)
     )

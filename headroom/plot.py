@@ -155,22 +155,23 @@ def headroom(
             ax.plot(x[~thin], y[~thin], "o", color=color, ms=4)
             if thin.any():
                 ax.plot(x[thin], y[thin], "o", mfc="none", color=color, ms=4)
-        knee = s.capacity.knee
-        if fit and knee is not None:
-            xs = np.linspace(0, min(knee.xmax_rps * 0.995, x_top), 200)
+        model = s.capacity.model
+        if fit and model is not None:
+            # the USL through Little's law: mean latency N / X(N) against X(N), measured range only
+            n = np.linspace(model.n_lo, model.n_hi, 200)
             ax.plot(
-                xs,
-                knee.latency_at(xs) * 1e3,
+                model.rps_at(n),
+                model.latency_s_at(n) * 1e3,
                 ":",
                 color=color,
-                lw=1.2,
-                label=f"{s.label} {_pname(knee.metric)} fit",
+                lw=1.4,
+                label=f"{s.label} USL model (mean latency)",
             )
-            if knee.knee_rps is not None:
-                ax.axvline(knee.knee_rps, color=color, ls=":", lw=1)
+            if model.knee_rps is not None:
+                ax.axvline(model.knee_rps, color=color, ls=":", lw=1)
                 ax.annotate(
-                    f"knee {knee.knee_rps:,.0f}",
-                    (knee.knee_rps, y_top * 1e3 * 0.97),
+                    f"knee {model.knee_rps:,.0f}",
+                    (model.knee_rps, y_top * 1e3 * 0.97),
                     rotation=90,
                     va="top",
                     ha="right",
@@ -180,7 +181,7 @@ def headroom(
         cap = s.capacity
         if objective and cap.objective is not None and cap.rps_at_objective is not None:
             ax.axvline(cap.rps_at_objective, color=color, ls="--", lw=1)
-            held = cap.objective_status.startswith("held")
+            held = cap.at_objective.lower_bound
             ax.annotate(
                 f"{'>= ' if held else ''}{cap.rps_at_objective:,.0f} req/s",
                 (cap.rps_at_objective, cap.objective.bound_s * 1e3),
@@ -324,24 +325,31 @@ def cpu_over_time(summaries: Summary | Sequence[Summary], *, per_cpu: bool = Tru
 
 
 def cpu_vs_throughput(summaries: Summary | Sequence[Summary], *, per_request: bool = False, ax=None):
-    """CPU per throughput bin (or CPU microseconds per request), with the fitted CPU line and target."""
+    """CPU of each load step (or CPU microseconds per request) against its throughput, and the CPU target."""
     runs = _runs(summaries)
     ax = _ax(ax)
+    drawn = False
     for s, color in zip(runs, _colors(len(runs))):
-        b = s.bins
-        ok = np.isfinite(b.cpu_pct) & (b.requests > 0)
-        if per_request:
-            ax.plot(b.rps[ok], b.cpu_s_per_req[ok] * 1e6, "o-", color=color, label=s.label)
-        else:
-            ax.plot(b.rps[ok], b.cpu_pct[ok], "o-", color=color, label=s.label)
-            fit = s.capacity.cpu
-            if fit is not None:
-                xs = np.array([0.0, max(float(np.nanmax(b.rps)), s.capacity.rps_at_cpu_target or 0) * 1.02])
-                ax.plot(xs, fit.intercept_pct + fit.slope_pct_per_rps * xs, ":", color=color, lw=1)
+        t = s.table
+        o = [i for i in t.order() if np.isfinite(t.cpu_pct[i]) and t.usable[i]]
+        if not o:
+            continue
+        drawn = True
+        y = t.cpu_s_per_req[o] * 1e6 if per_request else t.cpu_pct[o]
+        ax.plot(t.goodput_rps[o], y, "o-", color=color, label=f"{s.label} (steps)")
+        x_cpu = s.capacity.rps_at_cpu_target
+        if not per_request and x_cpu is not None:
+            ax.axvline(x_cpu, color=color, ls=":", lw=1)
+    if not drawn:
+        ax.text(0.5, 0.5, "no CPU samples", transform=ax.transAxes, ha="center", color="0.5")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return ax
+    cores = runs[0].table.cpu_cores
     if not per_request:
         target = runs[0].capacity.cpu_target_pct
         ax.axhline(target, color="0.3", ls="--", lw=1, label=f"CPU target {target:g} %")
-        ax.set_ylabel("CPU busy (%)")
+        ax.set_ylabel(f"CPU busy (%, 100 % = {cores:g} core(s))")
         ax.set_ylim(0, max(ax.get_ylim()[1], target * 1.1))
     else:
         ax.set_ylabel("CPU per request (us)")

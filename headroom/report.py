@@ -140,14 +140,12 @@ def load_summaries(
     return out
 
 
-def compare_summaries(summaries, *, objective: str = "", seed: int = 0):
+def compare_summaries(summaries, *, objective: str = ""):
     """The verdict for the comparison report (baseline first), with the CLI's defaults."""
     from .compare import compare_runs
 
     obj = parse_objective(objective) if objective else None
-    return compare_runs(
-        summaries[0], summaries[1], objective=obj, seed=seed, bucket_s=summaries[0].buckets.bucket_s
-    )
+    return compare_runs(summaries[0], summaries[1], objective=obj)
 
 
 def export_html(nb, *, title: str) -> str:

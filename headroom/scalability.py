@@ -229,7 +229,9 @@ def fit_usl(
     draws = e[rng.integers(0, len(n), size=(n_boot, len(n)))]
     boot = _solve(n, pred[None, :] * np.exp(draws))
     boot = boot[np.isfinite(boot).all(axis=1)]
-    figures = {k: [] for k in ("lambda_rps", "sigma", "kappa", "peak_concurrency", "capacity_rps", "knee_rps")}
+    figures = {
+        k: [] for k in ("lambda_rps", "sigma", "kappa", "peak_concurrency", "capacity_rps", "knee_rps")
+    }
     for c0, c1, c2 in boot:
         f = USLFit(1.0 / c0, c1 / c0, c2 / c0, fit.points, 0.0, fit.n_lo, fit.n_hi)
         figures["lambda_rps"].append(f.lambda_rps)

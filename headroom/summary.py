@@ -20,8 +20,8 @@ from .binning import (
     step_stats,
 )
 from .capacity import Capacity, capacity
-from .steps import StepTable, step_table
 from .model import PERCENTILES, SCHEMA_VERSION, HeadroomError, Objective, Run
+from .steps import StepTable, step_table
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,7 +265,11 @@ def _model_doc(m) -> dict | None:
 def _crossing_doc(c) -> dict | None:
     if c is None:
         return None
-    return {"rps": _num(c.rps), "status": c.status, "between_steps": None if c.steps is None else list(c.steps)}
+    return {
+        "rps": _num(c.rps),
+        "status": c.status,
+        "between_steps": None if c.steps is None else list(c.steps),
+    }
 
 
 def capacity_doc(cap: Capacity) -> dict:
@@ -307,7 +311,11 @@ def to_json(s: Summary) -> dict:
         "label": run.label,
         "source": run.meta.source,
         "format": run.format,
-        "requests": {"total": None if errors is None else kept + errors, "successful": kept, "errors": errors},
+        "requests": {
+            "total": None if errors is None else kept + errors,
+            "successful": kept,
+            "errors": errors,
+        },
         "duration_s": _num(duration),
         "bucket_s": s.buckets.bucket_s,
         "steps": _steps_doc(s),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from .model import PERCENTILES
 from .summary import Summary
 
 
@@ -27,16 +26,152 @@ def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
     return out
 
 
-def format_summary(s: Summary) -> str:
-    """The human-readable report of ``headroom summary``."""
-    run, steps, bins, cap = s.run, s.steps, s.bins, s.capacity
-    lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({run.format})"]
+def _rps(v) -> str:
+    return "-" if v is None else f"{v:,.0f} req/s"
+
+
+def _interval(ci, fmt=",.0f") -> str:
+    return "" if not ci else f" [{format(ci[0], fmt)} to {format(ci[1], fmt)}]"
+
+
+def _conc(v) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{v:g}"
+
+
+def capacity_rows(s: Summary) -> list[tuple[str, str]]:
+    """The capacity figures as (name, value) rows: the same text in the terminal, HTML and notebooks."""
+    cap, t = s.capacity, s.table
+    cores = f"100 % = {t.cpu_cores:g} core(s)"
+    rows = []
+    m = cap.model
+    if m is None:
+        why = (
+            "concurrency unknown (no ramp parameters in metadata)"
+            if not t.known_concurrency
+            else "fewer than 3 usable steps"
+        )
+        rows.append(("capacity (USL model)", f"no model: {why}"))
+    else:
+        if m.peak_reached:
+            where = f"at concurrency {m.peak_concurrency:.0f} (the peak)"
+            rows.append(
+                (
+                    "capacity (USL model)",
+                    f"{_rps(m.capacity_rps)}{_interval(m.ci.get('capacity_rps'))} {where}",
+                )
+            )
+        else:
+            rows.append(
+                (
+                    "capacity (USL model)",
+                    f">= {_rps(m.capacity_rps)}{_interval(m.ci.get('capacity_rps'))}: still rising at "
+                    f"concurrency {m.n_hi:g} (a lower bound)",
+                )
+            )
+        if m.knee_rps is not None:
+            cpu = f"; CPU there {cap.cpu_at_knee:.1f} %" if cap.cpu_at_knee is not None else ""
+            rows.append(
+                (
+                    "knee (USL, max power)",
+                    f"{_rps(m.knee_rps)}{_interval(m.ci.get('knee_rps'))} {m.knee_note}{cpu}",
+                )
+            )
+        else:
+            rows.append(("knee (USL, max power)", m.knee_note))
+        rows.append(
+            (
+                "  model fit",
+                f"lambda {m.lambda_rps:,.0f} req/s, sigma {m.sigma:.3g}, kappa {m.kappa:.3g}, "
+                f"R2(log) {m.r2_log:.2f} on {m.points} steps",
+            )
+        )
+    if cap.plateau_rps is not None:
+        steps = ", ".join(str(i) for i in cap.plateau_steps)
+        rows.append(("plateau throughput", f"{_rps(cap.plateau_rps)} (median of saturated steps {steps})"))
+    if cap.peak_step is not None:
+        rows.append(
+            (
+                "peak step",
+                f"{_rps(cap.peak_step_rps)} (step {cap.peak_step}, concurrency "
+                f"{_conc(t.concurrency[cap.peak_step])}; information: the noisiest figure)",
+            )
+        )
+    if cap.objective is not None:
+        rows.append((f"throughput at {cap.objective}", objective_text(cap)))
+    rows.append((f"throughput at {cap.cpu_target_pct:g} % CPU", cpu_target_text(cap, cores)))
+    if cap.cpu_s_per_req is not None:
+        rows.append(("CPU per request", f"{cap.cpu_s_per_req * 1e6:.1f} us ({cores})"))
+    if cap.max_useful_rps is not None:
+        src = "throughput at the objective" if cap.objective is not None else "the knee"
+        rows.append(("max useful throughput", f"{_rps(cap.max_useful_rps)} ({src})"))
+    if cap.current_load_rps is not None:
+        hr = "unknown" if cap.headroom_pct is None else f"{cap.headroom_pct:.1f} %"
+        rows.append((f"headroom at {cap.current_load_rps:,.0f} req/s", hr))
+    if cap.target_load_rps is not None:
+        rows.append((f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d")))
+    return rows
+
+
+def objective_text(cap) -> str:
+    c = cap.at_objective
+    if c.status == "crossed":
+        cpu = f"; CPU there {cap.cpu_at_objective:.1f} %" if cap.cpu_at_objective is not None else ""
+        return f"{_rps(c.rps)} (broken between steps {c.steps[0]} and {c.steps[1]}){cpu}"
+    if c.status == "held":
+        return f">= {_rps(c.rps)} (held at every step: a lower bound)"
+    if c.status == "at lowest step":
+        return "none: already broken at the lowest step"
+    return "unknown: no usable step"
+
+
+def cpu_target_text(cap, cores: str) -> str:
+    c = cap.at_cpu_target
+    if c.status == "crossed":
+        return f"{_rps(c.rps)} (between steps {c.steps[0]} and {c.steps[1]}; {cores})"
+    if c.status == "held":
+        return f"not reached: highest CPU measured {cap.cpu_max_pct:.1f} % ({cores})"
+    if c.status == "at lowest step":
+        return f"exceeded already at the lowest step ({cores})"
+    return "unknown: no CPU data"
+
+
+def _step_rows(s: Summary) -> list[list[str]]:
+    t, steps = s.table, s.steps
     has = steps.requests > 0
     t0 = int(steps.start_ns[has].min()) if has.any() else 0
-    dur = (int(steps.end_ns[has].max()) - t0) / 1e9 if has.any() else 0.0
+    rows = []
+    for k in range(len(t)):
+        lat = t.latency
+        rows.append(
+            [
+                str(k),
+                _conc(t.concurrency[k]),
+                _f((int(steps.start_ns[k]) - t0) / 1e9 if steps.requests[k] else None, ".1f"),
+                _f(t.duration_s[k] if steps.requests[k] else None, ".2f"),
+                f"{int(t.requests[k]):,}",
+                "?" if t.errors is None else f"{int(t.errors[k]):,}",
+                _f(t.goodput_rps[k], ",.0f"),
+                _ms(lat.pct["p50"][k]),
+                _ms(lat.pct["p99"][k]),
+                _ms(lat.max_s[k]),
+                _f(t.cpu_pct[k], ".1f"),
+                _f(t.cpu_s_per_req[k] * 1e6, ".1f"),
+                ",".join(t.flags(k)),
+            ]
+        )
+    return rows
+
+
+def format_summary(s: Summary) -> str:
+    """The human-readable report of ``headroom summary`` (fits 100 columns)."""
+    run, bins, t = s.run, s.bins, s.table
+    steps = s.steps
+    lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({run.format})"]
+    has = steps.requests > 0
+    dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
+    errs = "errors unknown (no status column)" if t.errors is None else f"{int(t.errors.sum()):,} errors"
     lines.append(
-        f"  requests: {int(steps.requests.sum()) + run.errors:,} ({s.buckets.kept:,} kept, {run.errors:,} errors)"
-        f" over {dur:.1f} s in {len(steps)} steps; throughput in {s.buckets.bucket_s:g} s buckets"
+        f"  requests: {int(t.requests.sum()):,} successful, {errs}, over {dur:.1f} s in {len(t)} steps"
     )
     if s.overlap is None:
         lines.append("  CPU: no cpuStats file")
@@ -46,117 +181,53 @@ def format_summary(s: Summary) -> str:
             f"  CPU: {s.overlap.samples} samples{per} cover {s.overlap.overlap_s:.1f} s of the "
             f"{s.overlap.load_s:.1f} s load window; 100 % = {run.cpu.cores:g} core(s)"
         )
-    lines += ["", "steps"]
-    rows = []
-    for k in range(len(steps)):
-        rows.append(
-            [
-                str(k),
-                _f(steps.concurrency[k], "d"),
-                _f((int(steps.start_ns[k]) - t0) / 1e9 if steps.requests[k] else None, ".3f"),
-                _f(
-                    (int(steps.end_ns[k]) - int(steps.start_ns[k])) / 1e9 if steps.requests[k] else None,
-                    ".3f",
-                ),
-                f"{int(steps.requests[k]):,}",
-                _f(steps.rps[k], ",.0f"),
-                _ms(s.step_latency.pct["p50"][k]),
-                _ms(s.step_latency.pct["p99"][k]),
-                _ms(s.step_latency.max_s[k]),
-            ]
-        )
+    lines += ["", "steps (latency in ms; flags: short = too short to trust, client-paced = Little's law)"]
     lines += _table(
-        ["step", "conc", "start s", "dur s", "requests", "req/s", "p50 ms", "p99 ms", "max ms"],
-        rows,
-        "rrrrrrrrr",
+        [
+            "step",
+            "conc",
+            "at s",
+            "dur s",
+            "requests",
+            "errors",
+            "req/s",
+            "p50",
+            "p99",
+            "max",
+            "cpu %",
+            "us/req",
+            "flags",
+        ],
+        _step_rows(s),
+        "rrrrrrrrrrrrl",
     )
     lines += [
         "",
-        "throughput bins (latency in ms; ~ marks a percentile with fewer than 10 requests above it)",
+        f"throughput bins of {s.buckets.bucket_s:g} s buckets (latency in ms; ~: fewer than 10 requests above it)",
     ]
     lat = bins.latency
     rows = []
+    shown = ("p50", "p90", "p99", "p999")
     for i in range(len(bins)):
         n = int(lat.requests[i])
         row = [
             f"{bins.rps_lo[i]:,.0f}-{bins.rps_hi[i]:,.0f}",
             _f(bins.rps[i], ",.0f"),
-            str(int(bins.buckets[i])),
             f"{n:,}",
             _ms(lat.mean_s[i]),
         ]
-        for name, _, _ in PERCENTILES:
+        for name in shown:
             v = _ms(lat.pct[name][i])
             row.append(("~" + v) if n and lat.thin[name][i] else v)
-        row += [_ms(lat.max_s[i]), _f(bins.cpu_pct[i], ".1f"), _f(bins.cpu_s_per_req[i] * 1e6, ".1f")]
+        row += [_ms(lat.max_s[i]), _f(bins.cpu_pct[i], ".1f")]
         rows.append(row)
-    pnames = [p[0].replace("p995", "p99.5").replace("p999", "p99.9") for p in PERCENTILES]
     lines += _table(
-        ["req/s bin", "req/s", "buckets", "requests", "mean", *pnames, "max", "cpu %", "cpu us/req"],
+        ["req/s bin", "req/s", "requests", "mean", "p50", "p90", "p99", "p99.9", "max", "cpu %"],
         rows,
-        "l" + "r" * (5 + len(pnames) + 3),
+        "lrrrrrrrrr",
     )
-    lines += ["", "capacity"]
-    kv = []
-    if cap.max_rps is not None:
-        conc = steps.concurrency[cap.max_rps_step]
-        kv.append(
-            (
-                "max sustained throughput",
-                f"{cap.max_rps:,.0f} req/s (step {cap.max_rps_step}"
-                + (f", concurrency {conc})" if conc is not None else ")"),
-            )
-        )
-    if cap.objective is not None:
-        if cap.rps_at_objective is None:
-            kv.append((f"throughput at {cap.objective}", f"none: {cap.objective_status}"))
-        else:
-            prefix = ">= " if cap.objective_status.startswith("held") else ""
-            cpu = cap.cpu_at_objective
-            kv.append(
-                (
-                    f"throughput at {cap.objective}",
-                    f"{prefix}{cap.rps_at_objective:,.0f} req/s ({cap.objective_status})"
-                    + (f"; CPU there {cpu:.1f} %" if cpu is not None else ""),
-                )
-            )
-    k = cap.knee
-    if k is None:
-        kv.append(("knee", "not fitted: fewer than 4 bins with enough requests"))
-    else:
-        where = f"{k.knee_rps:,.0f} req/s" if k.knee_rps is not None else "beyond the measured load"
-        cpu = cap.cpu_at_knee
-        kv.append(("knee", where + (f"; CPU there {cpu:.1f} %" if cpu is not None else "")))
-        kv.append(
-            (
-                f"  fit of {k.metric}",
-                f"{k.model}: L0 {k.l0_s * 1e3:.3g} ms, Xmax {k.xmax_rps:,.0f} req/s, k {k.k:.2g}, "
-                f"R2(log) {k.r2_log:.2f} on {k.points} bins",
-            )
-        )
-    if cap.rps_at_cpu_target is not None:
-        kv.append(
-            (
-                f"throughput at {cap.cpu_target_pct:g} % CPU",
-                f"{cap.rps_at_cpu_target:,.0f} req/s"
-                + (" (extrapolated beyond the measured CPU)" if cap.cpu_target_extrapolated else ""),
-            )
-        )
-    elif run.cpu is not None:
-        kv.append((f"throughput at {cap.cpu_target_pct:g} % CPU", "unknown (CPU does not rise with load)"))
-    if cap.cpu_s_per_req is not None:
-        kv.append(("CPU per request", f"{cap.cpu_s_per_req * 1e6:.1f} us"))
-    if cap.max_useful_rps is not None:
-        kv.append(("max useful throughput", f"{cap.max_useful_rps:,.0f} req/s"))
-    if cap.current_load_rps is not None:
-        kv.append(
-            (
-                f"headroom at {cap.current_load_rps:,.0f} req/s",
-                _f(cap.headroom_pct, ".1f") + " %" if cap.headroom_pct is not None else "unknown",
-            )
-        )
-    if cap.target_load_rps is not None:
-        kv.append((f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d")))
+    lines += ["", "capacity (from the steps; [interval] from a bootstrap of the model's residuals)"]
+    kv = capacity_rows(s)
     w = max(len(a) for a, _ in kv) if kv else 0
     lines += [f"  {a.ljust(w)}  {b}" for a, b in kv]
     return "\n".join(lines) + "\n"
@@ -171,6 +242,8 @@ def _metric_value(v, unit: str) -> str:
         return f"{v * 1e3:.3f} ms" if v < 1 else f"{v:.3f} s"
     if unit == "req/s":
         return f"{v:,.0f} req/s"
+    if unit == "%":
+        return f"{v * 100:.3f} %"
     return f"{v:g} {unit}"
 
 
@@ -188,56 +261,84 @@ def format_comparison(c) -> str:
     """The benchstat-like table of ``headroom compare``."""
     base = ", ".join(c.baseline_labels)
     cand = ", ".join(c.candidate_labels)
-    n_dec = sum(1 for m in c.metrics if m.decides and m.decision != "not judged")
     lines = [
         f"headroom compare: {base} (baseline) vs {cand} (candidate)",
-        f"  threshold {c.threshold * 100:g}%, {c.confidence * 100:g}% confidence over {n_dec} judged decision "
-        f"metric(s) ({c.metric_confidence * 100:.2f}% each), {c.n_boot} resamples of >= {c.block_s:g} s blocks, "
-        f"seed {c.seed}, {c.bucket_s:g} s buckets"
-        + (f", objective {c.objective}" if c.objective is not None else ""),
+        f"  steps paired {c.pairing}; threshold {c.threshold:.0%}, errors {c.error_threshold * 100:g} points; "
+        f"{c.confidence:.0%} confidence for all decision metrics together",
+        f"  {c.noise.describe()}",
         "",
     ]
     rows = []
     for m in c.metrics:
-        delta = "-" if m.change is None else f"{m.change * 100:+.1f}%"
-        ci = "" if m.ci is None else f"[{m.ci[0] * 100:+.1f}%, {m.ci[1] * 100:+.1f}%]"
-        mark = _MARK[m.decision] + ("" if m.decides else (" (info)" if m.decision != "shown" else "info"))
         rows.append(
             [
                 m.name,
                 _metric_value(m.baseline, m.unit),
                 _metric_value(m.candidate, m.unit),
-                delta,
-                ci,
-                mark.strip(),
+                change_text(m),
+                interval_text(m),
+                _MARK[m.decision] if m.decides else "info",
             ]
         )
-    lines += _table(["metric", "baseline", "candidate", "delta", "interval", ""], rows, "lrrrll")
-    lines += ["", f"throughput bins (>= {c.min_blocks} blocks of requests per side to compare)"]
+    lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+    lines += ["", "step pairs (latency in ms; * = saturated step, used for plateau throughput)"]
     rows = []
-    for b in c.bins:
-        p99 = b.latency.get("p99")
-        p99s = ""
-        if p99 is not None and p99[2] is not None:
-            p99s = f"p99 {p99[0] * 1e3:.2f} -> {p99[1] * 1e3:.2f} ms ({p99[2] * 100:+.1f}%)"
+    for p in c.pairs:
+        b, k = p.baseline, p.candidate
         rows.append(
             [
-                f"{b.rps_lo:,.0f}-{b.rps_hi:,.0f}",
-                f"{b.baseline_requests:,} / {b.baseline_blocks}",
-                f"{b.candidate_requests:,} / {b.candidate_blocks}",
-                b.status,
-                p99s,
+                ("*" if p.plateau else " ") + _conc(p.concurrency),
+                _f(b["rps"], ",.0f"),
+                _f(k["rps"], ",.0f"),
+                _pct(p.change("rps")),
+                _ms(b["p99_s"]),
+                _ms(k["p99_s"]),
+                _pct(p.change("p99_s")),
+                _pct(p.change("cpu_s_per_req")),
+                "?" if b["errors"] is None else str(b["errors"]),
+                "?" if k["errors"] is None else str(k["errors"]),
             ]
         )
     lines += _table(
-        ["req/s bin", "baseline req / blocks", "candidate req / blocks", "status", ""], rows, "lrrll"
+        [
+            "conc",
+            "base req/s",
+            "cand req/s",
+            "change",
+            "base p99",
+            "cand p99",
+            "change",
+            "cpu/req",
+            "base err",
+            "cand err",
+        ],
+        rows,
+        "rrrrrrrrrr",
     )
     lines += ["", f"verdict: {c.verdict.upper()}: {c.reason}"]
-    notes = list(c.notes)
     why: dict[str, list[str]] = {}
     for m in c.metrics:
         if m.decides and m.decision == "not judged":
             why.setdefault(m.note, []).append(m.name)
-    notes += [f"not judged ({note}): {', '.join(names)}" for note, names in why.items()]
-    lines += [f"note: {n}" for n in notes]
+    lines += [f"not judged: {', '.join(names)}: {note}" for note, names in why.items()]
     return "\n".join(lines) + "\n"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def change_text(m) -> str:
+    if m.change is None:
+        return "-"
+    if m.key == "error_rate":
+        return f"{m.change * 100:+.2f} pt"
+    return _pct(m.change)
+
+
+def interval_text(m) -> str:
+    if m.ci is None:
+        return ""
+    if m.key == "error_rate":
+        return f"[{m.ci[0] * 100:+.2f}, {m.ci[1] * 100:+.2f}] pt"
+    return f"[{m.ci[0] * 100:+.1f}%, {m.ci[1] * 100:+.1f}%]"
