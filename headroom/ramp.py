@@ -107,9 +107,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "ramp",
         help="record a ramp run: drive hey (or vegeta/oha) step by step, sample the server's CPU",
-        description="Record a load-test ramp against URL: one load-generator run per step "
-        "(closed loop at increasing concurrency, or open loop at increasing rate), the "
-        "server's CPU sampled with psutil, written as a run folder headroom reads.",
+        description="Record a load-test ramp against URL: one load-generator run per step (closed\n"
+        "loop at increasing concurrency, or open loop at increasing rate), the server's CPU\n"
+        "sampled with psutil, written as a run folder that headroom summary/compare/report read.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -133,11 +133,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--cpu-pid",
-        nargs="+",
-        action="extend",
+        action="append",
         default=[],
         metavar="PID",
-        help="sample these processes and their children (default: the whole machine, per CPU)",
+        help="sample this process and its children (repeat, or PID,PID; default: the whole machine, per CPU)",
     )
     p.add_argument("--cpu-interval", default="1s", metavar="DUR", help="CPU sampling interval (default: 1s)")
     p.add_argument(
@@ -238,7 +237,7 @@ def _positive(text: str | None, option: str) -> int | None:
 
 def _pids(values: list[str]) -> list[int]:
     out = []
-    for v in values:
+    for v in (x.strip() for value in values for x in value.split(",")):
         try:
             pid = int(v)
         except ValueError:
@@ -799,9 +798,9 @@ class Recorder:
             return
         n = len(self.levels)
         lvl = f"rate {step.rate:>7g}" if self.open_loop else f"concurrency {step.concurrency:>4}"
-        err = "?" if step.errors is None else f"{step.errors:,}"
+        err = "unknown" if step.errors is None else f"{step.errors:,}"
         if step.errors is None and step.non2xx:
-            err = f"{step.non2xx:,} non-2xx + ?"
+            err = f"{step.non2xx:,} non-2xx + unknown"
         print(
             f"step {step.index + 1:>{len(str(n))}}/{n}  {lvl}  {step.requests:>10,} req  "
             f"{step.throughput:>9,.0f} req/s  errors {err}  generator CPU {step.generator_cpu_pct:.0f}%",
