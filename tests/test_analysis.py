@@ -166,48 +166,86 @@ def synthetic_run(rates, latencies, seconds=2.0, cpu_pct=None):
     return Run(req, cpu, RunMeta("synthetic", "synthetic", {"lower_concurrency": 1, "concurrency_step": 1}))
 
 
-def test_knee_fit_recovers_known_curve():
-    l0, xmax, k = 0.001, 10_000.0, 2.0
-    rates = np.arange(1000, 9001, 1000) + 500
-    lat = l0 / (1 - (rates / xmax) ** k)
-    run = synthetic_run(rates, lat, cpu_pct=lambda x: 5 + x / 200)
+def usl_rps(n, lam, sigma, kappa):
+    return lam * n / (1 + sigma * (n - 1) + kappa * n * (n - 1))
+
+
+def test_usl_fit_recovers_known_curve_and_its_figures():
+    # steps at concurrency 1..16 driven exactly at USL throughputs; latency by Little's law
+    lam, sigma, kappa = 1000.0, 0.05, 0.002
+    conc = np.arange(1, 17)
+    rates = usl_rps(conc, lam, sigma, kappa)
+    run = synthetic_run(rates, conc / rates, cpu_pct=lambda x: 5 + x / 200)
     s = analyze(run, bin_width=1000)
-    fit = s.capacity.knee
-    assert fit.xmax_rps == pytest.approx(xmax, rel=0.03)
-    assert fit.k == pytest.approx(k, rel=0.1)
-    assert fit.knee_rps == pytest.approx(xmax * (k + 1) ** (-1 / k), rel=0.03)  # power-optimal point
-    # CPU rises 1 % per 200 req/s from 5 %: 70 % at 13,000 req/s (beyond the data: extrapolated)
-    assert s.capacity.rps_at_cpu_target == pytest.approx(13_000, rel=0.01)
-    assert s.capacity.cpu_target_extrapolated
-    assert s.capacity.cpu_at_knee == pytest.approx(5 + fit.knee_rps / 200, rel=0.01)
-    # CPU seconds per request: (5 + x/200) % of a core / x req/s, averaged over the run
-    assert s.capacity.cpu_s_per_req > 0
-    assert s.capacity.max_rps == pytest.approx(9500, rel=0.01)
+    m = s.capacity.model
+    assert (m.lambda_rps, m.sigma, m.kappa) == pytest.approx((lam, sigma, kappa), rel=0.02)
+    # peak N* = sqrt((1 - sigma) / kappa) = 21.8: beyond the ramp, so capacity is X(16), a lower bound
+    assert m.peak_concurrency == pytest.approx(math.sqrt((1 - sigma) / kappa), rel=0.02)
+    assert not m.peak_reached
+    assert m.capacity_rps == pytest.approx(rates[-1], rel=0.01)
+    # knee: maximum of X(N)^2 / N, found here by brute force on a fine grid
+    grid = np.linspace(1, 16, 150_001)
+    n_knee = grid[np.argmax(usl_rps(grid, lam, sigma, kappa) ** 2 / grid)]
+    assert m.knee_concurrency == pytest.approx(n_knee, rel=0.02)
+    assert s.capacity.knee_rps == pytest.approx(usl_rps(n_knee, lam, sigma, kappa), rel=0.02)
+    lo, hi = m.ci["capacity_rps"]
+    assert lo <= m.capacity_rps <= hi
+    # CPU rises 1 % per 200 req/s from 5 %: it never reaches 70 % (highest step ~9,700 req/s -> 53 %)
+    assert s.capacity.rps_at_cpu_target is None and s.capacity.at_cpu_target.status == "held"
+    assert s.capacity.cpu_max_pct == pytest.approx(5 + rates.max() / 200, rel=0.01)
+    assert s.capacity.cpu_at_knee == pytest.approx(5 + usl_rps(n_knee, lam, sigma, kappa) / 200, rel=0.02)
+    assert s.capacity.peak_step_rps == pytest.approx(rates.max(), rel=0.01)
+    # the model's figures never exceed what the ramp measured by more than the fit's error
+    assert s.capacity.knee_rps <= s.capacity.capacity_rps <= s.capacity.peak_step_rps * 1.01
 
 
-def test_objective_crossing_interpolates_between_bins():
+def test_usl_fit_finds_a_peak_inside_the_ramp():
+    lam, sigma, kappa = 500.0, 0.02, 0.01
+    conc = np.arange(1, 21)  # synthetic_run's metadata: concurrency 1, 2, 3 ...
+    rates = usl_rps(conc, lam, sigma, kappa)
+    m = analyze(synthetic_run(rates, conc / rates, seconds=2.0)).capacity.model
+    n_star = math.sqrt((1 - sigma) / kappa)
+    assert m.peak_reached and m.peak_concurrency == pytest.approx(n_star, rel=0.02)
+    assert m.capacity_rps == pytest.approx(usl_rps(n_star, lam, sigma, kappa), rel=0.01)
+
+
+def test_cpu_target_is_interpolated_between_steps_and_never_extrapolated():
+    rates = np.array([1000.0, 3000, 5000, 7000, 9000])
+    run = synthetic_run(rates, 1e-3 * np.ones(5), cpu_pct=lambda x: x / 100)  # 10 % ... 90 %
+    cap = analyze(run).capacity
+    # 70 % CPU is the step at 7,000 req/s exactly; between 50 % (5,000) and 70 % (7,000)
+    assert cap.rps_at_cpu_target == pytest.approx(7000, rel=0.01)
+    low = analyze(synthetic_run(rates, 1e-3 * np.ones(5), cpu_pct=lambda x: x / 1000)).capacity
+    assert low.rps_at_cpu_target is None and low.cpu_max_pct == pytest.approx(9.0, rel=0.01)
+
+
+def test_objective_crossing_interpolates_between_steps():
     rates = np.array([1500, 2500, 3500, 4500, 5500, 6500])
     lat = np.array([1, 2, 3, 4, 5, 6]) * 1e-3
     run = synthetic_run(rates, lat)
     s = analyze(
         run,
         objective=parse_objective("p99<=4.5ms"),
-        bin_width=1000,
         current_load_rps=2000,
         target_load_rps=20_000,
     )
-    x = s.bins.rps[s.bins.latency.requests > 0]
-    assert np.all(np.abs(x - rates) < 0.01 * rates)
+    # step throughput = requests / (last response - first start), computed here independently
+    x = np.array([int(r * 2.0) / ((int(r * 2.0) - 1) / r + l) for r, l in zip(rates, lat)])
     expect = x[3] + (4.5e-3 - 4e-3) / (5e-3 - 4e-3) * (x[4] - x[3])
     cap = s.capacity
-    assert cap.objective_status == "crossed"
-    assert cap.rps_at_objective == pytest.approx(expect)
+    assert cap.at_objective.status == "crossed" and cap.at_objective.steps == (3, 4)
+    assert cap.rps_at_objective == pytest.approx(expect, rel=1e-6)
     assert cap.headroom_pct == pytest.approx(100 * (1 - 2000 / expect))
     assert cap.instances == math.ceil(20_000 / expect)
-    held = analyze(run, objective=parse_objective("p99<=10ms"), bin_width=1000).capacity
-    assert held.objective_status.startswith("held") and held.rps_at_objective == pytest.approx(x[-1])
-    never = analyze(run, objective=parse_objective("p99<=0.5ms"), bin_width=1000).capacity
-    assert never.rps_at_objective is None and "violated" in never.objective_status
+    held = analyze(run, objective=parse_objective("p99<=10ms")).capacity
+    assert held.at_objective.lower_bound and held.rps_at_objective <= x.max()
+    never = analyze(run, objective=parse_objective("p99<=0.5ms")).capacity
+    assert never.rps_at_objective is None and never.at_objective.status == "at lowest step"
+    # a single step breaking the objective is enough: "held" only when every step holds it
+    lat2 = lat.copy()
+    lat2[2] = 7e-3
+    one = analyze(synthetic_run(rates, lat2), objective=parse_objective("p99<=6.5ms")).capacity
+    assert one.at_objective.status == "crossed" and one.at_objective.steps == (1, 2)
 
 
 @st.composite

@@ -101,7 +101,7 @@ def test_bom_and_crlf_work_like_plain_files(tmp_path):
         doc = json.loads(out.read_text())
         docs.append({k: doc[k] for k in ("requests", "steps", "bins", "cpu", "capacity")})
     assert docs[0] == docs[1]
-    assert docs[0]["requests"]["total"] == 300
+    assert docs[0]["requests"]["successful"] == 300
 
 
 def test_truncated_last_line_is_dropped_with_a_warning(tmp_path):
@@ -111,7 +111,7 @@ def test_truncated_last_line_is_dropped_with_a_warning(tmp_path):
     assert p.stderr.startswith("headroom: warning: ") and p.stderr.count("\n") == 1
     assert "perfResults.csv:303: dropped a truncated last line '2024-01-02T03'" in p.stderr
     doc = json.loads(out.read_text())
-    assert doc["requests"]["total"] == 300  # the 300 complete rows, not the partial one
+    assert doc["requests"]["successful"] == 300  # the 300 complete rows, not the partial one
     assert any("truncated last line" in w for w in doc["warnings"])
 
 
@@ -121,7 +121,7 @@ def test_cpu_not_overlapping_is_left_out_with_a_warning(tmp_path):
     assert p.returncode == 0 and "do not overlap the load window" in p.stderr
     doc = json.loads(out.read_text())
     assert doc["cpu"] is None and all(b["cpu_pct"] is None for b in doc["bins"])
-    assert doc["capacity"]["rps_at_cpu_target"] is None
+    assert doc["capacity"]["at_cpu_target"]["status"] == "no data"
 
 
 def test_skip_bad_rows_counts_and_names_the_first(tmp_path):
@@ -129,7 +129,7 @@ def test_skip_bad_rows_counts_and_names_the_first(tmp_path):
     p = cli("summary", BAD / "garbage-timestamp", "--skip-bad-rows", "--bucket", "20ms", "--json", out)
     assert p.returncode == 0, p.stderr
     assert "skipped 1 bad row(s) (--skip-bad-rows); first: line 5: bad start-time 'yesterday'" in p.stderr
-    assert json.loads(out.read_text())["requests"]["total"] == 9
+    assert json.loads(out.read_text())["requests"]["successful"] == 9
     # several kinds in one file: counted, first named, the rest of the rows kept exactly
     lines = (BAD / "garbage-timestamp" / "perfResults.csv").read_text().splitlines()
     lines[6] = lines[6].split(",")[0] + ",-1"
@@ -139,7 +139,7 @@ def test_skip_bad_rows_counts_and_names_the_first(tmp_path):
     (many / "perfResults.csv").write_text("\n".join(lines) + "\n")
     p = cli("summary", many, "--skip-bad-rows", "--bucket", "20ms", "--json", out)
     assert p.returncode == 0 and "skipped 3 bad row(s)" in p.stderr and "first: line 5" in p.stderr
-    assert json.loads(out.read_text())["requests"]["total"] == 7
+    assert json.loads(out.read_text())["requests"]["successful"] == 7
 
 
 def test_yaml_tags_never_run(tmp_path):

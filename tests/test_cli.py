@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 
@@ -22,48 +23,40 @@ def test_summary_json_document(tmp_path):
     )
     assert rc == 0, stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == 1 and doc["label"] == "nginx-1.22.1-keepalive"
+    assert doc["schema"] == 2 and doc["kind"] == "summary" and doc["label"] == "nginx-1.22.1-keepalive"
     ref = reference.read_perf(RUNS / "nginx-keepalive" / "perfResults.csv.gz")
     n = sum(map(len, ref))
-    assert doc["requests"] == {"total": n, "kept": n, "errors": 0}
+    # throughputramp files have no status column: failed requests are unknown, never 0
+    assert doc["requests"] == {"total": None, "successful": n, "errors": None}
     assert [s["requests"] for s in doc["steps"]] == [len(s) for s in ref]
+    assert all(s["errors"] is None for s in doc["steps"])
     assert [s["concurrency"] for s in doc["steps"]] == [1, 5, 9, 13, 17, 21, 25, 29]
     for s, sec in zip(doc["steps"], ref):
         starts = [r[0] for r in sec]
         ends = [r[0] + round(r[1] * 1e9) for r in sec]
-        assert s["rps"] == pytest.approx(len(sec) / ((max(ends) - min(starts)) / 1e9), rel=1e-5)
-    assert doc["capacity"]["max_rps"] == max(s["rps"] for s in doc["steps"])
-    keys = {
-        "rps_lo",
-        "rps_hi",
-        "requests",
-        "mean_s",
-        "p50_s",
-        "p90_s",
-        "p95_s",
-        "p99_s",
-        "p995_s",
-        "p999_s",
-        "max_s",
-        "cpu_pct",
-    }
+        assert s["goodput_rps"] == pytest.approx(len(sec) / ((max(ends) - min(starts)) / 1e9), rel=1e-5)
+        lat = sorted(r[1] for r in sec)
+        assert s["p99_s"] == pytest.approx(lat[math.ceil(0.99 * len(lat)) - 1])
+        # Little's law: goodput x mean latency / concurrency, from the raw rows
+        little = s["goodput_rps"] * (sum(lat) / len(lat)) / s["concurrency"]
+        assert s["little"] == pytest.approx(little, rel=1e-4)
+    cap = doc["capacity"]
+    assert cap["peak_step_rps"] == max(s["goodput_rps"] for s in doc["steps"])
+    assert cap["peak_step_rps"] >= cap["plateau_rps"]
+    assert cap["capacity_rps"] >= cap["knee_rps"]
+    assert cap["max_useful_rps"] <= cap["peak_step_rps"]
+    keys = {"rps_lo", "rps_hi", "requests", "mean_s", "p50_s", "p90_s", "p99_s", "p999_s", "max_s", "cpu_pct"}
     assert all(keys <= set(b) for b in doc["bins"])
     assert sum(b["requests"] for b in doc["bins"]) == n
     assert {"samples", "overlap_s"} <= set(doc["cpu"])
     assert doc["cpu"]["samples"] == 15
-    cap = doc["capacity"]
-    assert {
-        "max_rps",
-        "objective",
-        "rps_at_objective",
-        "knee_rps",
-        "cpu_at_knee",
-        "rps_at_cpu_target",
-    } <= set(cap)
+    assert {"model", "capacity_rps", "knee_rps", "plateau_rps", "at_objective", "at_cpu_target"} <= set(cap)
     assert cap["objective"] == "p99<=5ms"
-    # the table on stdout names the run and the capacity figures
-    assert "nginx-1.22.1-keepalive" in stdout and "max sustained throughput" in stdout
-    assert f"{round(cap['max_rps']):,} req/s" in stdout
+    assert cap["model"]["capacity_rps"] == cap["capacity_rps"]
+    # the table on stdout names the run and shows the same capacity figures
+    assert "nginx-1.22.1-keepalive" in stdout and "capacity (USL model)" in stdout
+    assert f"{round(cap['capacity_rps']):,} req/s" in stdout
+    assert f"{round(cap['plateau_rps']):,} req/s" in stdout
 
 
 def test_json_is_byte_identical(tmp_path):

@@ -42,7 +42,13 @@ def test_headroom_plot_artists(pair):
             ln = _line(ax, f"{s.label} {p}")
             np.testing.assert_allclose(ln.get_xdata(), s.bins.rps[has])
             np.testing.assert_allclose(ln.get_ydata(), s.bins.latency.pct[p][has] * 1e3)
-        _line(ax, f"{s.label} p99 fit")
+        # the USL model through Little's law: mean latency N / X(N) against X(N)
+        m = s.capacity.model
+        fit = _line(ax, f"{s.label} USL model (mean latency)")
+        n = np.linspace(m.n_lo, m.n_hi, len(fit.get_xdata()))
+        x_model = m.lambda_rps * n / (1 + m.sigma * (n - 1) + m.kappa * n * (n - 1))
+        np.testing.assert_allclose(fit.get_xdata(), x_model)
+        np.testing.assert_allclose(fit.get_ydata(), n / x_model * 1e3)
     # the axes scale to the data: the highest p99 fits, and the x axis covers every bucket
     top = max(np.nanmax(s.bins.latency.pct["p99"]) for s in pair) * 1e3
     assert top < ax.get_ylim()[1] < 3 * top
@@ -122,16 +128,30 @@ def test_cpu_over_time_same_time_axis(pair):
 def test_cpu_vs_throughput_and_latency_over_time(pair):
     ax = plot.cpu_vs_throughput(pair)
     for s in pair:
-        ok = np.isfinite(s.bins.cpu_pct) & (s.bins.requests > 0)
-        np.testing.assert_allclose(_line(ax, s.label).get_ydata(), s.bins.cpu_pct[ok])
+        t = s.table
+        o = np.argsort(t.concurrency)
+        o = o[np.isfinite(t.cpu_pct[o])]
+        ln = _line(ax, f"{s.label} (steps)")
+        np.testing.assert_allclose(ln.get_xdata(), t.goodput_rps[o])
+        np.testing.assert_allclose(ln.get_ydata(), t.cpu_pct[o])
     assert _line(ax, "CPU target 70 %").get_ydata()[0] == 70
+    assert "100 % = 1 core" in ax.get_ylabel()
     ax = plot.cpu_vs_throughput(pair, per_request=True)
-    s = pair[0]
-    ok = np.isfinite(s.bins.cpu_pct) & (s.bins.requests > 0)
-    np.testing.assert_allclose(_line(ax, s.label).get_ydata(), s.bins.cpu_s_per_req[ok] * 1e6)
+    t = pair[0].table
+    o = np.argsort(t.concurrency)
+    np.testing.assert_allclose(_line(ax, f"{pair[0].label} (steps)").get_ydata(), t.cpu_s_per_req[o] * 1e6)
     assert ax.get_ylabel() == "CPU per request (us)"
     ax = plot.latency_over_time(pair, percentiles=("p50", "p99"))
     assert len([ln for ln in ax.get_lines() if ln.get_label().startswith("nginx")]) == 4
+
+
+def test_cpu_vs_throughput_without_cpu_says_so(pair):
+    import dataclasses
+
+    s = pair[0]
+    no_cpu = dataclasses.replace(s, table=dataclasses.replace(s.table, cpu_pct=np.full(len(s.table), np.nan)))
+    ax = plot.cpu_vs_throughput(no_cpu)
+    assert not ax.get_lines() and [t.get_text() for t in ax.texts] == ["no CPU samples"]
 
 
 def test_plots_reuse_given_axes(pair):
