@@ -102,6 +102,22 @@ def test_run_report_html(tmp_path):
     assert re.search(r"objective=(&#x27;|')p99&lt;=5ms", page) and "headroom 0.1.0" in page
     executed = nbformat.read(keep, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+    # one set of numbers: the report's capacity table shows what `summary --json` says
+    doc = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "headroom", "summary", RUNS / "nginx-keepalive", "--objective", "p99<=5ms"]
+            + ["--json", "-"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        ).stdout
+    )
+    cap = doc["capacity"]
+    for key in ("capacity_rps", "knee_rps", "plateau_rps", "peak_step_rps"):
+        assert f"{round(cap[key]):,} req/s" in page, key
+    assert f"{cap['cpu_s_per_req'] * 1e6:.1f} us" in page
+    for step in doc["steps"]:  # the per-step table, step by step
+        assert f"<td>{round(step['goodput_rps']):,}</td>" in page
 
 
 def test_comparison_report_html_and_escaping(tmp_path):
