@@ -205,6 +205,10 @@ def capacity(
     if objective is not None:
         vals = t.latency.mean_s if objective.q is None else t.latency.pct[objective.name]
         at_obj = crossing(t, vals, objective.bound_s)
+        if at_obj.status == "held" and plateau_rps is not None:
+            # held at every step: the sustained (plateau) throughput is the lower bound to
+            # state, not the single highest step
+            at_obj = Crossing(plateau_rps, "held")
     at_cpu = crossing(t, t.cpu_pct, cpu_target_pct)
     has_cpu = np.isfinite(t.cpu_pct) & t.usable
     cpu_at_knee = None

@@ -105,8 +105,8 @@ class Noise:
     def describe(self) -> str:
         if self.source == "default floor":
             return (
-                f"between-run noise: {self.floor:.1%} per run assumed (one run per side cannot "
-                "measure it; --run-noise sets it, repeat runs measure it)"
+                f"between-run noise: {self.floor:.1%} per run assumed (--run-noise); "
+                "repeat runs would measure it"
             )
         return (
             f"between-run noise: measured from {self.runs[0]} + {self.runs[1]} repeat runs "

@@ -1050,7 +1050,8 @@ def reduce_run(
             + "); they are counted as errors, not used as latencies"
         )
     values_parts = ent_v + loose_v
-    values = np.unique(np.concatenate(values_parts)) if values_parts else np.zeros(0)
+    values = np.sort(np.concatenate(values_parts)) if values_parts else np.zeros(0)
+    values = values[np.r_[True, values[1:] != values[:-1]]] if len(values) else values  # unique, sorted
     bucket = np.concatenate(ent_b).astype(np.int64) if ent_b else np.zeros(0, np.int64)
     vidx = np.searchsorted(values, np.concatenate(ent_v)) if ent_v else np.zeros(0, np.int64)
     count = np.concatenate(ent_c) if ent_c else np.zeros(0, np.int64)

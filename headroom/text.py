@@ -38,6 +38,21 @@ def _conc(v) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:g}"
 
 
+def _ranges(idx) -> str:
+    """Step numbers as ranges: 3, 5-9."""
+    out, run = [], []
+    for i in idx:
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
 def capacity_rows(s: Summary) -> list[tuple[str, str]]:
     """The capacity figures as (name, value) rows: the same text in the terminal, HTML and notebooks."""
     cap, t = s.capacity, s.table
@@ -86,7 +101,7 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
             )
         )
     if cap.plateau_rps is not None:
-        steps = ", ".join(str(i) for i in cap.plateau_steps)
+        steps = _ranges(cap.plateau_steps)
         rows.append(("plateau throughput", f"{_rps(cap.plateau_rps)} (median of saturated steps {steps})"))
     if cap.peak_step is not None:
         rows.append(
@@ -103,7 +118,8 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
         rows.append(("CPU per request", f"{cap.cpu_s_per_req * 1e6:.1f} us ({cores})"))
     if cap.max_useful_rps is not None:
         src = "throughput at the objective" if cap.objective is not None else "the knee"
-        rows.append(("max useful throughput", f"{_rps(cap.max_useful_rps)} ({src})"))
+        bound = ">= " if cap.objective is not None and cap.at_objective.lower_bound else ""
+        rows.append(("max useful throughput", f"{bound}{_rps(cap.max_useful_rps)} ({src})"))
     if cap.current_load_rps is not None:
         hr = "unknown" if cap.headroom_pct is None else f"{cap.headroom_pct:.1f} %"
         rows.append((f"headroom at {cap.current_load_rps:,.0f} req/s", hr))
@@ -263,8 +279,8 @@ def format_comparison(c) -> str:
     cand = ", ".join(c.candidate_labels)
     lines = [
         f"headroom compare: {base} (baseline) vs {cand} (candidate)",
-        f"  steps paired {c.pairing}; threshold {c.threshold:.0%}, errors {c.error_threshold * 100:g} points; "
-        f"{c.confidence:.0%} confidence for all decision metrics together",
+        f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
+        f"  intervals: {c.confidence:.0%} confidence for all decision metrics together",
         f"  {c.noise.describe()}",
         "",
     ]

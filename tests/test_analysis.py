@@ -230,7 +230,7 @@ def test_objective_crossing_interpolates_between_steps():
         target_load_rps=20_000,
     )
     # step throughput = requests / (last response - first start), computed here independently
-    x = np.array([int(r * 2.0) / ((int(r * 2.0) - 1) / r + l) for r, l in zip(rates, lat)])
+    x = np.array([int(r * 2.0) / ((int(r * 2.0) - 1) / r + lt) for r, lt in zip(rates, lat)])
     expect = x[3] + (4.5e-3 - 4e-3) / (5e-3 - 4e-3) * (x[4] - x[3])
     cap = s.capacity
     assert cap.at_objective.status == "crossed" and cap.at_objective.steps == (3, 4)
