@@ -50,7 +50,7 @@ def ramp(seed: int, *, slowdown: float = 1.0, label: str = "synthetic", noise: d
             r = r_step * np.exp(rng.normal(0, nz["second"]))
             count = rng.poisson(n / r * length)
             st = t + int(j * 1e9) + np.sort(rng.uniform(0, length * 1e9, count)).astype(np.int64)
-            lat = r * np.exp(rng.normal(-nz["request"] ** 2 / 2, nz["request"], count))
+            lat = r * np.exp(rng.normal(-(nz["request"] ** 2) / 2, nz["request"], count))
             starts.append(st)
             lats.append(np.round(lat, 5))
             cpu_t.append(t + int((j + length) * 1e9))
@@ -60,4 +60,6 @@ def ramp(seed: int, *, slowdown: float = 1.0, label: str = "synthetic", noise: d
     req = Requests(np.concatenate(starts), np.concatenate(lats), np.asarray(offsets, np.int64))
     cpu = CpuSamples(np.asarray(cpu_t, np.int64), np.asarray(cpu_p), None, 1.0, "synthetic")
     fields = {"lower_concurrency": 1, "concurrency_step": 3, "sha": label}
-    return Run(req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(PLAN), np.int64))
+    return Run(
+        req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(PLAN), np.int64)
+    )

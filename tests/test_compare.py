@@ -65,7 +65,9 @@ def test_pairs_are_the_steps_of_equal_concurrency():
 
 
 def _shift_concurrency(s, plan):
-    meta = RunMeta(s.run.meta.label, s.run.meta.source, {"lower_concurrency": plan[0], "concurrency_step": plan[1]})
+    meta = RunMeta(
+        s.run.meta.label, s.run.meta.source, {"lower_concurrency": plan[0], "concurrency_step": plan[1]}
+    )
     run = dataclasses.replace(s.run, meta=meta)
     return analyze(run)
 

@@ -314,6 +314,7 @@ def _ramp_proc(url: str, out: Path, *extra: str) -> subprocess.Popen:
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )
 
 
@@ -339,7 +340,7 @@ def test_ramp_ctrl_c(nginx, tmp_path, presses):
         _wait_for_line(proc, "step 1/3")
         time.sleep(0.5)  # well inside step 2
         for _ in range(presses):
-            proc.send_signal(signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
             time.sleep(0.2)
         _, err = proc.communicate(timeout=30)
     finally:
