@@ -59,15 +59,6 @@ class Crossing:
     def lower_bound(self) -> bool:
         return self.status == "held"
 
-    def describe(self, what: str) -> str:
-        if self.status == "crossed":
-            return f"{what} crossed between steps {self.steps[0]} and {self.steps[1]}"
-        if self.status == "held":
-            return f"{what} held at every step (a lower bound)"
-        if self.status == "at lowest step":
-            return f"{what} already crossed at the lowest step"
-        return f"no step to judge {what} on"
-
 
 @dataclass(frozen=True)
 class Capacity:

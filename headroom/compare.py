@@ -314,6 +314,12 @@ def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
     return specs
 
 
+def _not_judged(base: dict, note: str) -> Metric:
+    return Metric(
+        **base, baseline=None, candidate=None, change=None, ci=None, decision="not judged", note=note
+    )
+
+
 def _ratio_metric(spec, sides, pairs, mask, *, run_noise, level, threshold) -> Metric:
     sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
     yb = _logs(sides[0], [p[1] for p in sel], spec.key)
@@ -322,15 +328,7 @@ def _ratio_metric(spec, sides, pairs, mask, *, run_noise, level, threshold) -> M
     base = dict(key=spec.key if spec.key != "rps" else "plateau_rps", name=spec.name, unit=spec.unit)
     base.update(better=spec.better, decides=True, threshold=threshold)
     if est is None:
-        return Metric(
-            **base,
-            baseline=None,
-            candidate=None,
-            change=None,
-            ci=None,
-            decision="not judged",
-            note="fewer than 3 matched steps with enough requests on both sides",
-        )
+        return _not_judged(base, "fewer than 3 matched steps with enough requests on both sides")
     ok = np.isfinite(yb).all(axis=0) & np.isfinite(yc).all(axis=0)
     gb = float(np.exp(yb[:, ok].mean()))
     gc = float(np.exp(yc[:, ok].mean()))
@@ -356,14 +354,8 @@ def _error_metric(sides, pairs, *, level, threshold) -> Metric:
     )
     unknown = [s.label for side in sides for s in side if s.table.errors is None]
     if unknown:
-        return Metric(
-            **base,
-            baseline=None,
-            candidate=None,
-            change=None,
-            ci=None,
-            decision="not judged",
-            note="error counts unknown (the file has no status column): " + ", ".join(unknown),
+        return _not_judged(
+            base, "error counts unknown (the file has no status column): " + ", ".join(unknown)
         )
     rates, totals = [], []
     for k, side in enumerate(sides):
