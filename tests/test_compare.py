@@ -187,3 +187,26 @@ def test_json_document_is_deterministic(tmp_path):
     assert [p["concurrency"] for p in doc["pairs"]] == [1, 5, 9, 13, 17, 21, 25, 29]
     for m in doc["metrics"]:
         assert m["ci"] is None or m["ci"][0] <= m["change"] <= m["ci"][1]
+
+
+@pytest.mark.parametrize(
+    ("base", "cand"),
+    [
+        ("nginx-ka-aa1-a", "nginx-ka-aa1-b"),
+        ("nginx-ka-aa1-b", "nginx-ka-aa1-a"),
+        ("nginx-ka-aa2-a", "nginx-ka-aa2-b"),
+        ("nginx-ka-aa2-b", "nginx-ka-aa2-a"),
+    ],
+)
+def test_real_a_a_pairs_are_never_called(base, cand):
+    # recorded with `headroom ramp` on a shared 2-core machine (data/runs/README.md)
+    c = compare_runs(reduce_run(RUNS / base), reduce_run(RUNS / cand))
+    assert c.verdict in ("no change", "inconclusive"), c.reason
+
+
+def test_real_slower_variant_is_caught():
+    # the same proxy with proxy_buffering off for a 256 KiB file: slower, caught
+    c = compare_runs(
+        reduce_run(RUNS / "nginx-large-buffering-on"), reduce_run(RUNS / "nginx-large-buffering-off")
+    )
+    assert c.verdict == "regressed" and c.metric("plateau_rps").decision == "worse"
