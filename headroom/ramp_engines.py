@@ -269,6 +269,7 @@ class Vegeta(Engine):
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 timeout=timeout,
+                start_new_session=True,  # a terminal's Ctrl-C must not kill it mid-step
             )
         if r.returncode != 0:
             msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
