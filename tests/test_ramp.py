@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from headroom import cli
-from headroom.ramp import parse_levels, rfc3339_ns
+from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
 from headroom.ramp_engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -399,6 +399,8 @@ def test_rate_without_vegeta_or_oha(tmp_path, monkeypatch, capsys):
         (["http://127.0.0.1:1/", "--step-duration", "soon"], "--step-duration"),
         (["http://127.0.0.1:1/", "--engine", "hey", "--rate", "10:20:10"], "hey cannot hold"),
         (["http://127.0.0.1:1/", "--concurrency", "1:9:4", "--requests-per-step", "5"], "below the highest"),
+        (["http://127.0.0.1:1/", "--cpu-pid", "999999999"], "no such process"),
+        (["http://127.0.0.1:1/", "--cpu-pid", "nginx"], "bad --cpu-pid"),
     ],
 )
 def test_bad_usage(tmp_path, capsys, args, fragment):
@@ -536,3 +538,30 @@ def test_engine_parsers(tmp_path):
     rows = Oha("/x/oha").parse(tmp_path, base, StepPlan(concurrency=1, duration_s=1))
     assert rows.start_ns == [base + 1_000_000] and rows.response_time == ["0.000510"]
     assert rows.transport_errors is None
+
+
+def _step(k: int, rps: float, gen: float) -> Step:
+    t = 10**18 + k * 3 * 10**9
+    return Step(k, 1 + 3 * k, None, t, t + 2 * 10**9, 2.0, int(rps * 2), None, None, 0, t, t + 2 * 10**9, gen)
+
+
+def test_generator_saturation_warnings():
+    """The client as the ceiling: pegged CPU, or a flat top while the generator is busy."""
+    from types import SimpleNamespace
+
+    def warn(steps, cores=1):
+        fake = SimpleNamespace(
+            steps=steps, affinity=list(range(cores)), engine=Hey("/x/hey"), pids=[1], sampler=None
+        )
+        return Recorder._saturation(fake)
+
+    rising = [_step(k, 1000 * (k + 1), 50) for k in range(6)]
+    assert warn(rising) == []
+    pegged = [_step(k, 1000 * (k + 1), 95 if k > 3 else 50) for k in range(6)]
+    (w,) = warn(pegged)
+    assert "saturated" in w and "step 5" in w
+    assert warn(pegged, cores=2) == []  # 95 % of one core is half of two
+    flat = [_step(k, min(1000 * (k + 1), 3000), 80) for k in range(6)]
+    (w,) = warn(flat)
+    assert "flat" in w and "may have set the ceiling" in w
+    assert warn([_step(k, min(1000 * (k + 1), 3000), 30) for k in range(6)]) == []  # server-bound
