@@ -44,15 +44,12 @@ import resource
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,6 +259,10 @@ def prepare_output(path: Path, force: bool) -> Path:
 
 def preflight(url: str, timeout: float = 5.0) -> str | None:
     """One GET to see the server answers; returns a warning for a non-2xx answer."""
+    import ssl  # here, not at the top: every headroom command imports this module for its parser
+    import urllib.error
+    import urllib.request
+
     handlers: list = [urllib.request.ProxyHandler({})]  # loopback servers: never through a proxy
     if url.startswith("https:"):
         handlers.append(urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))
