@@ -204,10 +204,28 @@ def render(
     ReportError
         Any other failing cell, with the cell's error.
     """
+    name, params = notebook_parameters(runs, **options)
+    return run_notebook(
+        name, params, output, title=options.get("title", ""), keep_notebook=keep_notebook, progress=progress
+    )
+
+
+def run_notebook(
+    name: str,
+    params: dict,
+    output: str | os.PathLike,
+    *,
+    title: str = "",
+    keep_notebook: str | os.PathLike | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Execute the shipped notebook ``name`` with papermill ``params`` and write one HTML file.
+
+    Shared by every report (run, comparison, history); see :func:`render`.
+    """
     import nbformat
     import papermill as pm
 
-    name, params = notebook_parameters(runs, **options)
     out = Path(output)
     if progress is None:
         progress = sys.stderr.isatty()
@@ -233,7 +251,7 @@ def render(
                     raise HeadroomError(e.evalue) from None
                 raise ReportError(f"report notebook {name} failed in cell {e.exec_count}: {msg}") from None
         nb = nbformat.read(executed, as_version=4)
-        title = options.get("title") or _default_title(nb)
+        title = title or _default_title(nb)
         page = export_html(nb, title=title)
         if keep_notebook:
             Path(keep_notebook).write_bytes(executed.read_bytes())
