@@ -294,9 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
 
-    from . import ramp
+    from . import cli_history, ramp
 
     ramp.add_parser(sub)
+    cli_history.add_parser(sub)
     return p
 
 
@@ -317,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
             from . import ramp
 
             return ramp.run(args)
+        if args.command == "history":
+            from . import cli_history
+
+            return cli_history.run(args)
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise

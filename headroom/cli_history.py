@@ -1,0 +1,130 @@
+"""``headroom history``: the CLI layer over :mod:`headroom.history`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EPILOG = """\
+examples:
+  headroom history runs/v1.0 runs/v1.1 runs/v1.2 runs/v1.3          # oldest release first
+  headroom history runs/* --order time --json history.json -o history.html
+  headroom history runs/* --objective 'p99<=20ms' --threshold 5% --jobs 2
+  headroom history runs/* --dask tcp://scheduler:8786               # reduce on a Dask cluster
+
+Runs with the same label (metadata sha) are repeats of one release. Per release:
+plateau throughput, USL capacity, throughput at the objective, p50/p99 and CPU per
+request at the concurrency levels every run shares, error rate, each with an interval
+from the release-to-release noise. Change points: e-divisive means (Apache Otava) on
+each series, kept when the change is at least the threshold; the latest release is also
+tested against the releases since the last change. Reduced runs are cached (content
+hash + settings) in --cache, so a new release reads one run.
+
+exit codes:
+  0  no regression starts at the latest release
+  1  a regression change point starts at the latest release (a gate for "this release")
+  2  bad usage or bad input
+"""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """The ``history`` subparser."""
+    from .cli import _fraction, _objective, _positive_float, _positive_int
+
+    p = sub.add_parser(
+        "history",
+        help="capacity across many releases, change points, exit 1 when the latest release regressed",
+        description="Follow capacity and latency across releases and find where they changed.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="runs, oldest release first")
+    p.add_argument("--objective", type=_objective, metavar="OBJ", help="latency objective, e.g. 'p99<=20ms'")
+    p.add_argument(
+        "--threshold",
+        type=_fraction,
+        default=0.10,
+        metavar="PCT",
+        help="smallest change to report (default: 10%%)",
+    )
+    p.add_argument(
+        "--run-noise",
+        type=_fraction,
+        default=0.05,
+        metavar="PCT",
+        help="release-to-release noise floor per run (default: 5%%)",
+    )
+    p.add_argument(
+        "--order",
+        choices=("given", "time"),
+        default="given",
+        help="release order: as given (default) or by each run's start time",
+    )
+    p.add_argument("--json", metavar="FILE", help="also write the history as JSON (- for stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the HTML trend report")
+    p.add_argument(
+        "--cache",
+        metavar="DIR",
+        help="folder of cached run summaries (default: .headroom-cache beside the first run; 'none' to disable)",
+    )
+    p.add_argument("--jobs", type=_positive_int, default=1, metavar="N", help="local processes (default: 1)")
+    p.add_argument("--dask", metavar="ADDRESS", help="reduce on this Dask scheduler instead (needs [dask])")
+    p.add_argument(
+        "--cpu-cores",
+        type=_positive_float,
+        metavar="N",
+        help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
+    )
+    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    return p
+
+
+def default_cache(runs: list[str]) -> str:
+    first = os.path.abspath(runs[0])
+    return os.path.join(os.path.dirname(first.rstrip(os.sep)), ".headroom-cache")
+
+
+def run(args) -> int:
+    """Run ``headroom history``; returns the exit code."""
+    from .history import history, to_json
+    from .history_view import format_history
+    from .io import write_json
+    from .model import HeadroomError
+
+    for out in (args.json, args.output):
+        if out and out != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+            raise HeadroomError(f"{out}: the folder to write it in does not exist")
+    cache = None if (args.cache or "").lower() == "none" else (args.cache or default_cache(args.runs))
+    h = history(
+        args.runs,
+        objective=args.objective,
+        threshold=args.threshold,
+        run_noise=args.run_noise,
+        order=args.order,
+        cache=cache,
+        jobs=args.jobs,
+        dask=args.dask,
+        cpu_cores=args.cpu_cores,
+    )
+    if args.json != "-":
+        sys.stdout.write(format_history(h))
+    for w in h.warnings:
+        print(f"headroom: warning: {w}", file=sys.stderr)
+    if args.json:
+        write_json(to_json(h), args.json)
+    if args.output:
+        from .report import run_notebook
+
+        params = {
+            "run_paths": [str(p) for r in h.releases for p in r.paths],
+            "objective": h.objective,
+            "threshold": float(args.threshold),
+            "run_noise": float(args.run_noise),
+            "order": "given",  # run_paths are already in release order
+            "cache": cache or "",
+            "title": "",
+        }
+        out = run_notebook("history_report.ipynb", params, args.output)
+        print(f"headroom: wrote {out}", file=sys.stderr)
+    return h.exit_code

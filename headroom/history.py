@@ -1,0 +1,535 @@
+"""Release history: capacity across many releases, and the changes in it.
+
+A pairwise gate misses slow drift (five releases each 4 % slower pass every
+comparison and lose 20 %).  ``history`` reads many runs, one or more per
+release, and follows every figure as a series:
+
+* **Per run**, its summary (per-step table and capacity, ``summary.py``),
+  reduced in parallel (local processes, or a Dask cluster) and cached as a
+  versioned JSON file keyed by the content of the run's files and the
+  analysis settings, so adding a release reads one run, not all of them.
+* **Per release** (runs with the same label are repeats): plateau
+  throughput, the USL capacity, the throughput at the objective, and the
+  p50, p99 and CPU per request at the concurrency levels every run shares
+  (geometric mean over those levels), the error rate.  The interval is the
+  release-to-release noise: ``run_noise`` per run (default 5 %) or the
+  spread measured between repeats if larger, over sqrt(repeats).
+* **Change points** by e-divisive means with a t-test significance check
+  (Apache Otava's ``compute_change_points``, on log values), each judged
+  like a comparison: kept only when the change between the segments around
+  it is at least ``threshold``.  Otava cannot place a change at the newest
+  point (a segment of one), so the latest release is also tested against
+  the releases since the last change point: a change of at least the
+  threshold and beyond z x the segment's noise x sqrt(1 + 1/n).  Exit code 1
+  when a regression starts at the latest release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .model import HeadroomError, Objective
+
+HISTORY_SCHEMA = 1
+RUN_NOISE = 0.05
+MAX_PVALUE = 0.001
+Z_RELEASE = 2.576  # release intervals: two-sided 99 %
+Z_LATEST = 3.29  # the latest-release check: two-sided 0.1 %, Otava's significance level
+
+#: (key, name, unit, which way is better)
+METRICS = (
+    ("plateau_rps", "plateau throughput", "req/s", "higher"),
+    ("capacity_rps", "modelled capacity (USL)", "req/s", "higher"),
+    ("rps_at_objective", "throughput at the objective", "req/s", "higher"),
+    ("p50_s", "p50 latency at matched steps", "s", "lower"),
+    ("p99_s", "p99 latency at matched steps", "s", "lower"),
+    ("cpu_s_per_req", "CPU per request at matched steps", "s", "lower"),
+    ("error_rate", "error rate at matched steps", "fraction", "lower"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run's cached summary depends on, besides its files."""
+
+    objective: str = ""
+    cpu_cores: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"objective": self.objective, "cpu_cores": self.cpu_cores}
+
+
+# --------------------------------------------------------------------------
+# per run: summary documents, cached and reduced in parallel
+
+
+def run_files(path: str | os.PathLike) -> list[Path]:
+    """The files a run's summary is computed from (perf, CPU, metadata)."""
+    from .io import locate_run
+
+    f = locate_run(path)
+    return [p for p in (f.perf, f.cpu, f.meta) if p is not None]
+
+
+def cache_key(path: str | os.PathLike, settings: Settings) -> str:
+    """Content hash of the run's files, the settings and the schema: the cache file's name."""
+    from . import __version__
+    from .model import SCHEMA_VERSION
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([SCHEMA_VERSION, __version__, settings.as_dict()]).encode())
+    for p in run_files(path):
+        h.update(p.name.encode() + b"\0")
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def summarize(path: str, settings: Settings) -> dict:
+    """Read and analyse one run; its summary JSON document (what the cache stores)."""
+    from .io import reduce_run
+    from .model import parse_objective
+    from .summary import analyze, to_json
+
+    run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False)
+    obj = parse_objective(settings.objective) if settings.objective else None
+    doc = to_json(analyze(run, objective=obj))
+    doc["path"] = str(path)
+    return doc
+
+
+def _map_local(fn: Callable, paths: list[str], settings: Settings, jobs: int) -> list[dict]:
+    if jobs <= 1 or len(paths) <= 1:
+        return [fn(p, settings) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(fn, paths, [settings] * len(paths)))
+
+
+def _map_dask(fn: Callable, paths: list[str], settings: Settings, address) -> list[dict]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise HeadroomError(
+            "--dask needs the dask extra: python3 -m pip install 'headroom-plot[dask]'"
+        ) from None
+    client = address if hasattr(address, "map") else Client(address)
+    try:
+        futures = client.map(fn, paths, settings=settings, pure=False)
+        return client.gather(futures)
+    finally:
+        if client is not address:
+            client.close()
+
+
+def summaries(
+    paths: Sequence[str | os.PathLike],
+    settings: Settings,
+    *,
+    cache: str | os.PathLike | None = None,
+    jobs: int = 1,
+    dask=None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[dict], int]:
+    """Summary documents of every run (from the cache where present): (documents, runs read).
+
+    ``dask``: a scheduler address or a ``distributed.Client`` to reduce on.
+    """
+    paths = [str(p) for p in paths]
+    keys = [cache_key(p, settings) for p in paths]
+    cdir = Path(cache) if cache else None
+    docs: list[dict | None] = [None] * len(paths)
+    if cdir is not None:
+        for i, k in enumerate(keys):
+            docs[i] = _cache_read(cdir / f"{k}.json", k)
+    todo = [i for i, d in enumerate(docs) if d is None]
+    if todo:
+        todo_paths = [paths[i] for i in todo]
+        if dask is not None:
+            fresh = _map_dask(summarize, todo_paths, settings, dask)
+        else:
+            fresh = _map_local(summarize, todo_paths, settings, jobs)
+        for i, d in zip(todo, fresh):
+            docs[i] = d
+            if cdir is not None:
+                _cache_write(cdir, keys[i], d)
+    for i, d in enumerate(docs):
+        d["path"] = paths[i]
+    return docs, len(todo)
+
+
+def _cache_read(path: Path, key: str) -> dict | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if doc.get("kind") != "headroom-cache" or doc.get("schema") != HISTORY_SCHEMA or doc.get("key") != key:
+        return None
+    return doc["summary"]
+
+
+def _cache_write(cdir: Path, key: str, summary: dict) -> None:
+    try:
+        cdir.mkdir(parents=True, exist_ok=True)
+        tmp = cdir / f"{key}.json.partial"
+        doc = {"schema": HISTORY_SCHEMA, "kind": "headroom-cache", "key": key, "summary": summary}
+        tmp.write_text(json.dumps(doc, allow_nan=False))
+        tmp.replace(cdir / f"{key}.json")
+    except OSError as e:
+        raise HeadroomError(f"{cdir}: cannot write the cache ({e.strerror})") from None
+
+
+# --------------------------------------------------------------------------
+# per release
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release: its runs and each metric's value and interval (None: unavailable)."""
+
+    index: int
+    label: str
+    paths: tuple[str, ...]
+    values: dict  # key -> float | None
+    ci: dict  # key -> (lo, hi) | None
+    bound: dict  # key -> True when the value is a lower bound (objective held everywhere)
+
+
+def _usable_levels(doc: dict) -> dict[float, dict]:
+    return {
+        s["concurrency"]: s
+        for s in doc["steps"]
+        if s["concurrency"] is not None and "short" not in s["flags"] and s["goodput_rps"]
+    }
+
+
+def matched_levels(docs: list[dict]) -> list[float]:
+    """Concurrency levels every run has a usable step at."""
+    sets = [set(_usable_levels(d)) for d in docs]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def _geo(values) -> float | None:
+    v = [x for x in values if x is not None]
+    if not v or len(v) < len(list(values)) or min(v) <= 0:
+        return None
+    return float(np.exp(np.mean(np.log(v))))
+
+
+def run_metrics(doc: dict, levels: list[float]) -> dict:
+    """The history metrics of one run (a summary document) at the matched levels."""
+    cap = doc["capacity"]
+    at = cap.get("at_objective")
+    steps = _usable_levels(doc)
+    use = [steps[c] for c in levels if c in steps] if levels else list(steps.values())
+    out = {
+        "plateau_rps": cap["plateau_rps"],
+        "capacity_rps": cap["capacity_rps"],
+        "rps_at_objective": at["rps"] if at else None,
+        "p50_s": _geo([s["p50_s"] for s in use]),
+        "p99_s": _geo([s["p99_s"] for s in use]),
+        "cpu_s_per_req": _geo([s["cpu_s_per_req"] for s in use]),
+        "error_rate": None,
+    }
+    if use and all(s["errors"] is not None for s in use):
+        err = sum(s["errors"] for s in use)
+        out["error_rate"] = err / (err + sum(s["requests"] for s in use))
+    out["_bound"] = bool(at and at["status"] == "held")
+    return out
+
+
+def releases(
+    docs: list[dict], *, order: str = "given", run_noise: float = RUN_NOISE
+) -> tuple[list[Release], str]:
+    """Group runs into releases (same label = repeats) and compute each release's metrics."""
+    if order == "time":
+        docs = sorted(docs, key=lambda d: next((s["start"] for s in d["steps"] if s["start"]), ""))
+    levels = matched_levels(docs)
+    note = f"latency and CPU at the {len(levels)} concurrency levels every run shares"
+    if len(levels) < 3:
+        levels = []
+        note = "the runs share fewer than 3 concurrency levels: latency and CPU over each run's own steps"
+    groups: dict[str, list[dict]] = {}
+    for d in docs:
+        groups.setdefault(d["label"], []).append(d)
+    out = []
+    for i, (label, runs) in enumerate(groups.items()):
+        per = [run_metrics(d, levels) for d in runs]
+        values, ci, bound = {}, {}, {}
+        for key, *_ in METRICS:
+            vals = [p[key] for p in per]
+            bound[key] = key == "rps_at_objective" and any(p["_bound"] for p in per)
+            if any(v is None for v in vals):
+                values[key] = ci[key] = None
+                continue
+            if key == "error_rate":
+                values[key], ci[key] = float(np.mean(vals)), None
+                continue
+            logs = np.log(np.maximum(vals, 1e-300))
+            sigma = max(run_noise, float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0)
+            half = Z_RELEASE * sigma / math.sqrt(len(logs))
+            values[key] = float(np.exp(logs.mean()))
+            ci[key] = (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
+        out.append(Release(i, label, tuple(d["path"] for d in runs), values, ci, bound))
+    return out, note
+
+
+# --------------------------------------------------------------------------
+# change points
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A change in one metric's series, starting at release ``index``."""
+
+    index: int
+    label: str
+    metric: str
+    change: float  # after / before - 1
+    direction: str  # "regressed" or "improved"
+    before: float
+    after: float
+    pvalue: float | None
+    source: str  # "e-divisive (Otava)" or "latest release"
+
+
+def _segments(n: int, cps: list[int]) -> list[tuple[int, int]]:
+    edges = [0, *sorted(cps), n]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def _noise(y: np.ndarray, cps: list[int], floor: float) -> float:
+    """Release-to-release noise: pooled sd of the log values around their segments' means."""
+    resid, df = 0.0, 0
+    for a, b in _segments(len(y), cps):
+        if b - a >= 2:
+            seg = y[a:b]
+            resid += float(np.sum((seg - seg.mean()) ** 2))
+            df += b - a - 1
+    return max(floor, math.sqrt(resid / df)) if df else floor
+
+
+def change_points(
+    y: Sequence[float], *, better: str, threshold: float, run_noise: float = RUN_NOISE
+) -> list[tuple[int, float, float | None, str]]:
+    """Change points of one series (positive values): [(index, change, pvalue, source)].
+
+    e-divisive means (Otava) on log values, kept when the change between the
+    segments around it is at least ``threshold``; then the latest point
+    against the segment before it.
+    """
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError:
+        raise HeadroomError(
+            "history needs Apache Otava for change points: python3 -m pip install 'headroom-plot[history]'"
+        ) from None
+    ly = np.log(np.asarray(y, dtype=np.float64))
+    n = len(ly)
+    found: list[tuple] = []
+    if n >= 4:
+        cps, _ = compute_change_points(list(ly), window_len=50, max_pvalue=MAX_PVALUE)
+        idx = sorted(int(c.index) for c in cps)
+        pv = {int(c.index): float(c.stats.pvalue) for c in cps}
+        for k, i in enumerate(idx):
+            lo = idx[k - 1] if k else 0
+            hi = idx[k + 1] if k + 1 < len(idx) else n
+            before, after = math.exp(ly[lo:i].mean()), math.exp(ly[i:hi].mean())
+            if abs(after / before - 1) >= threshold:
+                found.append((i, after / before - 1, pv[i], "e-divisive (Otava)", before, after))
+    last = n - 1
+    start = max([f[0] for f in found if f[0] < last], default=0)
+    prior = ly[start:last]
+    y = np.exp(ly)
+    if len(prior) >= 3 and not any(f[0] == last for f in found):
+        sd = _noise(ly[:last], [f[0] for f in found], run_noise)
+        delta = ly[last] - prior.mean()
+        if abs(math.exp(delta) - 1) >= threshold and abs(delta) > Z_LATEST * sd * math.sqrt(
+            1 + 1 / len(prior)
+        ):
+            found.append((last, math.exp(delta) - 1, None, "latest release", math.exp(prior.mean()), y[last]))
+    return found
+
+
+@dataclass(frozen=True)
+class History:
+    """The outcome of :func:`history`: releases, change points and the settings used."""
+
+    releases: list[Release]
+    change_points: list[ChangePoint]
+    threshold: float
+    run_noise: float
+    objective: str
+    order: str
+    note: str
+    runs_read: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        last = len(self.releases) - 1
+        return 1 if any(c.index == last and c.direction == "regressed" for c in self.change_points) else 0
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values, ci low, ci high) of a metric over the releases (NaN where unavailable)."""
+        v = np.array([r.values[key] if r.values[key] is not None else np.nan for r in self.releases])
+        lo = np.array([r.ci[key][0] if r.ci.get(key) else np.nan for r in self.releases])
+        hi = np.array([r.ci[key][1] if r.ci.get(key) else np.nan for r in self.releases])
+        return v, lo, hi
+
+    def __repr__(self) -> str:
+        return (
+            f"<History {len(self.releases)} releases, {len(self.change_points)} change point(s), "
+            f"exit {self.exit_code}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from .history_view import history_table
+
+        return history_table(self)._repr_html_()
+
+
+def analyse(
+    docs: list[dict],
+    *,
+    threshold: float = 0.10,
+    run_noise: float = RUN_NOISE,
+    objective: str = "",
+    order: str = "given",
+    runs_read: int = 0,
+) -> History:
+    """Releases and change points from summary documents (see the module docstring)."""
+    rel, note = releases(docs, order=order, run_noise=run_noise)
+    cps = []
+    for key, _name, _unit, better in METRICS:
+        vals = [r.values[key] for r in rel]
+        keep = [i for i, v in enumerate(vals) if v is not None and v > 0]
+        if len(keep) < 2:
+            continue
+        found = change_points(
+            [vals[i] for i in keep], better=better, threshold=threshold, run_noise=run_noise
+        )
+        for j, change, pvalue, source, before, after in found:
+            i = keep[j]  # back to the release index (missing points were dropped, never filled)
+            worse = change > 0 if better == "lower" else change < 0
+            direction = "regressed" if worse else "improved"
+            cps.append(ChangePoint(i, rel[i].label, key, change, direction, before, after, pvalue, source))
+    cps.sort(key=lambda c: (c.index, c.metric))
+    warnings = [f"{d['label']}: {w}" for d in docs for w in d.get("warnings", [])]
+    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings)
+
+
+def history(
+    paths: Sequence[str | os.PathLike],
+    *,
+    objective: Objective | str | None = None,
+    threshold: float = 0.10,
+    run_noise: float = RUN_NOISE,
+    order: str = "given",
+    cache: str | os.PathLike | None = None,
+    jobs: int = 1,
+    dask=None,
+    cpu_cores: float | None = None,
+) -> History:
+    """Capacity across releases and its change points.
+
+    Parameters
+    ----------
+    paths
+        Runs, oldest release first (``order="time"`` sorts by start time);
+        runs with the same label are repeats of one release.
+    objective
+        Latency objective (adds the throughput at it).
+    threshold
+        Smallest change worth a change point.
+    run_noise
+        Release-to-release noise floor per run (a fraction).
+    cache
+        Folder of cached run summaries (None: no cache).
+    jobs, dask
+        Reduce runs in ``jobs`` local processes, or on a Dask cluster
+        (a scheduler address or a ``distributed.Client``).
+    cpu_cores
+        Cores that 100 % in a single-column CPU file stands for.
+    """
+    if not paths:
+        raise HeadroomError("history needs at least one run")
+    settings = Settings(str(objective) if objective else "", float(cpu_cores or 0.0))
+    docs, read = summaries(paths, settings, cache=cache, jobs=jobs, dask=dask)
+    return analyse(
+        docs,
+        threshold=threshold,
+        run_noise=run_noise,
+        objective=settings.objective,
+        order=order,
+        runs_read=read,
+    )
+
+
+# --------------------------------------------------------------------------
+# JSON
+
+
+def _n(v):
+    if v is None:
+        return None
+    v = float(v)
+    return float(f"{v:.6g}") if math.isfinite(v) else None
+
+
+def to_json(h: History) -> dict:
+    """The versioned JSON document of a history (deterministic)."""
+    return {
+        "schema": HISTORY_SCHEMA,
+        "kind": "history",
+        "settings": {
+            "threshold": h.threshold,
+            "run_noise": h.run_noise,
+            "objective": h.objective or None,
+            "order": h.order,
+            "max_pvalue": MAX_PVALUE,
+        },
+        "note": h.note,
+        "runs": [
+            {
+                "index": r.index,
+                "label": r.label,
+                "paths": list(r.paths),
+                "metrics": {
+                    key: {
+                        "value": _n(r.values[key]),
+                        "ci": None if not r.ci.get(key) else [_n(r.ci[key][0]), _n(r.ci[key][1])],
+                        "lower_bound": r.bound.get(key, False),
+                    }
+                    for key, *_ in METRICS
+                },
+            }
+            for r in h.releases
+        ],
+        "change_points": [
+            {
+                "index": c.index,
+                "label": c.label,
+                "metric": c.metric,
+                "change": _n(c.change),
+                "direction": c.direction,
+                "before": _n(c.before),
+                "after": _n(c.after),
+                "pvalue": _n(c.pvalue),
+                "source": c.source,
+            }
+            for c in h.change_points
+        ],
+        "exit_code": h.exit_code,
+        "warnings": h.warnings,
+    }

@@ -1,0 +1,166 @@
+"""How a release history is shown: terminal table, HTML table, trend plot.
+
+Kept apart from :mod:`headroom.history` so that the statistics never import
+matplotlib (the plot imports it when called).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from .history import METRICS, History
+
+_E = html.escape
+
+
+def fmt(v, unit: str) -> str:
+    """A metric value with its unit, compact."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if unit == "req/s":
+        return f"{v:,.0f}"
+    if unit == "s":
+        return f"{v * 1e6:.1f} us" if v < 1e-3 else f"{v * 1e3:.2f} ms"
+    if unit == "fraction":
+        return f"{v * 100:.2f} %"
+    return f"{v:g}"
+
+
+def _cols(h: History) -> list[tuple[str, str, str]]:
+    """The metrics that have a value for some release: (key, short name, unit)."""
+    short = {
+        "plateau_rps": "plateau req/s",
+        "capacity_rps": "USL cap req/s",
+        "rps_at_objective": "at obj req/s",
+        "p50_s": "p50",
+        "p99_s": "p99",
+        "cpu_s_per_req": "CPU/req",
+        "error_rate": "errors",
+    }
+    return [(k, short[k], u) for k, _n, u, _b in METRICS if any(r.values[k] is not None for r in h.releases)]
+
+
+def _mark(h: History) -> dict[tuple[int, str], str]:
+    return {(c.index, c.metric): ("!" if c.direction == "regressed" else "+") for c in h.change_points}
+
+
+def format_history(h: History) -> str:
+    """The terminal report of ``headroom history``."""
+    cols = _cols(h)
+    marks = _mark(h)
+    lines = [
+        f"headroom history: {len(h.releases)} releases ({h.runs_read} run(s) read, the rest from the cache)",
+        f"  {h.note}; threshold {h.threshold:.0%}, noise floor {h.run_noise:.0%} per run",
+        "",
+    ]
+    head = ["#", "release", *[c[1] for c in cols]]
+    rows = []
+    for r in h.releases:
+        cells = []
+        for k, _s, u in cols:
+            v = fmt(r.values[k], u)
+            if r.bound.get(k) and r.values[k] is not None:
+                v = ">=" + v
+            cells.append(v + marks.get((r.index, k), " "))
+        rows.append([str(r.index), r.label[:24], *cells])
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    for row in [head, *rows]:
+        lines.append(
+            "  "
+            + "  ".join(c.rjust(w) if i != 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        )
+    lines += [
+        "",
+        "change points (! regression, + improvement; the index is the first release after the change)",
+    ]
+    if not h.change_points:
+        lines.append("  none")
+    names = {k: n for k, n, _u, _b in METRICS}
+    units = {k: u for k, _n, u, _b in METRICS}
+    for c in h.change_points:
+        p = "" if c.pvalue is None else f", p={c.pvalue:.1g}"
+        lines.append(
+            f"  {c.index:>3} {c.label[:24]}: {names[c.metric]} {c.change * 100:+.1f}% "
+            f"({fmt(c.before, units[c.metric])} -> {fmt(c.after, units[c.metric])}) {c.direction.upper()} "
+            f"[{c.source}{p}]"
+        )
+    verdict = "REGRESSED at the latest release" if h.exit_code else "no regression at the latest release"
+    lines += ["", f"verdict: {verdict}"]
+    return "\n".join(lines) + "\n"
+
+
+class _Fragment(str):
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+def history_table(h: History) -> _Fragment:
+    """The releases as an HTML table, change points marked (escaped; no JavaScript)."""
+    cols = _cols(h)
+    marks = _mark(h)
+    head = "".join(f"<th>{_E(s)}</th>" for _k, s, _u in cols)
+    body = ""
+    for r in h.releases:
+        cells = ""
+        for k, _s, u in cols:
+            v = fmt(r.values[k], u)
+            if r.bound.get(k) and r.values[k] is not None:
+                v = "&ge; " + _E(v)
+            else:
+                v = _E(v)
+            m = marks.get((r.index, k))
+            cls = {"!": "worse", "+": "better"}.get(m, "")
+            cells += f'<td class="{cls}">{v}{" " + m if m else ""}</td>'
+        body += f"<tr><td>{r.index}</td><td>{_E(r.label)}</td>{cells}</tr>"
+    names = {k: n for k, n, _u, _b in METRICS}
+    cps = "".join(
+        f"<li><b>{c.index}</b> {_E(c.label)}: {_E(names[c.metric])} {c.change * 100:+.1f} % "
+        f'<b class="{"worse" if c.direction == "regressed" else "better"}">{_E(c.direction)}</b> '
+        f"<small>({_E(c.source)})</small></li>"
+        for c in h.change_points
+    )
+    return _Fragment(
+        '<table class="headroom"><thead><tr><th>#</th><th>release</th>'
+        + head
+        + f"</tr></thead><tbody>{body}</tbody></table>"
+        + f"<p>Change points (! regression, + improvement):</p><ul>{cps or '<li>none</li>'}</ul>"
+    )
+
+
+def trend(h: History, metric: str, *, ax=None):
+    """One metric across releases: value, interval band, change points marked."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ax = ax if ax is not None else plt.figure(figsize=(10, 3)).add_subplot()
+    name, unit = next((n, u) for k, n, u, _b in METRICS if k == metric)
+    scale = {"s": 1e3, "fraction": 100.0}.get(unit, 1.0)
+    label = {"s": "ms", "fraction": "%"}.get(unit, unit)
+    v, lo, hi = h.series(metric)
+    x = np.arange(len(v))
+    ax.fill_between(x, lo * scale, hi * scale, color="C0", alpha=0.2, lw=0, label="interval")
+    ax.plot(x, v * scale, "o-", color="C0", ms=4, label=name)
+    for c in h.change_points:
+        if c.metric == metric:
+            color = "C3" if c.direction == "regressed" else "C2"
+            ax.axvline(c.index - 0.5, color=color, ls="--", lw=1.2)
+            ax.annotate(
+                f"{c.change * 100:+.0f}%",
+                (c.index - 0.5, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                color=color,
+                fontsize=9,
+            )
+    ax.set_xticks(x)
+    labels = [r.label if len(r.label) <= 12 else r.label[:11] + "…" for r in h.releases]
+    ax.set_xticklabels(
+        labels, rotation=60 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center", fontsize=8
+    )
+    ax.set_ylabel(f"{name}\n({label})", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(-0.5, len(x) - 0.5)
+    ax.grid(True, alpha=0.3)
+    return ax
