@@ -135,9 +135,11 @@ def trend(h: History, metric: str, *, ax=None):
 
     ax = ax if ax is not None else plt.figure(figsize=(10, 3)).add_subplot()
     name, unit = next((n, u) for k, n, u, _b in METRICS if k == metric)
+    v, lo, hi = h.series(metric)
     scale = {"s": 1e3, "fraction": 100.0}.get(unit, 1.0)
     label = {"s": "ms", "fraction": "%"}.get(unit, unit)
-    v, lo, hi = h.series(metric)
+    if unit == "s" and np.nanmedian(v) < 1e-3:
+        scale, label = 1e6, "us"
     x = np.arange(len(v))
     ax.fill_between(x, lo * scale, hi * scale, color="C0", alpha=0.2, lw=0, label="interval")
     ax.plot(x, v * scale, "o-", color="C0", ms=4, label=name)
@@ -155,10 +157,9 @@ def trend(h: History, metric: str, *, ax=None):
                 fontsize=9,
             )
     ax.set_xticks(x)
-    labels = [r.label if len(r.label) <= 12 else r.label[:11] + "…" for r in h.releases]
-    ax.set_xticklabels(
-        labels, rotation=60 if len(x) > 8 else 0, ha="right" if len(x) > 8 else "center", fontsize=8
-    )
+    labels = [r.label if len(r.label) <= 24 else r.label[:23] + "…" for r in h.releases]
+    tilt = len(x) > 8 or max(map(len, labels)) > 10
+    ax.set_xticklabels(labels, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
     ax.set_ylabel(f"{name}\n({label})", fontsize=9)
     ax.set_ylim(bottom=0)
     ax.set_xlim(-0.5, len(x) - 0.5)
