@@ -378,14 +378,21 @@ def density(
     y_max_s: float,
     nx: int = 120,
     ny: int = 100,
+    y_edges_s: np.ndarray | None = None,
 ) -> Density:
     """2-D histogram of requests by their bucket's throughput and their latency.
 
     Each bucket falls in one throughput column and each distinct latency in
     one row, so one weighted bincount over the histogram entries does it.
+    ``y_edges_s`` (e.g. from :func:`latency_edges`) replaces the ``ny``
+    equal rows up to ``y_max_s``.
     """
     x_edges = np.linspace(0.0, x_max, nx + 1)
-    y_edges = np.linspace(0.0, y_max_s, ny + 1)
+    if y_edges_s is None:
+        y_edges = np.linspace(0.0, y_max_s, ny + 1)
+    else:
+        y_edges = np.asarray(y_edges_s, dtype=np.float64)
+        y_max_s, ny = float(y_edges[-1]), len(y_edges) - 1
     xb = np.clip(np.searchsorted(x_edges, buckets.rps, side="right") - 1, 0, nx - 1)
     yb = np.searchsorted(y_edges, hist.values, side="right") - 1
     yb[hist.values >= y_max_s] = -1
@@ -395,3 +402,46 @@ def density(
     key = xb[hist.bucket[ok]].astype(np.int64) * ny + ey[ok]
     counts = np.rint(np.bincount(key, weights=hist.count[ok], minlength=nx * ny)).astype(np.int64)
     return Density(x_edges, y_edges, counts.reshape(nx, ny), above)
+
+
+def latency_tick(values: np.ndarray) -> float | None:
+    """The quantization step of latencies (1e-4 s for 4-decimal files), or None when not on a decimal grid."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return None
+    for decimals in range(1, 8):
+        scaled = v * 10.0**decimals
+        if np.max(np.abs(scaled - np.rint(scaled))) <= 1e-3:
+            return 10.0**-decimals
+    return None
+
+
+def latency_edges(
+    values: np.ndarray, y_max_s: float, *, ny: int = 100, log: bool = False, y_min_s: float | None = None
+) -> np.ndarray:
+    """Row edges of a latency grid that never splits the quantization step.
+
+    Latencies sit on a grid (0.1 ms in 4-decimal files): equal rows that are
+    not whole multiples of that step hold alternately one and two distinct
+    values, or none, and the density shows horizontal stripes.  Edges here
+    lie halfway between grid values, so every row holds a whole number of
+    them (at least one).  ``log=True`` spaces the rows geometrically from
+    ``y_min_s`` (default: the smallest latency) to ``y_max_s``.
+    """
+    tick = latency_tick(values)
+    if log:
+        lo = y_min_s or (float(np.min(values[values > 0])) if np.any(values > 0) else y_max_s / 1000)
+        lo = max(min(lo, y_max_s / 2), 1e-9)
+        edges = np.geomspace(lo, y_max_s, ny + 1)
+    else:
+        edges = np.linspace(0.0, y_max_s, ny + 1)
+    if tick is None:
+        return edges
+    if not log:
+        per_row = max(1, int(np.ceil(y_max_s / ny / tick)))
+        n = int(np.ceil((y_max_s / tick + 0.5) / per_row - 1e-9))
+        return (np.arange(n + 1) * per_row - 0.5) * tick if n else edges
+    k = np.unique(np.rint(edges / tick - 0.5))
+    if (k[-1] + 0.5) * tick < y_max_s:
+        k = np.append(k, k[-1] + 1)
+    return (k + 0.5) * tick

@@ -70,12 +70,9 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "headroom") -> str
 
 def _labels(runs: Sequence[Summary]) -> list[str]:
     """Run labels, made distinct (roles, then folder names) when two runs share one."""
-    labels = [s.label for s in runs]
-    if len(set(labels)) == len(labels):
-        return labels
-    if len(runs) == 2:
-        return [f"{labels[0]} (baseline)", f"{labels[1]} (candidate)"]
-    return [f"{s.label} ({s.run.meta.source})" for s in runs]
+    from .text import run_labels
+
+    return run_labels(runs)
 
 
 def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:

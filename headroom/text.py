@@ -53,6 +53,31 @@ def _ranges(idx) -> str:
     return ", ".join(out)
 
 
+def run_labels(runs) -> list[str]:
+    """Run labels, made distinct when runs share one (same metadata ``sha``).
+
+    Shared labels get the run's folder or file name when those differ,
+    else "baseline"/"candidate" for two runs, else "run 1", "run 2"...
+    Tables, legends and headers all use these.
+    """
+    import os
+
+    labels = [s.label for s in runs]
+    if len(set(labels)) == len(labels):
+        return labels
+    paths = [os.path.normpath(str(s.run.meta.source)) for s in runs]
+    names = [os.path.basename(p) for p in paths]
+    if len(set(names)) < len(names):  # perfResults.csv.gz in two folders: name the folders
+        names = [os.path.basename(os.path.dirname(p)) for p in paths]
+    if len(set(names)) == len(names) and all(names):
+        tags = names
+    elif len(runs) == 2:
+        tags = ["baseline", "candidate"]
+    else:
+        tags = [f"run {i + 1}" for i in range(len(runs))]
+    return [lb if labels.count(lb) == 1 else f"{lb} ({tag})" for lb, tag in zip(labels, tags)]
+
+
 def capacity_rows(s: Summary) -> list[tuple[str, str]]:
     """The capacity figures as (name, value) rows: the same text in the terminal, HTML and notebooks."""
     cap, t = s.capacity, s.table
