@@ -321,8 +321,10 @@ def _noise(y: np.ndarray, cps: list[int], floor: float) -> float:
 
 def change_points(
     y: Sequence[float], *, better: str, threshold: float, run_noise: float = RUN_NOISE
-) -> list[tuple[int, float, float | None, str]]:
-    """Change points of one series (positive values): [(index, change, pvalue, source)].
+) -> list[tuple]:
+    """Change points of one series (positive values): [(index, change, pvalue, source, before, after)].
+
+    ``before`` and ``after`` are the geometric means of the segments around the change.
 
     e-divisive means (Otava) on log values, kept when the change between the
     segments around it is at least ``threshold``; then the latest point
@@ -341,12 +343,22 @@ def change_points(
         cps, _ = compute_change_points(list(ly), window_len=50, max_pvalue=MAX_PVALUE)
         idx = sorted(int(c.index) for c in cps)
         pv = {int(c.index): float(c.stats.pvalue) for c in cps}
-        for k, i in enumerate(idx):
-            lo = idx[k - 1] if k else 0
-            hi = idx[k + 1] if k + 1 < len(idx) else n
-            before, after = math.exp(ly[lo:i].mean()), math.exp(ly[i:hi].mean())
-            if abs(after / before - 1) >= threshold:
-                found.append((i, after / before - 1, pv[i], "e-divisive (Otava)", before, after))
+        # drop the smallest change below the threshold and judge the rest again on the
+        # wider segments that leaves, until every remaining change is big enough
+        sizes: list = []
+        while idx:
+            sizes = []
+            for k, i in enumerate(idx):
+                lo = idx[k - 1] if k else 0
+                hi = idx[k + 1] if k + 1 < len(idx) else n
+                before, after = math.exp(ly[lo:i].mean()), math.exp(ly[i:hi].mean())
+                sizes.append((abs(after / before - 1), i, before, after))
+            small = min(sizes)
+            if small[0] >= threshold:
+                break
+            idx.remove(small[1])
+        for _size, i, before, after in sizes if idx else []:
+            found.append((i, after / before - 1, pv[i], "e-divisive (Otava)", before, after))
     last = n - 1
     start = max([f[0] for f in found if f[0] < last], default=0)
     prior = ly[start:last]

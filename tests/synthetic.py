@@ -63,3 +63,33 @@ def ramp(seed: int, *, slowdown: float = 1.0, label: str = "synthetic", noise: d
     return Run(
         req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(PLAN), np.int64)
     )
+
+
+def write(run: Run, folder) -> None:
+    """Write a run as a headroom-ramp style folder: perfResults.csv (with status), cpuStats.csv, metadata.yml."""
+    import datetime
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def stamp(ns: np.ndarray) -> np.ndarray:
+        secs = (ns // 10**9).astype("datetime64[s]").astype(str)
+        frac = np.char.zfill((ns % 10**9).astype(str), 9)
+        return np.char.add(np.char.add(np.char.add(secs, "."), frac), "Z")
+
+    req = run.requests
+    with open(folder / "perfResults.csv", "w") as f:
+        for k in range(req.n_steps):
+            a, b = req.step_offsets[k], req.step_offsets[k + 1]
+            f.write("start-time,response-time,status-code\n")
+            lat = np.char.mod("%.5f", req.latency_s[a:b])
+            rows = np.char.add(np.char.add(stamp(req.start_ns[a:b]), ","), lat)
+            f.write("\n".join(np.char.add(rows, ",200")) + "\n")
+    cpu = run.cpu
+    lines = ["timestamp,percentage"] + [f"{t},{p:.6f}" for t, p in zip(stamp(cpu.time_ns), cpu.pct)]
+    (folder / "cpuStats.csv").write_text("\n".join(lines) + "\n")
+    meta = dict(run.meta.fields)
+    meta["cpu_cores"] = 1
+    text = "".join(f"{k}: {v!r}\n" if isinstance(v, str) else f"{k}: {v}\n" for k, v in meta.items())
+    (folder / "metadata.yml").write_text(text + f"date: '{datetime.date(2026, 1, 1)}'\n")
