@@ -245,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="label for a run, in order (repeat for the second run)",
     )
     r.add_argument("--keep-notebook", metavar="FILE", help="also write the executed notebook")
+    r.add_argument(
+        "--figure-format",
+        choices=("png", "svg"),
+        default="png",
+        help="image format of the figures (default: png); svg is sharp at any zoom, inlined in the one HTML file",
+    )
+    r.add_argument(
+        "--log-latency",
+        action="store_true",
+        help="logarithmic latency axes: long tails shown instead of cut at 1.2 x the highest p99",
+    )
 
     c = sub.add_parser(
         "compare",
@@ -351,6 +362,8 @@ def _report_options(args) -> dict:
         "cpu_cores": args.cpu_cores or 0.0,
         "skip_bad_rows": bool(args.skip_bad_rows),
         "title": args.title,
+        "figure_format": args.figure_format,
+        "log_latency": bool(args.log_latency),
     }
 
 
@@ -387,6 +400,10 @@ def _compare(args, parser) -> int:
         base, cand = args.baseline, args.candidate
         if not base or not cand:
             parser.error("compare needs a baseline and a candidate")
+    if args.json and args.json != "-":
+        from .report import check_output
+
+        check_output(args.json, "the JSON")  # before the work, not after the verdict
 
     def load(p):
         return reduce_run(

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import SCHEMA_VERSION, HeadroomError, Objective, Run
+from .model import SCHEMA_VERSION, HeadroomError, Objective, Run, percentile_label
 from .stats import t_quantile, z_quantile
 from .steps import StepTable
 from .summary import Summary, analyze
@@ -307,7 +307,7 @@ def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
     if objective is not None and objective.name not in names:
         names.append(objective.name)
     for name in names:
-        label = "mean" if name == "mean" else name
+        label = percentile_label(name)
         specs.append(_Spec(f"{name}_s", f"{label} latency", "s", "lower", "all"))
     if has_cpu:
         specs.append(_Spec("cpu_s_per_req", "CPU per request", "s", "lower", "all"))
@@ -402,6 +402,10 @@ def _shown(sides: list[list[Summary]]) -> list[Metric]:
         else:
             b, c = float(np.mean(vals[0])), float(np.mean(vals[1]))
             ch = c / b - 1.0 if b > 0 else None
+        if key == "capacity_rps" and any(
+            s.capacity.model is not None and not s.capacity.model.peak_reached for side in sides for s in side
+        ):
+            note += "; a run still rose at its last step (its capacity is a lower bound)"
         if key == "rps_at_objective":
             held = [
                 s.capacity.at_objective.lower_bound for side in sides for s in side if s.capacity.at_objective

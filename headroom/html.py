@@ -11,7 +11,7 @@ import html
 import math
 from collections.abc import Sequence
 
-from .model import PERCENTILES
+from .model import PERCENTILES, percentile_label
 from .summary import Summary
 
 _E = html.escape
@@ -45,14 +45,14 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
             title = "Capacity report: " + ", ".join(s.label for s in summaries)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
     runs = "".join(
-        f"<li><b>{_E(role)}</b>: {_E(s.label)} <small>({_E(s.run.meta.source)})</small>"
+        f"<li><b>{_E(role)}</b>: {_E(label)} <small>({_E(s.run.meta.source)})</small>"
         + (
             f"<br><small>{_E(str(s.run.meta.fields.get('description')))}</small>"
             if s.run.meta.fields.get("description")
             else ""
         )
         + "</li>"
-        for role, s in zip(roles, summaries)
+        for role, s, label in zip(roles, summaries, _labels(summaries))
     )
     params = ", ".join(f"{_E(str(k))}={_E(repr(v))}" for k, v in parameters.items())
     return Fragment(
@@ -94,7 +94,7 @@ def bins_table(s: Summary) -> Fragment:
     """The throughput bins of one run: requests, latency percentiles (ms), CPU."""
     lat = s.bins.latency
     names = [p[0] for p in PERCENTILES]
-    head = "".join(f"<th>{n.replace('p995', 'p99.5').replace('p999', 'p99.9')}</th>" for n in names)
+    head = "".join(f"<th>{percentile_label(n)}</th>" for n in names)
     body = ""
     for i in range(len(s.bins)):
         n = int(lat.requests[i])
@@ -148,9 +148,10 @@ def verdict(c) -> Fragment:
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
     rows = []
     for m in c.metrics:
-        cls = {"worse": "worse", "better": "better"}.get(m.decision, "")
+        # colour only what decided: a decision metric judged worse or better, never an information row
+        cls = {"worse": "worse", "better": "better"}.get(m.decision, "") if m.decides else ""
         decision = m.decision if m.decides else "information"
-        if m.decision == "not judged":
+        if m.decision == "not judged" or (not m.decides and m.note):
             decision += f": {m.note}"
         rows.append(
             [
@@ -185,11 +186,43 @@ def verdict(c) -> Fragment:
     pair_head = ["concurrency", "baseline req/s", "candidate req/s", "change", "baseline p99 ms"]
     pair_head += ["candidate p99 ms", "change", "CPU/request change", "baseline errors", "candidate errors"]
     notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
+    names = (
+        f"{_E(', '.join(c.baseline_labels))} (baseline) vs {_E(', '.join(c.candidate_labels))} (candidate)"
+    )
+    not_judged = [m for m in c.metrics if m.decides and m.decision == "not judged"]
+    why = "".join(f"<li><b>{_E(m.name)}</b>: {_E(m.note)}</li>" for m in not_judged)
     return Fragment(
         f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
+        + f"<p><small>{names}</small></p>"
         + _table(head, rows)
+        + (f"<p><b>Not judged</b></p><ul>{why}</ul>" if why else "")
         + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
         f"</small></p><ul class='notes'>{notes}</ul>"
-        + "<p><b>Step pairs</b> (* = saturated steps, used for the plateau throughput)</p>"
-        + _table(pair_head, pair_rows)
+        + "<p><b>Step pairs</b>: each baseline step beside the candidate's step at the same concurrency "
+        "(* = saturated pair, used for the plateau throughput). <i>How to read it</i>: a change column is "
+        "candidate / baseline &minus; 1 for that pair alone, and one pair carries one step's noise "
+        "(10&ndash;30 % between runs of the same build is common); the verdict above judges the "
+        "geometric mean over the pairs with its interval. Nothing here is coloured because no single pair "
+        "decides. p99 in ms; CPU/request change from each step's CPU seconds per request; errors '?' = "
+        "unknown (no status column).</p>" + _table(pair_head, pair_rows)
     )
+
+
+def run_table(run) -> Fragment:
+    """A small table describing a loaded run (what ``Run._repr_html_`` shows)."""
+    cpu = run.cpu
+    rows = [
+        ("label", _E(run.label)),
+        ("source", _E(str(run.meta.source))),
+        ("format", _E(run.format)),
+        ("steps", f"{run.n_steps:,}"),
+        ("requests", f"{run.n_requests:,} successful"),
+        ("errors", "unknown (no status column)" if not run.errors_known else f"{run.errors:,}"),
+        (
+            "CPU samples",
+            "none" if cpu is None else f"{len(cpu):,} ({_E(cpu.source)}; 100 % = {cpu.cores:g} core(s))",
+        ),
+        ("warnings", f"{len(run.warnings)}"),
+    ]
+    body = "".join(f"<tr><th>{k}</th><td style='text-align:left'>{v}</td></tr>" for k, v in rows)
+    return Fragment(f'<table class="headroom"><tbody>{body}</tbody></table>')

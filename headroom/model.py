@@ -138,6 +138,31 @@ class Run:
     def label(self) -> str:
         return self.meta.label
 
+    @property
+    def n_requests(self) -> int:
+        """Successful requests read (failed ones are counted in ``errors``)."""
+        if self.requests is not None:
+            return len(self.requests)
+        return int(self.reduced[0].requests.sum()) if self.reduced is not None else 0
+
+    @property
+    def n_steps(self) -> int:
+        """Load steps (sections of the request file)."""
+        if self.requests is not None:
+            return self.requests.n_steps
+        return len(self.reduced[0]) if self.reduced is not None else 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<Run {self.label!r}: {self.format}, {self.n_steps} steps, {self.n_requests:,} requests, "
+            f"{'CPU samples' if self.cpu is not None else 'no CPU samples'}>"
+        )
+
+    def _repr_html_(self) -> str:
+        from .html import run_table
+
+        return run_table(self)
+
     def requests_frame(self):
         """The requests as a pandas DataFrame (start time, latency, step)."""
         import pandas as pd
@@ -164,7 +189,7 @@ class Objective:
     bound_s: float
 
     def __str__(self) -> str:
-        return f"{self.name}<={_fmt_seconds(self.bound_s)}"
+        return f"{percentile_label(self.name)}<={_fmt_seconds(self.bound_s)}"
 
     @property
     def field(self) -> str:
@@ -204,6 +229,14 @@ def parse_objective(text: str) -> Objective:
         if pn * den == num * pd_:
             name = pname
     return Objective(name, (num, den), bound)
+
+
+def percentile_label(name: str) -> str:
+    """How a percentile is written for people: ``p999`` -> ``p99.9``, ``p995`` -> ``p99.5``, ``p50`` stays."""
+    digits = name[1:]
+    if name.startswith("p") and digits.isdigit() and len(digits) > 2:
+        return f"p{digits[:2]}.{digits[2:]}"
+    return name
 
 
 def parse_duration(text: str) -> float:

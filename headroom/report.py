@@ -20,6 +20,8 @@ from . import __version__
 from .model import HeadroomError, parse_duration, parse_objective
 
 RUN_NOTEBOOK = "run_report.ipynb"
+#: Image formats of the report's figures: PNG, or SVG inlined in the page (sharp at any zoom).
+FIGURE_FORMATS = ("png", "svg")
 COMPARISON_NOTEBOOK = "comparison_report.ipynb"
 _TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
@@ -66,6 +68,8 @@ def notebook_parameters(
     cpu_cores: float = 0.0,
     skip_bad_rows: bool = False,
     title: str = "",
+    figure_format: str = "png",
+    log_latency: bool = False,
 ) -> tuple[str, dict]:
     """Which notebook to run for ``runs`` and the papermill parameters to pass it.
 
@@ -77,6 +81,8 @@ def notebook_parameters(
         raise HeadroomError(
             f"give one run (a single-run report) or two (baseline, candidate), not {len(runs)}"
         )
+    if figure_format not in FIGURE_FORMATS:
+        raise HeadroomError(f"figure format {figure_format!r}: expected one of {', '.join(FIGURE_FORMATS)}")
     labels = list(labels) + [""] * (len(runs) - len(labels))
     common = {
         "objective": objective,
@@ -87,6 +93,8 @@ def notebook_parameters(
         "cpu_cores": float(cpu_cores),
         "skip_bad_rows": bool(skip_bad_rows),
         "title": title,
+        "figure_format": figure_format,
+        "log_latency": bool(log_latency),
         "headroom_version": __version__,
     }
     if len(runs) == 1:
@@ -161,7 +169,38 @@ def export_html(nb, *, title: str) -> str:
     )
     nb.metadata["title"] = title
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return _strip_css_comments(body)
+    return _strip_svg_prologue(_strip_css_comments(body))
+
+
+def _strip_svg_prologue(page: str) -> str:
+    """Drop what inline SVG figures do not need in HTML: XML declaration, DOCTYPE, metadata.
+
+    matplotlib writes them for standalone files; the DOCTYPE and the metadata
+    name web addresses (the DTD, Dublin Core, matplotlib.org) that a
+    self-contained report has no use for.
+    """
+    import re
+
+    page = re.sub(r"<\?xml[^>]*\?>\s*", "", page)
+    page = re.sub(r"<!DOCTYPE svg[^>]*>\s*", "", page)
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", page, flags=re.S)
+
+
+def check_output(path: str | os.PathLike, what: str = "the report") -> Path:
+    """Fail in one line, before any work, when ``path`` cannot be written.
+
+    Raises HeadroomError when its folder is missing or not writable, or the
+    path is a folder.
+    """
+    out = Path(path)
+    parent = out.parent
+    if out.is_dir():
+        raise HeadroomError(f"{out}: is a folder; give a file name for {what}")
+    if not parent.is_dir():
+        raise HeadroomError(f"{out}: cannot write {what}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise HeadroomError(f"{out}: cannot write {what}: permission denied")
+    return out
 
 
 def _strip_css_comments(page: str) -> str:
@@ -226,7 +265,9 @@ def run_notebook(
     import nbformat
     import papermill as pm
 
-    out = Path(output)
+    out = check_output(output)
+    if keep_notebook:
+        check_output(keep_notebook, "the notebook")
     if progress is None:
         progress = sys.stderr.isatty()
     with tempfile.TemporaryDirectory(prefix="headroom-report-") as tmp:

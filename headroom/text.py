@@ -356,13 +356,21 @@ def format_comparison(c) -> str:
         rows,
         "rrrrrrrrrr",
     )
-    lines += ["", f"verdict: {c.verdict.upper()}: {c.reason}"]
+    lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
     why: dict[str, list[str]] = {}
     for m in c.metrics:
         if m.decides and m.decision == "not judged":
             why.setdefault(m.note, []).append(m.name)
-    lines += [f"not judged: {', '.join(names)}: {note}" for note, names in why.items()]
+    for note, names in why.items():
+        lines += _wrap(f"not judged: {', '.join(names)}: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _wrap(line: str, width: int = 100) -> list[str]:
+    """A long line wrapped to ``width`` columns, continuation lines indented."""
+    import textwrap
+
+    return textwrap.wrap(line, width=width, subsequent_indent="  ", break_on_hyphens=False) or [""]
 
 
 def _pct(v) -> str:

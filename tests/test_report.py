@@ -88,7 +88,7 @@ def check_html(page: str, labels, figures: int):
     assert "load_summaries" not in page and "hl-ipython3" not in page
     for label in labels:
         assert label in page
-    assert figures == 5 and _images(page) == figures
+    assert figures == 6 and _images(page) == figures
 
 
 def test_run_report_html(tmp_path):
