@@ -146,8 +146,8 @@ def summaries(
     ``dask``: a scheduler address or a ``distributed.Client`` to reduce on.
     """
     paths = [str(p) for p in paths]
-    keys = [cache_key(p, settings) for p in paths]
     cdir = Path(cache) if cache else None
+    keys = _keys(paths, settings, cdir)
     docs: list[dict | None] = [None] * len(paths)
     if cdir is not None:
         for i, k in enumerate(keys):
@@ -166,6 +166,36 @@ def summaries(
     for i, d in enumerate(docs):
         d["path"] = paths[i]
     return docs, len(todo)
+
+
+def _keys(paths: list[str], settings: Settings, cdir: Path | None) -> list[str]:
+    """Every run's cache key; a run whose files have the same size and mtime as when it was
+    last hashed reuses that hash (the cache's index), so a warm history hashes nothing."""
+    index_path = cdir / "stat-index" if cdir is not None else None  # JSON: path -> size, mtime, key
+    index = {}
+    if index_path is not None:
+        try:
+            index = json.loads(index_path.read_text())
+        except (OSError, ValueError):
+            index = {}
+    sig = json.dumps(settings.as_dict())
+    keys = []
+    for p in paths:
+        stat = [[str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns] for f in run_files(p)]
+        entry = index.get(f"{sig} {Path(p).resolve()}")
+        if entry and entry["files"] == stat:
+            keys.append(entry["key"])
+            continue
+        key = cache_key(p, settings)
+        index[f"{sig} {Path(p).resolve()}"] = {"files": stat, "key": key}
+        keys.append(key)
+    if index_path is not None:
+        try:
+            cdir.mkdir(parents=True, exist_ok=True)
+            index_path.write_text(json.dumps(index))
+        except OSError as e:
+            raise HeadroomError(f"{cdir}: cannot write the cache ({e.strerror})") from None
+    return keys
 
 
 def _cache_read(path: Path, key: str) -> dict | None:
