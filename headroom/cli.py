@@ -169,6 +169,18 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="drop unparsable request rows (counted in a warning naming the first) instead of failing",
     )
+    p.add_argument(
+        "--format",
+        metavar="NAME",
+        help="input format, instead of detecting it from the content: throughputramp (also hey), "
+        "vegeta-csv, vegeta-json, k6-json, k6-csv, jmeter-csv, jmeter-xml, gatling, oha-csv (docs/formats.md)",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="DURATION|T1,T2,...",
+        help="cut a run without steps of its own into steps of DURATION (10s) or at times in seconds "
+        "since its first request (0,10,20)",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
 
@@ -374,6 +386,13 @@ def _report(args) -> int:
         raise HeadroomError(f"give one run or two (baseline, candidate), not {len(args.runs)}")
     if len(args.label) > len(args.runs):
         raise HeadroomError(f"{len(args.label)} --label values for {len(args.runs)} run(s)")
+    # the report notebooks take no such parameter yet: refuse rather than ignore
+    for opt, value in (("--hey-start", args.hey_start), ("--format", args.format), ("--steps", args.steps)):
+        if value is not None:
+            raise HeadroomError(
+                f"report does not take {opt} yet (the format is detected from the content); "
+                "use it with summary or compare"
+            )
     try:
         out = render(args.runs, args.output, keep_notebook=args.keep_notebook, **_report_options(args))
     except ReportError as e:
@@ -407,7 +426,12 @@ def _compare(args, parser) -> int:
 
     def load(p):
         return reduce_run(
-            p, cpu_cores=args.cpu_cores, skip_bad_rows=args.skip_bad_rows, base_time_ns=args.hey_start
+            p,
+            cpu_cores=args.cpu_cores,
+            skip_bad_rows=args.skip_bad_rows,
+            base_time_ns=args.hey_start,
+            format=args.format,
+            steps=args.steps,
         )
 
     c = compare_runs(
@@ -440,6 +464,8 @@ def _summary(args) -> int:
         cpu_cores=args.cpu_cores,
         skip_bad_rows=args.skip_bad_rows,
         base_time_ns=args.hey_start,
+        format=args.format,
+        steps=args.steps,
     )
     s = analyze(
         run,

@@ -490,6 +490,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
     total = 0
     skipped: list[tuple[int, str]] = []
     sections = _drop_truncated_tail(buf, path, sections, layout.columns, checks, warnings)
+    hey_shift, hey_sections = 0, 0
     for s, e in sections:
         nl = raw.find(b"\n", s, e)
         if nl < 0 or (
@@ -498,6 +499,13 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
             offsets.append(total)
             continue
         st, lat, code = _parse_section(buf, path, s, e, layout, include, opts, checks, skip_bad_rows, skipped)
+        if layout.time_col == "offset" and len(st):
+            # hey runs appended one after another (one per concurrency): each
+            # section's offsets count from its own start, so it begins where
+            # the previous one ended
+            st = st + np.int64(hey_shift)
+            hey_shift = int(np.max(st + np.rint(lat * 1e9).astype(np.int64)))
+            hey_sections += 1
         starts.append(st)
         lats.append(lat)
         if layout.status_col:
@@ -525,6 +533,8 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
         if errors:
             vals, cnts = np.unique(status[bad], return_counts=True)
             error_codes = {int(v): int(c) for v, c in zip(vals, cnts)}
+            if errors == len(status):
+                raise _all_failed(path, errors, error_codes)
             warnings.append(
                 f"{path}: {errors} of {len(status)} requests failed ("
                 + ", ".join(f"{c}x HTTP {v}" for v, c in error_codes.items())
@@ -548,9 +558,19 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
                 "anchored at the file's modification time (--hey-start TIME sets it), "
                 "so CPU alignment is approximate"
             )
+        if hey_sections > 1:
+            warnings.append(
+                f"{path}: {hey_sections} hey runs appended one after another are read as one ramp, "
+                "each step starting when the previous one ended: the spacing between them is unknown"
+            )
         start_ns = start_ns + np.int64(base_time_ns)
 
     if len(start_ns) == 0:
+        if layout.kind == "hey":
+            raise HeadroomError(
+                f"{path}: no requests: hey wrote only its header line "
+                "(it writes no row for a request that got no response: was every connection refused?)"
+            )
         raise HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
 
     # Rows stay in file (completion) order: bucketing needs no order, and a
@@ -732,6 +752,8 @@ def load_run(
     cpu_cores: float | None = None,
     base_time_ns: int | None = None,
     skip_bad_rows: bool = False,
+    format: str | None = None,
+    steps: str | None = None,
 ) -> Run:
     """Load one run: requests, CPU samples (if present) and metadata.
 
@@ -751,7 +773,14 @@ def load_run(
         For hey files with relative offsets: the wall-clock start (UTC ns).
     skip_bad_rows
         Drop unparsable request rows instead of failing, counting them in a
-        warning that names the first one.
+        warning that names the first one (throughputramp and hey files).
+    format
+        The input format (see :data:`headroom.formats.FORMATS`, or a tool name
+        such as ``k6``); default: detected from the file's content.
+    steps
+        For files without steps of their own: cut the run into steps of a
+        duration (``"10s"``) or at times in seconds since the first start
+        (``"0,10,20"``).
 
     Returns
     -------
@@ -764,12 +793,32 @@ def load_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    requests, step_errors, error_codes, fmt, warnings = read_requests(
-        files.perf, base_time_ns=base_time_ns, skip_bad_rows=skip_bad_rows
-    )
+    fmt = _detect_format(files.perf, format)
+    conc = None
+    if fmt == "throughputramp":
+        if steps:
+            raise HeadroomError(
+                f"{files.perf}: --steps is for files without steps of their own; "
+                "this file's sections are its steps"
+            )
+        requests, step_errors, error_codes, fmt, warnings = read_requests(
+            files.perf, base_time_ns=base_time_ns, skip_bad_rows=skip_bad_rows
+        )
+    else:
+        from . import formats
+
+        table = formats.read_table(files.perf, fmt)
+        requests, step_errors, error_codes, warnings, conc = _table_to_requests(
+            table, files.perf, base_time_ns, steps
+        )
     errors = 0 if step_errors is None else int(step_errors.sum())
     cpu = _read_cpu_for(files, fields, cpu_cores)
-    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields)
+    meta = RunMeta(
+        label=label or run_label(fields, files.name),
+        source=str(files.perf),
+        fields=fields,
+        step_concurrency=conc,
+    )
     return Run(
         requests=requests,
         cpu=cpu,
@@ -898,6 +947,8 @@ def reduce_run(
     chunk_bytes: int = 64 << 20,
     progress: bool | None = None,
     base_time_ns: int | None = None,
+    format: str | None = None,
+    steps: str | None = None,
 ) -> Run:
     """Read a run of any size with bounded memory, reduced to per-bucket histograms.
 
@@ -917,6 +968,12 @@ def reduce_run(
     from .binning import BucketHist, encode_latency, sparse_counts
 
     files = locate_run(path)
+    if steps or _detect_format(files.perf, format) != "throughputramp":
+        # the other formats are read in memory (see headroom.formats)
+        return load_run(
+            path, label=label, cpu_cores=cpu_cores, skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns,
+            format=format, steps=steps,
+        )  # fmt: skip
     fields = read_metadata(files.meta) if files.meta else {}
     buf = _StreamBuffer(files.perf)
     try:
@@ -1105,3 +1162,138 @@ def _read_cpu_for(files: RunFiles, fields: dict, cpu_cores: float | None) -> Cpu
     if cpu.per_cpu is not None and cpu_cores is not None:
         cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)
     return cpu
+
+
+# --------------------------------------------------------------------------
+# the other load generators (headroom.formats): request table -> Requests
+
+
+def _all_failed(
+    path, n: int, error_codes: dict[int, int], labels: dict[int, str] | None = None
+) -> HeadroomError:
+    parts = ", ".join(
+        f"{c:,}x {_code_name(v)}" for v, c in sorted(error_codes.items(), key=lambda kv: -kv[1])
+    )
+    return HeadroomError(f"{path}: all {n:,} requests failed: {parts}; no latency to analyse")
+
+
+def _code_name(v: int) -> str:
+    if v < 0:
+        return "failed (no status code in the file)"
+    return "no HTTP response" if v == 0 else f"HTTP {v}"
+
+
+def _steps_option(t, steps: str, path) -> None:
+    """``--steps``: cut the run into steps of a duration (``10s``) or at times (``0,10,20``: s since the first start)."""
+    from .model import parse_duration
+
+    if not len(t.start_ns):
+        return
+    t0 = int(t.start_ns.min())
+    rel = (t.start_ns - t0) / 1e9
+    text = steps.strip()
+    if "," in text:
+        try:
+            bounds = sorted({float(x) for x in text.split(",") if x.strip()})
+        except ValueError:
+            raise HeadroomError(
+                f"bad --steps {short_text(steps)}: expected a duration (10s) or times in s (0,10,20)"
+            ) from None
+        if any(not np.isfinite(b) or b < 0 for b in bounds):
+            raise HeadroomError(f"bad --steps {short_text(steps)}: times must be finite and >= 0")
+        step = np.searchsorted(
+            np.asarray(bounds[1:] if bounds and bounds[0] == 0 else bounds), rel, side="right"
+        )
+    else:
+        d = parse_duration(text)
+        step = np.floor(rel / d).astype(np.int64)
+        if step.max() > 100_000:
+            raise HeadroomError(f"--steps {short_text(steps)}: more than 100,000 steps over this run")
+    uniq, inv = np.unique(step, return_inverse=True)
+    t.step = inv.astype(np.int64)
+    t.step_names = [f"step {k + 1}" for k in range(len(uniq))]
+    t.step_concurrency = None
+    t.steps_source = f"--steps {steps}"
+
+
+def short_text(s: str) -> str:
+    return _short(str(s), 60)
+
+
+def _table_to_requests(t, path: Path, base_time_ns: int | None, steps: str | None):
+    """(Requests, step_errors, error_codes, warnings, step concurrency) from a format reader's table."""
+    from .formats._common import check_values
+
+    warnings = list(t.warnings)
+    n = len(t.start_ns)
+    if n == 0:
+        raise HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
+    check_values(path, t)
+    if steps:
+        _steps_option(t, steps, path)
+    step = t.step if t.step is not None else np.zeros(n, np.int64)
+    n_steps = max(len(t.step_names), int(step.max()) + 1 if n else 1)
+    if t.ok is not None:
+        failed = ~t.ok
+    elif t.status is not None:
+        failed = (t.status < 200) | (t.status > 299)
+    else:
+        failed = None
+    order = np.argsort(step, kind="stable")
+    start, lat = t.start_ns[order], t.latency_s[order]
+    counts = np.bincount(step, minlength=n_steps)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    step_errors = None
+    error_codes: dict[int, int] = {}
+    if failed is not None:
+        failed = failed[order]
+        step_errors = _per_step(failed, offsets)
+        errors = int(failed.sum())
+        if errors:
+            codes = t.status[order][failed] if t.status is not None else np.full(errors, -1, np.int64)
+            vals, cnts = np.unique(codes, return_counts=True)
+            error_codes = {int(v): int(c) for v, c in zip(vals, cnts)}
+            if errors == n:
+                raise _all_failed(path, n, error_codes)
+            warnings.append(
+                f"{path}: {errors:,} of {n:,} requests failed ("
+                + ", ".join(f"{c:,}x {_code_name(v)}" for v, c in error_codes.items())
+                + "); they are counted as errors, not used as latencies"
+            )
+            keep = ~failed
+            kept = np.add.reduceat(keep.astype(np.int64), offsets[:-1]) if len(keep) else []
+            kept = np.where(counts == 0, 0, kept)
+            offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
+            start, lat = start[keep], lat[keep]
+    if t.relative:
+        if base_time_ns is None:
+            end_rel = int(np.max(t.start_ns + np.rint(t.latency_s * 1e9).astype(np.int64)))
+            base_time_ns = os.stat(path).st_mtime_ns - end_rel
+            warnings.append(
+                f"{path}: relative start times; wall-clock times are anchored at the file's "
+                "modification time (--hey-start TIME sets it), so CPU alignment is approximate"
+            )
+        start = start + np.int64(base_time_ns)
+    if len(t.step_names) <= 1 and not steps:
+        warnings.append(f"{path}: one step ({t.steps_source}); --steps DURATION or --steps T1,T2,... cuts it")
+    conc = tuple(t.step_concurrency) if t.step_concurrency is not None else None
+    return Requests(start, lat, offsets), step_errors, error_codes, warnings, conc
+
+
+def _detect_format(perf: Path, fmt: str | None) -> str:
+    from . import formats
+
+    head = formats.head_bytes(perf)
+    if fmt:
+        return formats.resolve(fmt, perf, head)
+    if any(perf.name.endswith(n) for n in _PERF_NAMES):
+        # a throughputramp run file: its own reader names what is wrong with it
+        data = head.lstrip(_BOM)
+        why = formats._summary_only(data) if data.strip() else None
+        if why:
+            raise HeadroomError(f"{perf}: {why}")
+        for f in formats.FORMATS.values():
+            if data.strip() and f.guess_can_open(data):
+                return f.name
+        return "throughputramp"
+    return formats.detect(perf, head)

@@ -42,6 +42,8 @@ class RunMeta:
     label: str
     source: str
     fields: dict[str, Any] = field(default_factory=dict)
+    #: concurrency of every step when the input file gives it (JMeter allThreads, k6 vus)
+    step_concurrency: tuple[int | None, ...] | None = None
 
     def ramp(self) -> tuple[int, int] | None:
         """Return ``(lower, step)`` of the concurrency ramp, when metadata gives it."""
@@ -52,7 +54,10 @@ class RunMeta:
         return None
 
     def concurrency(self, step_index: int) -> int | None:
-        """Concurrency of step ``step_index`` (``lower + k * step``), or None if unknown."""
+        """Concurrency of step ``step_index``: from the input file when it gives it, else
+        ``lower + k * step`` from metadata, or None if unknown."""
+        if self.step_concurrency is not None and 0 <= step_index < len(self.step_concurrency):
+            return self.step_concurrency[step_index]
         ramp = self.ramp()
         if ramp is None:
             return None

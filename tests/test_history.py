@@ -157,3 +157,18 @@ def test_usage_errors_are_one_line():
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "nope" in p.stderr
     p = cli("data/runs/nginx-keepalive", "-o", "/nonexistent/dir/h.html")
     assert p.returncode == 2 and p.stderr.count("\n") == 1
+
+
+def test_a_changed_run_is_read_again(run_folders, tmp_path):
+    import shutil
+
+    runs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    for src, dst in zip(run_folders, runs):
+        shutil.copytree(src, dst)
+    cache = tmp_path / "cache"
+    assert history(runs, cache=cache).runs_read == 3
+    assert history(runs, cache=cache).runs_read == 0
+    with open(runs[1] / "metadata.yml", "a") as f:
+        f.write("description: rebuilt\n")
+    again = history(runs, cache=cache)
+    assert again.runs_read == 1 and [r.label for r in again.releases] == ["v1.0", "v1.1", "v1.2"]

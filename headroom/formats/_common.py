@@ -1,0 +1,266 @@
+"""What every format reader shares: the request table it returns, bytes in, errors out."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..model import HeadroomError
+
+#: How exact a format is.
+EXACT = "exact per request"
+COARSE_MS = "per request, millisecond times"
+SUMMARY = "not usable: one summary per run"
+
+#: Bytes of a file's beginning that detection looks at.
+HEAD_BYTES = 64 << 10
+
+
+@dataclass
+class Table:
+    """The request table every reader produces (one row per request, any order).
+
+    ``start_ns`` is UTC nanoseconds since the epoch, or relative to the
+    generator's own start when ``relative``.  A request failed when ``ok`` is
+    False (formats with their own success flag) or, without ``ok``, when its
+    ``status`` is not 2xx (status 0: no HTTP response, e.g. connection
+    refused).  Both None: the format cannot tell, errors are unknown.
+    ``step`` is the 0-based step of every row (None: one step).
+    """
+
+    fmt: str
+    fidelity: str
+    start_ns: np.ndarray
+    latency_s: np.ndarray
+    status: np.ndarray | None = None
+    ok: np.ndarray | None = None
+    step: np.ndarray | None = None
+    step_names: list[str] = field(default_factory=list)
+    step_concurrency: list[int | None] | None = None
+    steps_source: str = ""
+    relative: bool = False
+    line: np.ndarray | None = None  # file line of every row, for messages (None: unknown)
+    warnings: list[str] = field(default_factory=list)
+
+
+def short(s, n: int = 100) -> str:
+    """At most n characters of a value from a file, printable ASCII only."""
+    if isinstance(s, bytes):
+        s = s[: n * 4].decode("utf-8", "replace")
+    s = str(s)
+    s = s if len(s) <= n else s[:n] + "..."
+    return ascii(s)[1:-1]
+
+
+def fail(path: Path, line: int | None, msg: str) -> HeadroomError:
+    return HeadroomError(f"{path}{f':{line}' if line else ''}: {msg}")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole file, decompressed when gzipped (whatever its name)."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise HeadroomError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise HeadroomError(f"{path}: is a folder, expected a file") from None
+    except PermissionError:
+        raise HeadroomError(f"{path}: permission denied") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as e:
+            raise HeadroomError(
+                f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
+            ) from None
+    return raw
+
+
+def head_bytes(path: Path, n: int = HEAD_BYTES) -> bytes:
+    """The first ``n`` bytes of a file, decompressed when gzipped."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+            if raw[:2] == b"\x1f\x8b":
+                f.seek(0)
+                try:
+                    with gzip.GzipFile(fileobj=f) as g:
+                        return g.read(n)
+                except (EOFError, OSError, zlib.error) as e:
+                    raise HeadroomError(
+                        f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
+                    ) from None
+            return raw
+    except FileNotFoundError:
+        raise HeadroomError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise HeadroomError(f"{path}: is a folder, expected a file") from None
+    except PermissionError:
+        raise HeadroomError(f"{path}: permission denied") from None
+
+
+def strip_bom(data: bytes) -> bytes:
+    return data[3:] if data[:3] == b"\xef\xbb\xbf" else data
+
+
+def drop_truncated_tail(data: bytes, path: Path, warnings: list[str]) -> bytes:
+    """A file that does not end with a line end was cut mid-write: drop its last line, with a warning.
+
+    Decided by the missing line end alone, never by whether the fragment parses.
+    """
+    end = len(data)
+    while end and data[end - 1 : end] in (b" ", b"\t"):
+        end -= 1
+    if end == 0 or data[end - 1 : end] in (b"\n", b"\r"):
+        return data
+    nl = data.rfind(b"\n", 0, end)
+    if nl < 0:
+        return data  # a single line: nothing to keep
+    line = data.count(b"\n", 0, nl) + 2
+    warnings.append(
+        f"{path}:{line}: dropped a truncated last line of {end - nl - 1} bytes without a line end "
+        f"'{short(data[nl + 1 : end], 60)}' (the load generator was probably stopped mid-write)"
+    )
+    return data[: nl + 1]
+
+
+def first_line(data: bytes) -> bytes:
+    nl = data.find(b"\n")
+    return (data if nl < 0 else data[:nl]).rstrip(b"\r")
+
+
+def is_text(head: bytes) -> bool:
+    sample = head[:4096]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(sample) - 4:  # not just a character cut at the end of the sample
+            return False
+    return True
+
+
+def line_of_row(row_lines: np.ndarray | None, i: int) -> int | None:
+    if row_lines is None or i >= len(row_lines):
+        return None
+    return int(row_lines[i])
+
+
+def check_values(path: Path, t: Table) -> None:
+    """Latencies finite and >= 0, times finite: else exit 2 naming the line."""
+    lat = t.latency_s
+    bad = ~np.isfinite(lat) | (lat < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise fail(
+            path, line_of_row(t.line, i), f"bad latency {float(lat[i])!r} (must be a finite number >= 0)"
+        )
+
+
+def arrow_csv(
+    data: bytes,
+    path: Path,
+    *,
+    columns: list[str],
+    types: dict,
+    header: bool,
+    row_problem,
+    delimiter: str = ",",
+    newlines_in_values: bool = False,
+):
+    """Parse CSV bytes with pyarrow (only the typed columns); on failure name the first bad line.
+
+    ``row_problem(fields) -> str | None`` judges one row of strings, used only
+    to find and describe the bad line after pyarrow refused the file.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.read_csv(
+            pa.BufferReader(pa.py_buffer(data)),
+            read_options=pacsv.ReadOptions(
+                column_names=columns, skip_rows=1 if header else 0, use_threads=True
+            ),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=newlines_in_values),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                include_columns=list(types),
+                null_values=[""],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise diagnose_csv(data, path, len(columns), header, row_problem, delimiter, str(exc)) from None
+
+
+def diagnose_csv(data: bytes, path: Path, ncols: int, header: bool, row_problem, delimiter: str, why: str):
+    import csv
+    import io
+
+    text = io.StringIO(data.decode("utf-8", "replace"), newline="")
+    reader = csv.reader(text, delimiter=delimiter)
+    try:
+        for row in reader:
+            ln = reader.line_num
+            if header and ln == 1:
+                continue
+            if len(row) != ncols:
+                return fail(
+                    path, ln, f"expected {ncols} fields, got {len(row)}: '{short(delimiter.join(row))}'"
+                )
+            problem = row_problem(row)
+            if problem:
+                return fail(path, ln, problem)
+    except csv.Error as e:
+        return fail(path, reader.line_num, f"bad CSV ({short(str(e))})")
+    return fail(path, None, f"cannot parse this CSV file: {short(why.splitlines()[0] if why else why)}")
+
+
+def as_np(col, dtype) -> np.ndarray:
+    """A numpy copy of a pyarrow column with no nulls."""
+    return np.asarray(col.to_numpy(), dtype=dtype)
+
+
+def null_check(table, path: Path, names, header: bool = True) -> None:
+    for n in names:
+        c = table.column(n)
+        if c.null_count:
+            i = int(np.flatnonzero(np.asarray(c.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise fail(path, i + 1 + (1 if header else 0), f"empty {n} value")
+
+
+def is_float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def is_int(v: str) -> bool:
+    v = v.strip()
+    return v.isascii() and (v.isdigit() or (v[:1] in "+-" and v[1:].isdigit()))
+
+
+def steps_from_labels(labels, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Step index of every row from a label per row; steps ordered by their first time."""
+    uniq, inv = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
+    first = np.full(len(uniq), np.iinfo(np.int64).max)
+    np.minimum.at(first, inv, order_by)
+    rank = np.argsort(first, kind="stable")
+    pos = np.empty(len(uniq), np.int64)
+    pos[rank] = np.arange(len(uniq))
+    return pos[inv], [str(uniq[r]) for r in rank]
+
+
+def steps_from_concurrency(conc: np.ndarray) -> tuple[np.ndarray, list[str], list[int | None]]:
+    """Step index of every row from its concurrency: one step per level, in increasing order."""
+    levels, inv = np.unique(conc, return_inverse=True)
+    return inv.astype(np.int64), [f"concurrency {int(v)}" for v in levels], [int(v) for v in levels]

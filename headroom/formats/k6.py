@@ -1,0 +1,254 @@
+"""k6: ``--out json=F`` (NDJSON ``Point`` samples) and ``--out csv=F`` (with a sub-second ``timeFormat``).
+
+k6 stamps a request's ``http_req_duration`` sample when the request ENDS:
+start = time - duration.  Status "0" is a request without a response
+(connection refused, timeout).  ``expected_response`` (k6 >= 0.31) decides
+success when present, else the status (2xx).  Steps: one per scenario when
+there are several (their concurrency from the ``vus`` samples inside each);
+else from the ``vus`` metric (one sample a second, so boundaries are accurate
+to about a second); else one step.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ._common import (
+    EXACT,
+    Table,
+    arrow_csv,
+    drop_truncated_tail,
+    fail,
+    first_line,
+    is_float,
+    short,
+    steps_from_labels,
+)
+
+_CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
+_UNIX_SCALE = {19: 1, 16: 1_000, 13: 1_000_000}  # digits of a unix time now -> ns factor
+_SECONDS_HINT = (
+    "k6's default CSV timeFormat is whole seconds, too coarse for per-second buckets: "
+    "run k6 with --out csv=fileName=F,timeFormat=rfc3339_nano (or unix_nano, unix_micro, unix_milli; "
+    "K6_CSV_TIME_FORMAT=rfc3339_nano), or use --out json=F"
+)
+
+
+def guess_csv(head: bytes) -> bool:
+    return bool(_CSV_HEAD.match(first_line(head).lstrip(b"\xef\xbb\xbf")))
+
+
+def guess_json(head: bytes) -> bool:
+    line = first_line(head).lstrip()
+    return line.startswith(b"{") and b'"type"' in line and (b'"Metric"' in line or b'"Point"' in line)
+
+
+def _times_ns(values: list[str], path: Path, lines) -> np.ndarray:
+    """k6 sample times: RFC 3339 with fraction, or unix ms/us/ns; whole seconds are refused."""
+    import pyarrow as pa
+
+    from .. import io as hio
+
+    if not values:
+        return np.zeros(0, np.int64)
+    v0 = values[0].strip()
+    if v0.isdigit():
+        scale = _UNIX_SCALE.get(len(v0))
+        if scale is None:
+            raise fail(path, lines[0], f"timestamp '{short(v0, 30)}' is in whole seconds: {_SECONDS_HINT}")
+        out = np.empty(len(values), np.int64)
+        for i, v in enumerate(values):
+            v = v.strip()
+            if not v.isdigit() or len(v) != len(v0):
+                raise fail(
+                    path,
+                    lines[i],
+                    f"bad timestamp '{short(v, 30)}' (expected {len(v0)} digits like the first)",
+                )
+            out[i] = int(v) * scale
+        return out
+    if "." not in v0:
+        raise fail(
+            path,
+            lines[0],
+            f"timestamp '{short(v0, 40)}' has whole seconds (timeFormat=rfc3339): {_SECONDS_HINT}",
+        )
+    try:
+        arr = pa.array(values, pa.string()).cast(hio._TS_UTC)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for i, v in enumerate(values):
+            try:
+                pa.array([v], pa.string()).cast(hio._TS_UTC)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise fail(path, lines[i], f"bad timestamp '{short(v, 40)}' (expected RFC 3339)") from None
+        raise
+    return np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)
+
+
+def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, vus_v, warnings) -> Table:
+    n = len(end_ns)
+    if n == 0:
+        raise fail(
+            path,
+            None,
+            "no http_req_duration samples: is this the output of a k6 test that made HTTP requests?",
+        )
+    lat = np.asarray(dur_ms, np.float64) / 1e3
+    bad = ~np.isfinite(lat) | (lat < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise fail(
+            path,
+            int(lines[i]),
+            f"bad http_req_duration {float(dur_ms[i])!r} ms (must be a finite number >= 0)",
+        )
+    start = end_ns - np.rint(lat * 1e9).astype(np.int64)
+    codes = np.array([int(s) if s.isdigit() and len(s) <= 4 else 0 for s in status], np.int64)
+    ok = None
+    if any(e for e in expected):
+        ok = np.array([e == "true" if e else 200 <= c <= 299 for e, c in zip(expected, codes)], bool)
+    vus_t = np.asarray(vus_t, np.int64)
+    vus_v = np.asarray(vus_v, np.float64)
+    order = np.argsort(vus_t, kind="stable")
+    vus_t, vus_v = vus_t[order], vus_v[order]
+    names = sorted(set(scenario))
+    conc = None
+    if len(names) > 1:
+        step, names = steps_from_labels(scenario, start)
+        src = f"the scenario tag ({len(names)} scenarios)"
+        conc = []
+        for k in range(len(names)):
+            sel = step == k
+            lo, hi = int(start[sel].min()), int(end_ns[sel].max())
+            inside = vus_v[(vus_t > lo) & (vus_t < hi)]
+            conc.append(int(np.median(inside)) if len(inside) else None)
+        if any(c is None for c in conc):
+            warnings.append(
+                f"{path}: some scenarios have no vus sample inside them: their concurrency is unknown"
+            )
+    elif len(vus_t):
+        # the VU count at each request's start: the latest vus sample at or before it
+        i = np.searchsorted(vus_t, start, side="right") - 1
+        level = vus_v[np.maximum(i, 0)].astype(np.int64)
+        levels = np.unique(level)
+        pos = {int(v): k for k, v in enumerate(levels)}
+        step = np.array([pos[int(v)] for v in level], np.int64)
+        names = [f"{int(v)} VUs" for v in levels]
+        conc = [int(v) for v in levels]
+        src = "the vus metric (sampled once a second: step boundaries accurate to about 1 s)"
+    else:
+        step = np.zeros(n, np.int64)
+        names = [names[0] if names and names[0] else "all"]
+        src = "one scenario and no vus samples: one step"
+    return Table(
+        fmt=fmt,
+        fidelity=EXACT,
+        start_ns=start,
+        latency_s=lat,
+        status=codes,
+        ok=ok,
+        step=step,
+        step_names=names,
+        step_concurrency=conc,
+        steps_source=src,
+        line=np.asarray(lines, np.int64),
+        warnings=warnings,
+    )
+
+
+def read_json(path: Path, data: bytes) -> Table:
+    warnings: list[str] = []
+    data = drop_truncated_tail(data, path, warnings)
+    times, durs, status, expected, scen, lines = [], [], [], [], [], []
+    vus_times, vus_vals, vus_lines = [], [], []
+    for ln, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        if b'"Point"' not in line:
+            if b'"Metric"' in line:
+                continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            raise fail(path, ln, f"not a JSON line: '{short(line)}'") from None
+        if not isinstance(rec, dict) or rec.get("type") != "Point":
+            continue
+        metric = rec.get("metric")
+        if metric not in ("http_req_duration", "vus"):
+            continue
+        d = rec.get("data")
+        if (
+            not isinstance(d, dict)
+            or not isinstance(d.get("time"), str)
+            or not isinstance(d.get("value"), (int, float))
+        ):
+            raise fail(path, ln, f"a k6 Point without data.time and data.value: '{short(line)}'")
+        if metric == "vus":
+            vus_times.append(d["time"])
+            vus_vals.append(float(d["value"]))
+            vus_lines.append(ln)
+            continue
+        tags = d.get("tags") if isinstance(d.get("tags"), dict) else {}
+        times.append(d["time"])
+        durs.append(float(d["value"]))
+        status.append(str(tags.get("status", "")))
+        expected.append(str(tags.get("expected_response", "")))
+        scen.append(str(tags.get("scenario", "")))
+        lines.append(ln)
+    end_ns = _times_ns(times, path, lines)
+    vus_t = _times_ns(vus_times, path, vus_lines)
+    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings)
+
+
+def read_csv(path: Path, data: bytes) -> Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    warnings: list[str] = []
+    data = drop_truncated_tail(data, path, warnings)
+    if data[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    header = first_line(data).decode("utf-8", "replace")
+    cols = [c.strip() for c in header.split(",")]
+    types = {"metric_name": pa.string(), "timestamp": pa.string(), "metric_value": pa.string()}
+    for opt in ("status", "expected_response", "scenario"):
+        if opt in cols:
+            types[opt] = pa.string()
+
+    def problem(row):
+        if not is_float(row[2]):
+            return f"bad metric_value '{short(row[2], 40)}' (expected a number)"
+        return None
+
+    t = arrow_csv(data, path, columns=cols, types=types, header=True, row_problem=problem)
+    names = t.column("metric_name")
+    line = np.arange(2, t.num_rows + 2)
+    req = pc.equal(names, "http_req_duration").to_numpy(zero_copy_only=False)
+    vus = pc.equal(names, "vus").to_numpy(zero_copy_only=False)
+    req = np.asarray(req, bool)
+    vus = np.asarray(vus, bool)
+
+    def col(name, mask):
+        if name not in types:
+            return [""] * int(mask.sum())
+        vals = np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=object)[mask]
+        return ["" if v is None else str(v) for v in vals]
+
+    vals = col("metric_value", req)
+    durs = []
+    for v, ln in zip(vals, line[req]):
+        try:
+            durs.append(float(v))
+        except ValueError:
+            raise fail(path, int(ln), f"bad metric_value '{short(v, 40)}' (expected a number)") from None
+    end_ns = _times_ns(col("timestamp", req), path, line[req])
+    vus_t = _times_ns(col("timestamp", vus), path, line[vus])
+    vus_v = [float(v) if is_float(v) else 0.0 for v in col("metric_value", vus)]
+    return _build(
+        path, "k6-csv", end_ns, durs, col("status", req), col("expected_response", req), col("scenario", req),
+        line[req], vus_t, vus_v, warnings,
+    )  # fmt: skip

@@ -1,0 +1,145 @@
+"""vegeta: ``vegeta encode -to csv`` (no header) and ``vegeta encode -to json`` (JSON lines).
+
+Every result has its absolute start (unix ns), status code (0: no response)
+and latency (ns): exact per request.  Steps: one per ``attack`` name (a rate
+ramp is several named attacks), ordered by their first request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ._common import (
+    EXACT,
+    Table,
+    arrow_csv,
+    drop_truncated_tail,
+    fail,
+    first_line,
+    is_int,
+    short,
+    steps_from_labels,
+)
+
+CSV_COLUMNS = [
+    "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
+    "body", "attack", "seq", "method", "url", "headers",
+]  # fmt: skip
+_CSV_FIRST = re.compile(rb"^\d{15,20},\d{1,3},\d+,\d+,\d+,")
+_JSON_KEYS = (b'"attack"', b'"seq"', b'"code"', b'"timestamp"', b'"latency"')
+
+
+def guess_csv(head: bytes) -> bool:
+    return bool(_CSV_FIRST.match(first_line(head)))
+
+
+def guess_json(head: bytes) -> bool:
+    line = first_line(head).lstrip()
+    return line.startswith(b"{") and all(k in line for k in _JSON_KEYS)
+
+
+def _row_problem(row):
+    for i, name in ((0, "timestamp"), (1, "code"), (2, "latency")):
+        if not is_int(row[i]) or int(row[i]) < 0:
+            return f"bad {name} '{short(row[i], 40)}' (expected a non-negative integer)"
+    if int(row[0]) > 2**63 - 1 or int(row[2]) > 2**63 - 1:
+        return f"value out of range: '{short(','.join(row[:3]))}'"
+    return None
+
+
+def read_csv(path: Path, data: bytes) -> Table:
+    import pyarrow as pa
+
+    warnings: list[str] = []
+    data = drop_truncated_tail(data, path, warnings)
+    if not data.strip():
+        raise fail(path, None, "the file is empty")
+    t = arrow_csv(
+        data,
+        path,
+        columns=CSV_COLUMNS,
+        types={"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()},
+        header=False,
+        row_problem=_row_problem,
+        newlines_in_values=True,
+    )
+    return _table(path, t, warnings, "vegeta-csv")
+
+
+def _table(path, t, warnings, fmt) -> Table:
+    from ._common import as_np, null_check
+
+    null_check(t, path, ["timestamp", "code", "latency"], header=False)
+    start = as_np(t.column("timestamp"), np.int64)
+    lat_ns = as_np(t.column("latency"), np.int64)
+    code = as_np(t.column("code"), np.int64)
+    for name, arr in (("timestamp", start), ("latency", lat_ns), ("code", code)):
+        if len(arr) and arr.min() < 0:
+            i = int(np.argmin(arr))
+            raise fail(path, i + 1, f"bad {name} {int(arr[i])} (must be >= 0)")
+    attack = t.column("attack").to_pylist()
+    attack = ["" if a is None else a for a in attack]
+    step, names = steps_from_labels(attack, start)
+    src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
+    return Table(
+        fmt=fmt,
+        fidelity=EXACT,
+        start_ns=start,
+        latency_s=lat_ns / 1e9,
+        status=code,
+        step=step,
+        step_names=names,
+        steps_source=src,
+        line=np.arange(1, len(start) + 1),
+        warnings=warnings,
+    )
+
+
+def read_json(path: Path, data: bytes) -> Table:
+    """JSON lines, parsed with the json module line by line (bodies and headers are skipped)."""
+    import pyarrow as pa
+
+    warnings: list[str] = []
+    data = drop_truncated_tail(data, path, warnings)
+    starts, lats, codes, attacks = [], [], [], []
+    for ln, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            ts, lat, code = rec["timestamp"], rec["latency"], rec["code"]
+            if (
+                not (isinstance(lat, int) and isinstance(code, int) and isinstance(ts, str))
+                or lat < 0
+                or code < 0
+            ):
+                raise ValueError
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise fail(
+                path, ln, f"not a vegeta JSON result (timestamp, code, latency): '{short(line)}'"
+            ) from None
+        starts.append(ts)
+        lats.append(lat)
+        codes.append(code)
+        attacks.append(str(rec.get("attack") or ""))
+    if not starts:
+        raise fail(path, None, "no results in this vegeta JSON file")
+    from .. import io as hio
+
+    try:
+        arr = pa.array(starts, pa.string()).cast(hio._TS_UTC)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for ln, s in enumerate(starts):
+            try:
+                pa.array([s], pa.string()).cast(hio._TS_UTC)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise fail(path, ln + 1, f"bad timestamp '{short(s, 40)}' (expected RFC 3339)") from None
+        raise
+    start = np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)
+    t = pa.table({"timestamp": start, "code": np.array(codes, np.int64), "latency": np.array(lats, np.int64),
+                  "attack": pa.array(attacks, pa.string())})  # fmt: skip
+    return _table(path, t, warnings, "vegeta-json")
