@@ -260,3 +260,62 @@ def test_explore_notebook_runs_on_a_real_kernel(tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 4  # the four figure cells
+
+
+def test_svg_figures_stay_in_one_file(tmp_path):
+    import base64
+
+    out = tmp_path / "run.html"
+    p = cli("report", RUNS / "nginx-keepalive", "-o", out, "--figure-format", "svg", "--log-latency")
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    svgs = re.findall(r'<img[^>]+src="data:image/svg\+xml;base64,([^"]+)"', page)
+    assert len(svgs) == figures_in("run_report.ipynb") == 6 and _images(page) == 0
+    assert "<script" not in page and not re.search(r'(src|href)="https?://', page)
+    decoded = [base64.b64decode(s).decode() for s in svgs]
+    assert all("<svg" in d for d in decoded)
+    assert sum("<image" in d for d in decoded) == 1  # the headroom plot's density, an embedded bitmap
+    assert not any(re.search(r'xlink:href="(?!data:|#)', d) for d in decoded)  # nothing from outside
+    assert re.search(r"figure_format=(&#x27;|')svg", page) and re.search(r"log_latency=True", page)
+    p = cli("report", RUNS / "nginx-keepalive", "-o", out, "--figure-format", "gif")
+    assert p.returncode == 2 and "invalid choice: 'gif'" in p.stderr
+
+
+def test_output_paths_are_checked_before_the_work(tmp_path):
+    import time
+
+    missing = tmp_path / "missing" / "x.html"
+    t0 = time.monotonic()
+    p = cli("report", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "-o", missing)
+    took = time.monotonic() - t0
+    assert p.returncode == 2 and not missing.exists()
+    assert p.stderr.count("\n") == 1 and "does not exist" in p.stderr and str(missing.parent) in p.stderr
+    assert took < 6, f"{took:.1f} s: the notebook ran before the path was checked"
+    p = cli("report", RUNS / "nginx-keepalive", "-o", tmp_path, "--keep-notebook", tmp_path / "x.ipynb")
+    assert p.returncode == 2 and "is a folder" in p.stderr
+    p = cli("report", RUNS / "nginx-keepalive", "-o", tmp_path / "r.html", "--keep-notebook", missing)
+    assert p.returncode == 2 and "does not exist" in p.stderr and not (tmp_path / "r.html").exists()
+    p = cli(
+        "compare", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "--json", tmp_path / "no" / "v.json"
+    )
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1 and "does not exist" in p.stderr
+
+
+def test_comparison_report_same_labels_without_cpu(tmp_path):
+    """Two runs of one build (same sha), the candidate without cpuStats.csv: told apart, CPU stated missing."""
+    cand = tmp_path / "nginx-keepalive-repeat"
+    shutil.copytree(RUNS / "nginx-keepalive-repeat", cand)
+    (cand / "cpuStats.csv").unlink()
+    out = tmp_path / "same.html"
+    p = cli("report", RUNS / "nginx-keepalive", cand, "-o", out)
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    check_html(page, [], figures_in("comparison_report.ipynb"))
+    for label in (
+        "nginx-1.22.1-keepalive (nginx-keepalive)",
+        "nginx-1.22.1-keepalive (nginx-keepalive-repeat)",
+    ):
+        assert f"<th>{label}</th>" in page  # capacity table header
+        assert f"<b>{'baseline' if label.endswith('keepalive)') else 'candidate'}</b>: {label}" in page
+    assert "unknown: no CPU data" in page  # throughput at the CPU target, candidate column
+    assert "not judged" in page and "error counts unknown" in page
