@@ -58,6 +58,32 @@ def test_error_cases(case, name, line, fragment):
     assert_one_line_error(cli("summary", f"tests/data/bad/{case}"), case, name, line, fragment)
 
 
+# the other formats: (case, file, line or None, fragment)
+FORMAT_ERRORS = [
+    ("vegeta-bad-latency", "results.csv", 3, "bad latency '12ms'"),
+    ("vegeta-huge-line", "results.csv", 4, "bad CSV"),
+    ("k6-json-broken-line", "results.json", 3, "not a JSON line"),
+    ("k6-csv-bad-value", "results.csv", 5, "bad metric_value 'fast'"),
+    ("jmeter-formatted-timestamp", "results.jtl", 4, "timestamp_format=ms"),
+    ("jmeter-xml-unclosed", "results.xml", 9, "bad XML"),
+    ("jmeter-xml-entities", "results.xml", None, "DOCTYPE or entity definitions is refused"),
+    ("gatling-bad-request", "simulation.log", 5, "without start, end (ms) and OK/KO"),
+    ("oha-bad-start", "results.csv", 6, "bad request-start '-'"),
+    ("hey-header-only", "hey.csv", None, "hey wrote only its header line"),
+    ("all-failed", "hey.csv", None, "all 50 requests failed: 50x HTTP 404"),
+    ("summary-only-oha-json", "oha.json", None, "oha's JSON summary"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "line", "fragment"), FORMAT_ERRORS, ids=[e[0] for e in FORMAT_ERRORS]
+)
+def test_format_error_cases(case, name, line, fragment):
+    p = cli("summary", f"tests/data/bad/{case}/{name}")
+    assert_one_line_error(p, case, name, line, fragment)
+    assert len(p.stderr) < 300, p.stderr  # at most a short excerpt of the line
+
+
 def test_missing_path():
     p = cli("summary", "tests/data/bad/does-not-exist")
     assert (
