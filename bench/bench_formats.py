@@ -1,0 +1,236 @@
+"""Reading each input format at a large size, as a ratio against a plain parse of the same file.
+
+    python3 bench/bench_formats.py            # 1M requests per format (about a minute and a half)
+    HEADROOM_BENCH_N=5000000 python3 bench/bench_formats.py
+
+Synthetic files (a 3-step ramp, 1 % errors) are written to a temporary
+folder.  "headroom" is ``headroom.load_run`` (detection, parsing, checks,
+steps, errors, the request table); "plain" is the least a reader must do
+with the same bytes in the same run: ``pyarrow.csv.read_csv`` for CSV files,
+``json.loads`` per line for JSON lines, ``xml.etree.ElementTree.iterparse``
+for XML, ``bytes.split`` per line for Gatling's tab-separated log.  The
+ratio is headroom / plain (lower is better).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import headroom  # noqa: E402
+
+N = int(os.environ.get("HEADROOM_BENCH_N", 1_000_000))
+T0 = 1_795_430_000_000_000_000
+rng = np.random.default_rng(1)
+
+
+def _data(n):
+    step = np.repeat(np.arange(3), [n // 3, n // 3, n - 2 * (n // 3)])
+    start = T0 + np.sort(rng.integers(0, 60_000_000_000, n)) + step * 60_000_000_000
+    lat_ns = rng.integers(200_000, 30_000_000, n)
+    code = np.where(rng.random(n) < 0.01, 503, 200)
+    return step, start, lat_ns, code
+
+
+def write_vegeta_csv(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            f.write(f"{t},{c},{la},0,6,,,rate{s},0,GET,http://127.0.0.1:8080/,\n")
+
+
+def write_vegeta_json(p, n):
+    import datetime as dt
+
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            ts = dt.datetime.fromtimestamp(t // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{t % 10**9:09d}Z"
+            f.write(
+                f'{{"attack":"rate{s}","seq":0,"code":{c},"timestamp":"{ts}","latency":{la},"bytes_out":0,'
+                f'"bytes_in":6,"error":"","body":null,"method":"GET","url":"http://127.0.0.1:8080/","headers":null}}\n'
+            )
+
+
+def write_k6_csv(p, n):
+    import datetime as dt
+
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        f.write("metric_name,timestamp,metric_value,check,error,error_code,expected_response,group,method,name,"
+                "proto,scenario,service,status,subproto,tls_version,url,extra_tags,metadata\n")  # fmt: skip
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            e = t + la
+            ts = dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{e % 10**9:09d}Z"
+            f.write(f"http_req_duration,{ts},{la / 1e6:f},,,,{'true' if c == 200 else 'false'},,GET,u,HTTP/1.1,"
+                    f"c{s},,{c},,,http://127.0.0.1:8080/,,\n")  # fmt: skip
+
+
+def write_k6_json(p, n):
+    import datetime as dt
+
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            e = t + la
+            ts = dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{e % 10**9:09d}Z"
+            f.write(f'{{"metric":"http_req_duration","type":"Point","data":{{"time":"{ts}","value":{la / 1e6:f},'
+                    f'"tags":{{"expected_response":"{"true" if c == 200 else "false"}","method":"GET",'
+                    f'"scenario":"c{s}","status":"{c}","url":"http://127.0.0.1:8080/"}}}}}}\n')  # fmt: skip
+
+
+def write_jmeter_csv(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        f.write("timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,success,failureMessage,"
+                "bytes,sentBytes,grpThreads,allThreads,URL,Latency,IdleTime,Connect\n")  # fmt: skip
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            k = 2**s
+            f.write(f"{t // 10**6},{la // 10**6},index,{c},OK,g 1-1,text,{'true' if c == 200 else 'false'},,6,120,"
+                    f"{k},{k},http://127.0.0.1:8080/,{la // 10**6},0,0\n")  # fmt: skip
+
+
+def write_jmeter_xml(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testResults version="1.2">\n')
+        for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            f.write(f'<httpSample t="{la // 10**6}" lt="0" ts="{t // 10**6}" s="{"true" if c == 200 else "false"}" '
+                    f'lb="index" rc="{c}" rm="OK" tn="g 1-1" ng="{2**s}" na="{2**s}"/>\n')  # fmt: skip
+        f.write("</testResults>\n")
+
+
+def write_gatling(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        f.write(f"RUN\tdemo.Sim\tsim\t{T0 // 10**6}\t \t3.9.5\n")
+        for _s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
+            a = t // 10**6
+            f.write(f"REQUEST\t\tindex\t{a}\t{a + la // 10**6}\t{'OK' if c == 200 else 'KO'}\t \n")
+
+
+def write_oha(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        f.write("request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status\n")
+        for t, la, c in zip(((start - T0) / 1e9).tolist(), (lat / 1e9).tolist(), code.tolist()):
+            f.write(f"{t:.9f},0.000001,0.00002,{la:.9f},{la:.9f},6,{c}\n")
+
+
+def write_hey(p, n):
+    step, start, lat, code = _data(n)
+    with open(p, "w") as f:
+        for k in range(3):
+            f.write("response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n")
+            sel = step == k
+            t0 = start[sel].min()
+            for t, la, c in zip(((start[sel] - t0) / 1e9).tolist(), (lat[sel] / 1e9).tolist(), code[sel].tolist()):
+                f.write(f"{la:.4f},0.0000,0.0000,0.0000,{la:.4f},0.0000,{c},{t:.4f}\n")
+
+
+def plain_csv(p, header=True, delimiter=","):
+    import pyarrow.csv as pacsv
+
+    ro = pacsv.ReadOptions(autogenerate_column_names=not header)
+    return pacsv.read_csv(p, read_options=ro, parse_options=pacsv.ParseOptions(delimiter=delimiter)).num_rows
+
+
+def plain_hey(p):
+    import pyarrow.csv as pacsv
+
+    # the least work: one read_csv per section (hey files repeat the header)
+    raw = Path(p).read_bytes()
+    head = raw[: raw.index(b"\n") + 1]
+    import pyarrow as pa
+
+    return sum(
+        pacsv.read_csv(pa.BufferReader(pa.py_buffer(head + part))).num_rows for part in raw.split(head) if part
+    )
+
+
+def plain_json_lines(p):
+    n = 0
+    with open(p, "rb") as f:
+        for line in f:
+            json.loads(line)
+            n += 1
+    return n
+
+
+def plain_xml(p):
+    import xml.etree.ElementTree as ET
+
+    n = 0
+    for _, el in ET.iterparse(p):
+        if el.tag == "httpSample":
+            n += 1
+            el.clear()
+    return n
+
+
+def plain_tsv(p):
+    n = 0
+    with open(p, "rb") as f:
+        for line in f:
+            line.split(b"\t")
+            n += 1
+    return n
+
+
+CASES = [
+    ("hey CSV (3 sections)", "hey.csv", write_hey, plain_hey),
+    ("vegeta CSV", "vegeta.csv", write_vegeta_csv, lambda p: plain_csv(p, header=False)),
+    ("vegeta JSON", "vegeta.json", write_vegeta_json, plain_json_lines),
+    ("k6 CSV", "k6.csv", write_k6_csv, plain_csv),
+    ("k6 JSON", "k6.json", write_k6_json, plain_json_lines),
+    ("JMeter CSV", "jmeter.jtl", write_jmeter_csv, plain_csv),
+    ("JMeter XML", "jmeter.xml", write_jmeter_xml, plain_xml),
+    ("Gatling log", "simulation.log", write_gatling, plain_tsv),
+    ("oha CSV", "oha.csv", write_oha, plain_csv),
+]
+
+
+def best(fn, repeat=2):
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return min(out)
+
+
+def main() -> None:
+    only = sys.argv[1:]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="headroom-bench-") as d:
+        for label, name, write, plain in CASES:
+            if only and not any(o.lower() in label.lower() for o in only):
+                continue
+            p = Path(d) / name
+            write(p, N)
+            size = p.stat().st_size
+            repeat = 2 if N <= 1_000_000 else 1
+            t_plain = best(lambda p=p, plain=plain: plain(p), repeat)
+            t_head = best(lambda p=p: headroom.load_run(p, base_time_ns=T0), repeat)
+            run = headroom.load_run(p, base_time_ns=T0)
+            assert len(run.requests) + run.errors == N, (label, len(run.requests), run.errors)
+            rows.append((label, size, t_plain, t_head))
+            print(f"  {label}: {t_head:.2f} s (plain {t_plain:.2f} s)", file=sys.stderr, flush=True)
+            p.unlink()
+    print(f"reading {N:,} requests per format (best of {2 if N <= 1_000_000 else 1})\n")
+    print("| format | file MB | plain parse s | headroom s | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for label, size, tp, th in rows:
+        print(f"| {label} | {size / 2**20:,.0f} | {tp:.2f} | {th:.2f} | {th / tp:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
