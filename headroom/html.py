@@ -61,10 +61,15 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     )
 
 
-def _table(head: list[str], rows: list[list[str]], cls: str = "headroom") -> str:
-    """An HTML table; ``head`` and the cells are already-escaped HTML."""
+def _table(head: list[str], rows: list[list[str]], cls: str = "headroom", wrap: Sequence[int] = ()) -> str:
+    """An HTML table; ``head`` and the cells are already-escaped HTML.
+
+    Numbers never wrap (the stylesheet says so); the columns in ``wrap`` hold
+    prose and may.
+    """
     th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    td = lambda i, c: f'<td class="text">{c}</td>' if i in wrap else f"<td>{c}</td>"  # noqa: E731
+    body = "".join("<tr>" + "".join(td(i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -87,7 +92,7 @@ def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
     per_run = [dict(capacity_rows(s)) for s in runs]
     names = list(dict.fromkeys(name for r in (capacity_rows(s) for s in runs) for name, _ in r))
     rows = [[f"<b>{_E(n.strip())}</b>"] + [_E(r.get(n, "-")) for r in per_run] for n in names]
-    return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows))
+    return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1)))
 
 
 def bins_table(s: Summary) -> Fragment:
@@ -130,7 +135,7 @@ def steps_table(s: Summary) -> Fragment:
     return Fragment(
         f"<p><b>{_E(s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
         f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
-        + _table(head, rows)
+        + _table(head, rows, wrap=(12,))
     )
 
 
@@ -194,7 +199,7 @@ def verdict(c) -> Fragment:
     return Fragment(
         f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
         + f"<p><small>{names}</small></p>"
-        + _table(head, rows)
+        + _table(head, rows, wrap=(5,))
         + (f"<p><b>Not judged</b></p><ul>{why}</ul>" if why else "")
         + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
         f"</small></p><ul class='notes'>{notes}</ul>"

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Screenshots of both reports on the bundled runs, in headless Chromium, for docs/screenshots/.
+
+    python3 scripts/screenshots.py            # writes docs/screenshots/*.png
+    python3 scripts/screenshots.py --keep     # also keeps the HTML reports there
+
+Renders ``headroom report`` for one run and for the bundled comparison
+(nginx without upstream keep-alive -> with it), opens each in headless
+Chromium (``chromium``, or ``$CHROMIUM``) at 1280 px wide, and saves the
+page top to bottom in parts of at most ``--height`` pixels, quantized to a
+256-colour palette so that every PNG stays well under 1 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# relative to the repository root, so that no local path shows in the pictures
+REPORTS = {
+    "run-report": ["data/runs/nginx-keepalive"],
+    "comparison-report": ["data/runs/nginx-no-keepalive", "data/runs/nginx-keepalive"],
+}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+]
+
+
+def chromium() -> str:
+    exe = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        sys.exit("screenshots: Chromium not found (apt-get install chromium, or set CHROMIUM)")
+    return exe
+
+
+def shoot(exe: str, page: Path, png: Path, width: int, height: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="headroom-chromium-") as profile:
+        subprocess.run(
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                f"--screenshot={png}",
+            ]
+            + [page.as_uri()],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+
+
+def split(png: Path, out_stem: Path, part_height: int) -> list[Path]:
+    """Cut a full-page screenshot into parts, drop the blank bottom, save as palette PNGs."""
+    from PIL import Image, ImageChops
+
+    img = Image.open(png).convert("RGB")
+    bg = Image.new("RGB", img.size, (255, 255, 255))
+    box = ImageChops.difference(img, bg).getbbox()
+    if box:
+        img = img.crop((0, 0, img.width, min(img.height, box[3] + 24)))
+    parts = []
+    for k, top in enumerate(range(0, img.height, part_height)):
+        part = img.crop((0, top, img.width, min(img.height, top + part_height)))
+        path = out_stem.with_name(f"{out_stem.name}-{k + 1}.png")
+        part.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+        parts.append(path)
+    return parts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNGs")
+    ap.add_argument("--width", type=int, default=1280)
+    ap.add_argument("--page-height", type=int, default=16000, help="browser window height (the whole page)")
+    ap.add_argument("--height", type=int, default=2400, help="height of each saved part")
+    ap.add_argument("--keep", action="store_true", help="also keep the HTML reports in --out")
+    args = ap.parse_args()
+    exe = chromium()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*-report-*.png"):
+        old.unlink()
+    with tempfile.TemporaryDirectory(prefix="headroom-shots-") as tmp:
+        for name, runs in REPORTS.items():
+            page = Path(tmp) / f"{name}.html"
+            cmd = [sys.executable, "-m", "headroom", "report", *map(str, runs), "-o", str(page)]
+            subprocess.run(cmd + ["--objective", "p99<=5ms"], check=True, cwd=ROOT)
+            full = Path(tmp) / f"{name}.png"
+            shoot(exe, page, full, args.width, args.page_height)
+            for part in split(full, out / name, args.height):
+                print(
+                    f"{part.relative_to(ROOT) if part.is_relative_to(ROOT) else part}: "
+                    f"{part.stat().st_size / 1024:,.0f} KB"
+                )
+            if args.keep:
+                shutil.copy(page, out / page.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
