@@ -82,9 +82,9 @@ def quantiles(counts: np.ndarray, values: np.ndarray, num: int, den: int) -> np.
 
 @dataclass(frozen=True, eq=False)
 class LatencyStats:
-    """Latency summary of a set of groups (bins or steps)."""
+    """Latency summary of a set of groups (bins or steps); latencies in seconds."""
 
-    requests: np.ndarray
+    requests: np.ndarray  # successful requests per group
     mean_s: np.ndarray
     max_s: np.ndarray
     pct: dict[str, np.ndarray]  # "p50" -> seconds per group

@@ -74,9 +74,9 @@ class Capacity:
     cpu_target_pct: float
     at_cpu_target: Crossing
     cpu_max_pct: float | None  # highest step CPU measured
-    cpu_at_knee: float | None
-    cpu_at_objective: float | None
-    cpu_s_per_req: float | None
+    cpu_at_knee: float | None  # CPU busy % at the knee (100 % = the run's cpu_cores)
+    cpu_at_objective: float | None  # CPU busy % where the objective breaks
+    cpu_s_per_req: float | None  # CPU seconds per request, pooled over the steps with CPU data
     current_load_rps: float | None
     target_load_rps: float | None
 

@@ -31,6 +31,12 @@ class Summary:
     ``table`` is the per-step table (the unit of analysis: capacity and
     comparisons come from it); ``buckets``, ``hist`` and ``bins`` are the
     time-bucket and throughput-bin views the headroom plot draws.
+
+    Units, here and in every field below: latencies in **seconds** (names
+    ending ``_s``, and ``latency.pct["p99"]`` etc.; the CLI, tables and
+    plots show ms), throughput in requests per second (``rps``), CPU in
+    percent busy (``_pct``; 100 % = ``table.cpu_cores`` cores), CPU cost in
+    CPU seconds per request (``cpu_s_per_req``).
     """
 
     run: Run
