@@ -270,7 +270,10 @@ def format_summary(s: Summary) -> str:
     lines += ["", "capacity (from the steps; [interval] from a bootstrap of the model's residuals)"]
     kv = capacity_rows(s)
     w = max(len(a) for a, _ in kv) if kv else 0
-    lines += [f"  {a.ljust(w)}  {b}" for a, b in kv]
+    for a, b in kv:  # values wrap under themselves, within 100 columns
+        first, *rest = _wrap(b, width=100 - (w + 4), indent="")
+        lines.append(f"  {a.ljust(w)}  {first}")
+        lines += [" " * (w + 4) + r for r in rest]
     return "\n".join(lines) + "\n"
 
 
@@ -303,10 +306,13 @@ def format_comparison(c) -> str:
     base = ", ".join(c.baseline_labels)
     cand = ", ".join(c.candidate_labels)
     lines = [
-        f"headroom compare: {base} (baseline) vs {cand} (candidate)",
-        f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
+        *_wrap(f"headroom compare: {base} (baseline) vs {cand} (candidate)"),
+        *_wrap(
+            f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
+            indent="    ",
+        ),
         f"  intervals: {c.confidence:.0%} confidence for all decision metrics together",
-        f"  {c.noise.describe()}",
+        *_wrap(f"  {c.noise.describe()}", indent="    "),
         "",
     ]
     rows = []
@@ -366,11 +372,11 @@ def format_comparison(c) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _wrap(line: str, width: int = 100) -> list[str]:
+def _wrap(line: str, width: int = 100, indent: str = "  ") -> list[str]:
     """A long line wrapped to ``width`` columns, continuation lines indented."""
     import textwrap
 
-    return textwrap.wrap(line, width=width, subsequent_indent="  ", break_on_hyphens=False) or [""]
+    return textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False) or [""]
 
 
 def _pct(v) -> str:
