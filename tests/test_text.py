@@ -46,6 +46,7 @@ def test_compare_fits_100_columns(summaries):
     base = [summaries[n] for n in ("nginx-ka-aa1-a", "nginx-ka-aa2-a")]
     cand = [summaries[n] for n in ("nginx-ka-aa1-b", "nginx-ka-aa2-b")]
     c = compare_runs(base, cand, objective=OBJ)
-    header = f"headroom compare: {', '.join(c.baseline_labels)} (baseline) vs {', '.join(c.candidate_labels)}"
+    base, cand = ", ".join(c.baseline_labels), ", ".join(c.candidate_labels)
+    header = f"headroom compare: {base} (baseline) vs {cand} (candidate)"
     assert len(header) > 100  # so the header had to wrap
     assert max(len(ln) for ln in format_comparison(c).splitlines()) <= 100
