@@ -23,6 +23,12 @@ class Fragment(str):
     def _repr_html_(self) -> str:
         return str(self)
 
+    def __repr__(self) -> str:  # the text fallback: not the markup
+        return f"<HTML fragment, {len(self):,} characters: display it in a notebook>"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(repr(self))
+
 
 def _num(v, fmt: str, unit: str = "") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):

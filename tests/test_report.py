@@ -259,7 +259,7 @@ def test_explore_notebook_runs_on_a_real_kernel(tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == 4  # the four figure cells
+    assert len(images) == 5  # the five figure cells
 
 
 def test_svg_figures_stay_in_one_file(tmp_path):
