@@ -385,7 +385,8 @@ def density(
     Each bucket falls in one throughput column and each distinct latency in
     one row, so one weighted bincount over the histogram entries does it.
     ``y_edges_s`` (e.g. from :func:`latency_edges`) replaces the ``ny``
-    equal rows up to ``y_max_s``.
+    equal rows up to ``y_max_s``.  Latencies below the first edge count in
+    the lowest row; ``above`` counts those at or above the top edge.
     """
     x_edges = np.linspace(0.0, x_max, nx + 1)
     if y_edges_s is None:
@@ -395,6 +396,7 @@ def density(
         y_max_s, ny = float(y_edges[-1]), len(y_edges) - 1
     xb = np.clip(np.searchsorted(x_edges, buckets.rps, side="right") - 1, 0, nx - 1)
     yb = np.searchsorted(y_edges, hist.values, side="right") - 1
+    yb[yb < 0] = 0  # below the first row (a log axis has no 0): counted in the lowest row
     yb[hist.values >= y_max_s] = -1
     ey = yb[hist.value]
     ok = ey >= 0

@@ -83,8 +83,8 @@ def _y_bottom_s(runs: list[Summary], percentiles: Sequence[str]) -> float:
                 lows.append(float(np.nanmin(v)))
         if len(s.hist.values):
             lows.append(float(s.hist.values[s.hist.values > 0].min()) if (s.hist.values > 0).any() else 1e-4)
-    low = min(lows) if lows else 1e-4
-    return 10 ** np.floor(np.log10(low * 0.9))
+    low = max(min(lows) if lows else 1e-4, 1e-5)
+    return low / 1.5
 
 
 def _fmt_ms(v: float) -> str:

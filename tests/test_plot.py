@@ -215,6 +215,14 @@ def test_cut_latency_axis_says_how_many_requests_are_hidden(pair):
     ax = plot.headroom(s, log_latency=True)
     assert ax.get_yscale() == "log" and "not shown" not in ax.get_xlabel()
     assert ax.get_ylim()[1] >= lat.max() * 1e3
+    # every request is in the log density, the 0.0 ms ones (keep-alive run) in its lowest row
+    for run in pair:
+        lat = run.run.requests.latency_s
+        ax = plot.headroom(run, log_latency=True)
+        mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
+        assert int(np.asarray(mesh.get_array()).sum()) == len(lat)
+        assert 0 < ax.get_ylim()[0] <= lat[lat > 0].min() * 1e3
+    assert (pair[1].run.requests.latency_s == 0).any()
 
 
 def test_poor_usl_fit_is_drawn_faint_without_a_knee(pair):
