@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import CpuSamples, Run
+from .model import CpuSamples, HeadroomError, Run
 
 NS = 1_000_000_000
 
@@ -141,6 +141,11 @@ def per_bucket(
         dur_ns = int(steps.end_ns[k]) - t0
         if dur_ns <= 0:
             continue
+        if dur_ns // b_ns > 10 * (b - a) + 100_000:  # memory and time bounded by rows, not by the span
+            raise HeadroomError(
+                f"{run.meta.source}: step {k} has {b - a:,} requests spread over {dur_ns / NS:,.0f} s: "
+                "its timestamps are damaged or from different clocks"
+            )
         lengths = bucket_lengths_ns(dur_ns, b_ns, min_partial)
         m = len(lengths)
         idx = (req.start_ns[a:b] - t0) // b_ns

@@ -33,7 +33,9 @@ _CPU_NAMES = ("cpuStats.csv", "cpuStats.csv.gz")
 _META_NAMES = ("metadata.yml", "metadata.yaml")
 
 # RFC 3339 as Go writes it: 0-9 fractional digits, "Z" or a numeric offset.
-_RFC3339_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
+_RFC3339_RE = re.compile(
+    r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?(Z|[+-](\d\d):(\d\d))$", re.ASCII
+)
 # Go's Time.String(): "2016-12-15 15:00:47.575579693 -0800 PST [m=+0.001]".
 _GO_STRING_RE = re.compile(
     r"^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d{1,9})?) ([+-]\d\d)(\d\d)(?: [A-Za-z0-9+-]+)?(?: m=[+-]\d+(?:\.\d+)?)?$"
@@ -72,6 +74,12 @@ def locate_run(path: str | os.PathLike) -> RunFiles:
     """
     p = Path(path)
     if p.is_dir():
+        for pre in ("", "old_"):
+            if all((p / (pre + n)).is_file() for n in _PERF_NAMES):
+                raise HeadroomError(
+                    f"{p}: both {pre}perfResults.csv and {pre}perfResults.csv.gz: which one is the run? "
+                    "remove or rename the other (or give the file itself)"
+                )
         perf = _first_existing(p, "", _PERF_NAMES)
         prefix = ""
         if perf is None:
@@ -254,7 +262,18 @@ def _np(chunked: pa.ChunkedArray, dtype) -> np.ndarray:
 
 
 def _check_time(value: str) -> bool:
-    return bool(_RFC3339_RE.match(value))
+    """RFC 3339 whose fields are a real date and time (so that a bad value is named at its own line)."""
+    import calendar
+
+    m = _RFC3339_RE.match(value)
+    if not m:
+        return False
+    y, mo, d, h, mi, sec = (int(m[i]) for i in range(1, 7))
+    if not (1 <= y and 1 <= mo <= 12 and h <= 23 and mi <= 59 and sec <= 60):
+        return False
+    if not 1 <= d <= calendar.monthrange(y, mo)[1]:
+        return False
+    return m[9] is None or (int(m[9]) <= 23 and int(m[10]) <= 59)
 
 
 _HINT = " (or pass --skip-bad-rows to drop and count such rows)"
@@ -273,7 +292,7 @@ def _line_problem(fields: list[str], columns: list[str], checks: dict[str, str],
                 return f"bad {col} '{_short(v)}' (expected a number)"
             if kind == "float" and float(v) < 0:
                 return f"bad {col} '{_short(v)}' (must be >= 0)"
-        if kind == "int" and not re.match(r"^\d+$", v):
+        if kind == "int" and not re.match(r"^\d{1,18}$", v, re.ASCII):
             return f"bad {col} '{_short(v)}' (expected an integer)"
     return None
 
@@ -319,7 +338,7 @@ def _layout(header: bytes, path: Path) -> _Layout:
     cols = [c.strip() for c in header.decode("utf-8").split(",")]
     if "response-time" not in cols:
         raise HeadroomError(
-            f"{path}:1: unexpected header {header.decode('utf-8', 'replace')!r}: "
+            f"{path}:1: unexpected header '{_short(header.decode('utf-8', 'replace'), 100)}': "
             "expected 'start-time,response-time' (throughputramp) or hey's CSV header"
         )
     status = "status-code" if "status-code" in cols else None
@@ -331,7 +350,7 @@ def _layout(header: bytes, path: Path) -> _Layout:
         return _Layout("hey", cols, "offset", status)
     raise HeadroomError(
         f"{path}:1: header has response-time but neither start-time nor offset: "
-        f"{header.decode('utf-8', 'replace')!r}"
+        f"'{_short(header.decode('utf-8', 'replace'), 100)}'"
     )
 
 
@@ -456,8 +475,8 @@ def _parse_slow(raw, s: int, e: int, line_no: int, layout, checks):
 def _drop_truncated_tail(buf, path, sections, columns, checks, warnings):
     """A file cut off mid-write ends in a partial line without a line end: drop it, with a warning.
 
-    Only the very last line, and only when the file does not end with a line
-    end and the line does not parse; anything else bad is an error.
+    Only the very last line, decided by the missing line end alone (a cut
+    line may still parse); anything else bad is an error.
     """
     raw, n = buf.raw, len(buf.data)
     if n == 0 or raw[n - 1 : n] in (b"\n",):
@@ -466,15 +485,16 @@ def _drop_truncated_tail(buf, path, sections, columns, checks, warnings):
     if last_nl < 0:
         return sections
     line = bytes(raw[last_nl + 1 : n]).decode("utf-8", errors="replace").rstrip("\r")
-    if not line.strip() or _line_problem(line.split(","), columns, checks, line) is None:
+    if not line.strip():
         return sections
+    # decided by the missing line end alone: a cut line may still parse ("0.0" from "0.0010")
     s, e = sections[-1]
     if last_nl + 1 <= s:
         return sections
     ln = _line_at(buf.data, last_nl + 1)
     warnings.append(
-        f"{path}:{ln}: dropped a truncated last line '{_short(line)}' "
-        "(no line end: the load generator was probably stopped mid-write)"
+        f"{path}:{ln}: dropped a truncated last line of {n - last_nl - 1} bytes without a line end "
+        f"'{_short(line)}' (the load generator was probably stopped mid-write)"
     )
     return [*sections[:-1], (s, last_nl)]
 
@@ -498,7 +518,14 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
         ):  # a header with no rows: an empty step
             offsets.append(total)
             continue
+        n_skipped = len(skipped)
         st, lat, code = _parse_section(buf, path, s, e, layout, include, opts, checks, skip_bad_rows, skipped)
+        line0 = (lambda s=s: _line_at(buf.data, s)) if len(skipped) == n_skipped else (lambda: None)
+        if layout.time_col == "offset":
+            _check_offsets(path, st, line0)
+            _check_plausible(path, st + MIN_TIME_NS, lat, lambda i, f=line0: _plus(f(), i + 1))
+        else:
+            _check_plausible(path, st, lat, lambda i, f=line0: _plus(f(), i + 1))
         if layout.time_col == "offset" and len(st):
             # hey runs appended one after another (one per concurrency): each
             # section's offsets count from its own start, so it begins where
@@ -552,7 +579,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
             # hey writes offsets relative to its own start: anchor the run so
             # that its last response ends at the file's modification time.
             end_rel = int(np.max(start_ns + np.rint(latency * 1e9).astype(np.int64))) if len(start_ns) else 0
-            base_time_ns = os.stat(path).st_mtime_ns - end_rel
+            base_time_ns = _mtime_base(path, end_rel)
             warnings.append(
                 f"{path}: hey CSV has relative start offsets; wall-clock times are "
                 "anchored at the file's modification time (--hey-start TIME sets it), "
@@ -563,6 +590,7 @@ def _read_requests(buf: _Buffer, path: Path, base_time_ns: int | None, skip_bad_
                 f"{path}: {hey_sections} hey runs appended one after another are read as one ramp, "
                 "each step starting when the previous one ended: the spacing between them is unknown"
             )
+        _check_base(path, base_time_ns)
         start_ns = start_ns + np.int64(base_time_ns)
 
     if len(start_ns) == 0:
@@ -615,6 +643,10 @@ def _check_finite(x: np.ndarray, path: Path, header_line, col: str) -> None:
 # CPU
 
 
+#: CPU percentages may exceed 100 % (x cores) by 5 % (sampling jitter: 101 % is seen in real runs) before they are refused.
+CPU_TOLERANCE = 1.05
+
+
 def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
     """Read a ``cpuStats.csv`` (RFC 3339 or Go ``Time.String()`` timestamps)."""
     buf = _Buffer(path)
@@ -628,7 +660,7 @@ def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
         cols = [c.strip() for c in header.decode("utf-8").split(",")]
         if len(cols) < 2 or cols[0] != "timestamp" or any(c != "percentage" for c in cols[1:]):
             raise HeadroomError(
-                f"{path}:1: unexpected CPU header {header.decode('utf-8', 'replace')!r}: "
+                f"{path}:1: unexpected CPU header '{_short(header.decode('utf-8', 'replace'), 100)}': "
                 "expected 'timestamp,percentage' (one percentage column per CPU)"
             )
         s, e = sections[0]
@@ -658,6 +690,8 @@ def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
         for n in names[1:]:
             if table.column(n).null_count:
                 raise HeadroomError(f"{path}:{2 + _first_null(table.column(n))}: empty percentage value")
+        if table.column("timestamp").null_count:
+            raise HeadroomError(f"{path}:{2 + _first_null(table.column('timestamp'))}: empty timestamp")
         if old_format:
             time_ns = _parse_go_times(table.column("timestamp"), path)
         else:
@@ -665,6 +699,24 @@ def read_cpu(path: Path, *, cores: float | None = None) -> CpuSamples:
         per = np.column_stack([_np(table.column(n), np.float64) for n in names[1:]])
         for j in range(per.shape[1]):
             _check_finite(per[:, j], path, lambda: 1, "percentage")
+        # plausibility: a per-CPU column is at most 100 %, a single column at most 100 % x cores
+        limit = 100.0 * CPU_TOLERANCE * (1.0 if per.shape[1] > 1 else (cores if cores is not None else 1.0))
+        over = per > limit
+        if over.any():
+            i = int(np.argmax(over.any(axis=1)))
+            v = float(per[i][over[i]][0])
+            hint = (
+                ""
+                if per.shape[1] > 1
+                else " (100 % is one core unless --cpu-cores or metadata cpu_cores says more)"
+            )
+            raise HeadroomError(
+                f"{path}:{i + 2}: CPU {v:.6g} % is above {limit / CPU_TOLERANCE:.6g} %{hint}: a damaged value"
+            )
+        bad_t = (time_ns < MIN_TIME_NS) | (time_ns >= MAX_TIME_NS)
+        if bad_t.any():
+            i = int(np.argmax(bad_t))
+            raise HeadroomError(f"{path}:{i + 2}: timestamp {_fmt_ns(int(time_ns[i]))} is outside 2000-2200")
     finally:
         buf.close()
     order = np.argsort(time_ns, kind="stable")
@@ -692,7 +744,17 @@ def _parse_go_times(col: pa.ChunkedArray, path: Path) -> np.ndarray:
                 "(expected RFC 3339 or Go's '2016-12-15 15:00:47.575579693 -0800 PST')"
             )
         iso.append(f"{m[1]}T{m[2]}{m[3]}:{m[4]}")
-    arr = pa.array(iso, pa.string()).cast(_TS_UTC)
+    try:
+        arr = pa.array(iso, pa.string()).cast(_TS_UTC)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for i, v in enumerate(iso):
+            try:
+                pa.array([v], pa.string()).cast(_TS_UTC)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise HeadroomError(
+                    f"{path}:{i + 2}: bad timestamp '{_short(values[i])}' (impossible date, time or zone)"
+                ) from None
+        raise HeadroomError(f"{path}: bad timestamps (impossible date, time or zone)") from None
     out[:] = _np(pa.chunked_array([arr]), np.int64)
     return out
 
@@ -706,11 +768,16 @@ def read_metadata(path: Path) -> dict:
     import yaml
 
     try:
+        size = path.stat().st_size
+        if size > MAX_METADATA_BYTES:
+            raise HeadroomError(
+                f"{path}: {size:,} bytes: metadata is limited to {MAX_METADATA_BYTES:,} bytes (labels, not data)"
+            )
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise HeadroomError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_metadata_loader()))
     except yaml.MarkedYAMLError as e:
         # the context mark is where the broken construct began (an unclosed quote
         # or bracket); the problem mark is where the parser gave up
@@ -729,7 +796,68 @@ def read_metadata(path: Path) -> dict:
         if not isinstance(d, dict):
             raise HeadroomError(f"{path}: expected a mapping of keys to values, got {type(d).__name__}")
         merged.update({str(k): v for k, v in d.items()})
+    _check_metadata_values(path, text, merged)
     return merged
+
+
+#: metadata.yml limits: size, nesting depth; aliases (``*name``) are refused, never expanded.
+MAX_METADATA_BYTES = 1 << 20
+MAX_METADATA_DEPTH = 32
+
+
+def _metadata_loader():
+    import yaml
+    from yaml.composer import ComposerError
+
+    class Loader(yaml.SafeLoader):
+        _depth = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, "aliases (*name) are not allowed in metadata", mark)
+            self._depth += 1
+            try:
+                if self._depth > MAX_METADATA_DEPTH:
+                    mark = self.peek_event().start_mark
+                    raise ComposerError(None, None, f"nested deeper than {MAX_METADATA_DEPTH} levels", mark)
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return Loader
+
+
+def _key_line(text: str, key: str) -> str:
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith(f"{key}:"):
+            return f":{i}"
+    return ""
+
+
+def _check_metadata_values(path: Path, text: str, fields: dict) -> None:
+    """Core counts and ramp parameters that would make numbers up: exit 2 with file and line."""
+    v = fields.get("cpu_cores")
+    if v is not None:
+        ok = (
+            isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and np.isfinite(v)
+            and 0.01 <= v <= 100_000
+        )
+        if not ok:
+            raise HeadroomError(
+                f"{path}{_key_line(text, 'cpu_cores')}: cpu_cores {_short(repr(v))} must be a finite number "
+                "of cores from 0.01 to 100000"
+            )
+    for key, low in (("lower_concurrency", 1), ("upper_concurrency", 1), ("concurrency_step", 0)):
+        v = fields.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < low:
+            raise HeadroomError(
+                f"{path}{_key_line(text, key)}: {key} {_short(repr(v))} must be a whole number >= {low}"
+            )
 
 
 def run_label(fields: dict, fallback: str) -> str:
@@ -812,7 +940,7 @@ def load_run(
             table, files.perf, base_time_ns, steps
         )
     errors = 0 if step_errors is None else int(step_errors.sum())
-    cpu = _read_cpu_for(files, fields, cpu_cores)
+    cpu = _read_cpu_for(files, fields, cpu_cores, warnings)
     meta = RunMeta(
         label=label or run_label(fields, files.name),
         source=str(files.perf),
@@ -987,7 +1115,7 @@ def reduce_run(
         warnings: list[str] = []
         checks, include, opts = _csv_options(layout)
         sections = _drop_truncated_tail(buf, files.perf, sections, layout.columns, checks, warnings)
-        cpu = _read_cpu_for(files, fields, cpu_cores)
+        cpu = _read_cpu_for(files, fields, cpu_cores, warnings)
         b_ns = int(round(bucket_s * 1e9))
         prog = _Progress(files.perf, len(buf.data), progress)
         skipped: list[tuple[int, str]] = []
@@ -1022,6 +1150,13 @@ def reduce_run(
                     st, lat, code, bad_rows = _parse_slow(data, 0, len(data), line0, layout, checks)
             if record:
                 skipped.extend(bad_rows)
+                if bad_rows:
+                    line_of = lambda i: None  # noqa: E731 - rows no longer match lines
+                elif first:
+                    line_of = lambda i: _line_at(buf.data, cs) + 1 + i  # noqa: E731
+                else:
+                    line_of = lambda i: _line_at(buf.data, cs) + i  # noqa: E731
+                _check_plausible(files.perf, st, lat, line_of)
             if code is not None:
                 failed = (code < 200) | (code > 299)
                 if failed.any():
@@ -1067,6 +1202,11 @@ def reduce_run(
                     loose_s.append(np.full(len(st), k, np.int64))
                     loose_v.append(lat)
                 continue
+            if (t1 - t0) // b_ns > 10 * n + 100_000:  # memory and time bounded by rows, not by the span
+                raise HeadroomError(
+                    f"{files.perf}: step {k} has {n:,} requests spread over {(t1 - t0) / 1e9:,.0f} s: "
+                    "its timestamps are damaged or from different clocks"
+                )
             lengths = bucket_lengths_ns(t1 - t0, b_ns, min_partial)
             m = len(lengths)
             counts = np.zeros(m, np.int64)
@@ -1152,13 +1292,21 @@ def reduce_run(
     )
 
 
-def _read_cpu_for(files: RunFiles, fields: dict, cpu_cores: float | None) -> CpuSamples | None:
+def _read_cpu_for(
+    files: RunFiles, fields: dict, cpu_cores: float | None, warnings: list | None = None
+) -> CpuSamples | None:
     if files.cpu is None:
         return None
     cores = cpu_cores
     if cores is None and isinstance(fields.get("cpu_cores"), (int, float)):
         cores = float(fields["cpu_cores"])
     cpu = read_cpu(files.cpu, cores=cores)
+    if cpu.per_cpu is None and cores is None and warnings is not None:
+        warnings.append(
+            f"{files.cpu}: one CPU column and no core count: 100 % is taken as one core "
+            "(--cpu-cores N or metadata cpu_cores: N says how many cores 100 % stands for; "
+            "the Cloud Foundry cpumonitor's file is the whole machine)"
+        )
     if cpu.per_cpu is not None and cpu_cores is not None:
         cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)
     return cpu
@@ -1229,6 +1377,23 @@ def _table_to_requests(t, path: Path, base_time_ns: int | None, steps: str | Non
     if n == 0:
         raise HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
     check_values(path, t)
+
+    def line_of(rows):
+        return lambda i: None if t.line is None else int(t.line[rows[i]])
+
+    if t.relative:
+        st0 = t.start_ns
+        if (st0 < 0).any() or (st0 > MAX_OFFSET_S * 1e9).any():
+            i = int(np.argmax((st0 < 0) | (st0 > MAX_OFFSET_S * 1e9)))
+            raise HeadroomError(
+                f"{path}:{line_of(np.arange(n))(i)}: relative start {st0[i] / 1e9:.6g} s is outside 0 to "
+                f"{MAX_OFFSET_S:.0e} s: a damaged value"
+            )
+    shift = MIN_TIME_NS if t.relative else 0
+    step0 = t.step if t.step is not None else np.zeros(n, np.int64)
+    for k in np.unique(step0):
+        rows = np.flatnonzero(step0 == k)
+        _check_plausible(path, t.start_ns[rows] + shift, t.latency_s[rows], line_of(rows))
     if steps:
         _steps_option(t, steps, path)
     step = t.step if t.step is not None else np.zeros(n, np.int64)
@@ -1268,11 +1433,12 @@ def _table_to_requests(t, path: Path, base_time_ns: int | None, steps: str | Non
     if t.relative:
         if base_time_ns is None:
             end_rel = int(np.max(t.start_ns + np.rint(t.latency_s * 1e9).astype(np.int64)))
-            base_time_ns = os.stat(path).st_mtime_ns - end_rel
+            base_time_ns = _mtime_base(path, end_rel)
             warnings.append(
                 f"{path}: relative start times; wall-clock times are anchored at the file's "
                 "modification time (--hey-start TIME sets it), so CPU alignment is approximate"
             )
+        _check_base(path, base_time_ns)
         start = start + np.int64(base_time_ns)
     if len(t.step_names) <= 1 and not steps:
         warnings.append(f"{path}: one step ({t.steps_source}); --steps DURATION or --steps T1,T2,... cuts it")
@@ -1297,3 +1463,95 @@ def _detect_format(perf: Path, fmt: str | None) -> str:
                 return f.name
         return "throughputramp"
     return formats.detect(perf, head)
+
+
+# --------------------------------------------------------------------------
+# plausibility: limits stated in docs/formats.md and the README
+
+#: Start times must fall between these (UTC ns): 2000-01-01 and 2200-01-01.
+MIN_TIME_NS = 946_684_800 * 10**9
+MAX_TIME_NS = 7_258_118_400 * 10**9
+#: A start time further than this from the middle of its step is an error ...
+SPAN_TOLERANCE_S = 600.0
+#: ... or further than this many times the step's interquartile span, whichever is larger.
+SPAN_TOLERANCE_IQR = 10.0
+#: Relative offsets (hey, oha) above this many seconds are refused (115 days).
+MAX_OFFSET_S = 1e7
+
+
+def _mtime_base(path, end_rel: int) -> int:
+    """The wall-clock start of a run with relative times: its file's modification time minus its length."""
+    base = os.stat(path).st_mtime_ns - end_rel
+    if not MIN_TIME_NS <= base < MAX_TIME_NS - end_rel:
+        raise HeadroomError(
+            f"{path}: relative times anchored at the file's modification time would start at "
+            f"{_fmt_ns(base)}, outside 2000-2200: give the start with --hey-start TIME"
+        )
+    return base
+
+
+def _check_base(path, base: int) -> None:
+    if not 0 <= int(base) < MAX_TIME_NS:
+        raise HeadroomError(f"{path}: --hey-start {_fmt_ns(int(base))} is outside 1970-2200")
+
+
+def _plus(a, b):
+    return None if a is None else a + b
+
+
+def _check_offsets(path, st: np.ndarray, line0) -> None:
+    big = st > MAX_OFFSET_S * 1e9
+    if big.any():
+        i = int(np.argmax(big))
+        ln = line0()
+        raise HeadroomError(
+            f"{path}{'' if ln is None else f':{ln + 1 + i}'}: offset {st[i] / 1e9:.6g} s is beyond "
+            f"{MAX_OFFSET_S:.0e} s since the start: a damaged value"
+        )
+
+
+def _check_plausible(path, start_ns: np.ndarray, latency_s: np.ndarray, line_of, what: str = "step") -> None:
+    """Refuse start times outside 2000-2200 or far from the rest of their step, and latencies
+    longer than that tolerance: exit 2 naming the line (``line_of(i)`` gives row i's line or None)."""
+    n = len(start_ns)
+    if n == 0:
+        return
+
+    def where(i):
+        ln = line_of(int(i))
+        return f"{path}:{ln}" if ln else f"{path}"
+
+    bad = (start_ns < MIN_TIME_NS) | (start_ns >= MAX_TIME_NS)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise HeadroomError(
+            f"{where(i)}: start time {_fmt_ns(int(start_ns[i]))} is outside 2000-2200: a wrong clock or a damaged value"
+        )
+    q25, mid, q75 = np.percentile(start_ns, [25, 50, 75], method="inverted_cdf")
+    tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
+    far = np.abs(start_ns.astype(np.float64) - float(mid)) > tol_ns
+    if far.any():
+        i = int(np.argmax(far))
+        off = (float(start_ns[i]) - float(mid)) / 1e9
+        raise HeadroomError(
+            f"{where(i)}: start time {_fmt_ns(int(start_ns[i]))} is {abs(off):,.0f} s "
+            f"{'after' if off > 0 else 'before'} the middle of its {what} (tolerance {tol_ns / 1e9:,.0f} s): "
+            "a moved or damaged timestamp"
+        )
+    lim = tol_ns / 1e9
+    long = ~(latency_s <= lim)
+    if long.any():
+        i = int(np.argmax(long))
+        raise HeadroomError(
+            f"{where(i)}: latency {float(latency_s[i]):.6g} s is longer than its {what} could be "
+            f"(limit {lim:,.0f} s): a damaged value"
+        )
+
+
+def _fmt_ns(t: int) -> str:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromtimestamp(t / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{t} ns"
