@@ -398,6 +398,13 @@ def _parse_fast(data, header_line, path, layout, include, opts, checks):
     else:
         off = _np(t, np.float64)
         _check_finite(off, path, header_line, "offset")
+        big = off > MAX_OFFSET_S
+        if big.any():
+            i = int(np.argmax(big))
+            raise HeadroomError(
+                f"{path}:{header_line() + 1 + i}: bad offset {float(off[i]):.6g} s (more than "
+                f"{MAX_OFFSET_S:.0e} s after the start: a damaged value){_HINT}"
+            )
         st = np.rint(off * 1e9).astype(np.int64)
     lat = _np(table.column("response-time"), np.float64)
     _check_finite(lat, path, header_line, "response-time")
@@ -456,6 +463,10 @@ def _parse_slow(raw, s: int, e: int, line_no: int, layout, checks):
             lat = float(fields[li])
             if not np.isfinite(lat):
                 problem = f"bad response-time {fields[li]!r} (must be a finite number >= 0)"
+            elif layout.time_col == "offset" and not float(fields[ti]) <= MAX_OFFSET_S:
+                problem = (
+                    f"bad offset '{_short(fields[ti])}' (more than {MAX_OFFSET_S:.0e} s after the start)"
+                )
         if problem:
             bad.append((ln, problem))
             continue
