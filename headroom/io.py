@@ -992,14 +992,16 @@ def write_json(doc: dict, path: str | os.PathLike) -> None:
 class _Progress:
     """A one-line progress report on a terminal, shown only for reads longer than a few seconds."""
 
-    def __init__(self, path: Path, total: int, enabled: bool | None = None, after_s: float = 2.0):
+    def __init__(
+        self, path: Path, total: int, enabled: bool | None = None, after_s: float = 2.0, verb: str = "reading"
+    ):
         import sys
         import time
 
         self._time = time.monotonic
         self._out = sys.stderr
         self.enabled = self._out.isatty() if enabled is None else enabled
-        self.path, self.total, self.after = path, max(total, 1), after_s
+        self.path, self.total, self.after, self.verb = path, max(total, 1), after_s, verb
         self.t0 = self._time()
         self.shown = False
 
@@ -1012,7 +1014,7 @@ class _Progress:
         frac = min(done / self.total, 1.0)
         bar = "#" * int(frac * 30)
         self._out.write(
-            f"\rreading {self.path.name} [{bar:<30}] {frac * 100:3.0f}% "
+            f"\r{self.verb} {self.path.name} [{bar:<30}] {frac * 100:3.0f}% "
             f"{done / 2**20:,.0f}/{self.total / 2**20:,.0f} MB {elapsed:.0f} s"
         )
         self._out.flush()
@@ -1024,30 +1026,41 @@ class _Progress:
             self._out.flush()
 
 
+#: Seconds of decompression after which a progress line appears (on a terminal).
+_DECOMPRESS_NOTE_S = 1.0
+
+
 class _StreamBuffer(_Buffer):
     """Like _Buffer, but a gzip file is decompressed to a temporary file and mapped,
     so that its size in memory stays bounded."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, progress: bool | None = None):
         with open(path, "rb") as f:
             magic = f.read(2)
         if magic != b"\x1f\x8b":
             super().__init__(path)
             self._tmp = None
             return
-        import shutil
         import tempfile
 
         self.path = path
         self._tmp = tempfile.TemporaryFile(prefix="headroom-")
+        # decompressing takes seconds for a large run: say so on a terminal (share of the .gz read)
+        prog = _Progress(
+            path, path.stat().st_size, progress, after_s=_DECOMPRESS_NOTE_S, verb="decompressing"
+        )
         try:
-            with gzip.open(path, "rb") as src:
-                shutil.copyfileobj(src, self._tmp, 1 << 22)
+            with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as src:
+                while chunk := src.read(1 << 22):
+                    self._tmp.write(chunk)
+                    prog.update(raw.tell())
         except (EOFError, OSError, zlib.error) as e:
+            prog.close()
             self._tmp.close()
             raise HeadroomError(
                 f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
             ) from None
+        prog.close()
         self._tmp.flush()
         if self._tmp.tell() == 0:
             self._mmap = None
@@ -1114,7 +1127,7 @@ def reduce_run(
             format=format, steps=steps,
         )  # fmt: skip
     fields = read_metadata(files.meta) if files.meta else {}
-    buf = _StreamBuffer(files.perf)
+    buf = _StreamBuffer(files.perf, progress)
     try:
         header, _, sections = _sections(buf.data, files.perf, release=buf.done_with)
         layout = _layout(header, files.perf)
