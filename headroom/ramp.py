@@ -10,7 +10,7 @@ rest of headroom reads:
   axis (the step's launch time plus the generator's relative offset, see
   ramp_engines.py), response times in seconds as the generator wrote them.
 * ``cpuStats.csv``: ``timestamp,percentage`` (processes given with
-  ``--cpu-pid`` and their children, percent of one core) or one
+  ``--cpu-pid`` and their children, percent of all the machine's cores) or one
   ``percentage`` column per CPU (the whole machine).
 * ``generatorCpuStats.csv``: the load generator's own CPU, percent of one core.
 * ``metadata.yml``: label (also as ``sha``), URL, engine and version, the ramp
@@ -73,7 +73,7 @@ The ramp: --concurrency LOW:HIGH:STEP runs one closed-loop step per level
 fixed total rates instead (vegeta or oha).  Steps run back to back.
 
 CPU: --cpu-pid samples those processes and all their children once a second
-(percent of one core; give the server's master PID).  Without it the whole
+(percent of all the machine's cores; give the server's master PID).  Without it the whole
 machine is sampled, one column per CPU.  The generator's own CPU is recorded
 too, and a warning says when it, not the server, set the ceiling.
 
@@ -700,13 +700,13 @@ class Recorder:
                 "stopped_early": self.stopped_early,
                 "cpu_source": (
                     f"CPU time (user+system, psutil) of PID(s) {', '.join(map(str, self.pids))} and their "
-                    "children, percent of one core"
+                    "children, percent of all the machine's cores"
                     if self.pids
                     else "whole machine, psutil.cpu_percent per CPU (one percentage column per CPU)"
                 ),
                 "cpu_pids": self.pids or None,
                 "cpu_interval_s": self.cpu_interval,
-                "cpu_cores": 1 if self.pids else (os.cpu_count() or 1),
+                "cpu_cores": self.sampler.n_cpus if self.sampler is not None else (os.cpu_count() or 1),
                 "generator_cpu": self.generator_summary(),
                 "host": self.host,
                 "headroom_affinity": self.affinity,

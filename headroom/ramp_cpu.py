@@ -7,7 +7,7 @@ which is what ``cpuStats.csv`` means (see FORMATS.md).
 
 * Processes (``--cpu-pid``): the CPU time (user + system, from
   ``psutil.Process.cpu_times``) of the given processes and all their
-  descendants, summed, as percent of ONE core (200 % = two cores busy).  A
+  descendants, summed, as percent of the machine's cores (100 % = all of them busy).  A
   process that appears between two samples counts with all its CPU time; one
   that exits takes its last
   partial interval with it (for nginx workers this does not happen during a
@@ -154,7 +154,9 @@ class CpuSampler(threading.Thread):
         if self.server is not None:
             busy = self.server.delta()
             self.server_pids_seen.update(self.server.pids())
-            self.server_rows.append((ts, [100.0 * busy / wall]))
+            # percent of the whole machine (100 % = every core), as cpu_cores in metadata says:
+            # a multi-process server can use more than one core
+            self.server_rows.append((ts, [100.0 * busy / wall / self.n_cpus]))
         else:
             cur = _per_cpu_busy()
             pct = []
