@@ -27,9 +27,11 @@ examples:
   headroom report data/runs/nginx-no-keepalive data/runs/nginx-keepalive -o report.html
   headroom report old/ new/ -o release-1.2.html --objective 'p99<=20ms' --title 'Release 1.2'
   headroom report run/ -o r.html --keep-notebook r.ipynb   # also keep the executed notebook
+  headroom report old/ new/ -o r.html --figure-format svg --log-latency   # sharp figures, whole tail
 
 One run gives the single-run report; two give baseline (first) against candidate (second).
-The HTML is one self-contained file: images embedded, no network resources, no JavaScript.
+The HTML is one self-contained file: figures embedded (PNG, or SVG with --figure-format svg),
+no network resources, no JavaScript. The output paths are checked before the notebook runs.
 
 exit codes: 0 report written, 1 a report cell failed (its error is printed; no HTML is written),
 2 bad usage or bad input
