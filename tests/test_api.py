@@ -110,3 +110,23 @@ def test_summary_and_comparison_display_in_a_real_kernel():
     assert f"{float(p99) * 100:+.1f}%" in comparison["text/html"]
     assert comparison["text/plain"].startswith(f"<Comparison {verdict}:")
     assert run["text/plain"].startswith("<Run 'nginx-1.22.1-no-keepalive': throughputramp")
+
+
+def test_lower_bound_qualifier_follows_the_capacity_figure():
+    """A capacity that is still rising at the last step is a lower bound in the summary and in the comparison."""
+    from headroom.html import verdict
+    from headroom.text import capacity_rows
+
+    runs = [headroom.analyze(headroom.reduce_run(RUNS / n)) for n in ("nginx-ka-aa1-a", "nginx-ka-aa1-b")]
+    rising = [not s.capacity.model.peak_reached for s in runs]
+    assert any(rising)
+    for s, r in zip(runs, rising):
+        row = dict(capacity_rows(s))["capacity (USL model)"]
+        assert row.startswith(">= ") == r and ("(a lower bound)" in row) == r
+    c = headroom.compare_runs(*runs)
+    m = c.metric("capacity_rps")
+    assert not m.decides and "lower bound" in m.note
+    assert "its capacity is a lower bound" in verdict(c)
+    same = headroom.compare_runs(runs[0], runs[0]) if not rising[0] else None
+    if same is not None:
+        assert "lower bound" not in same.metric("capacity_rps").note
