@@ -56,19 +56,18 @@ def read(path: Path, data: bytes) -> Table:
             ends.append(e)
             ok.append(f[k] == b"OK")
             lines.append(ln)
-        elif kind == b"USER" and len(f) >= 4:
+        elif kind == b"USER":
             what = next((x for x in f[1:] if x in (b"START", b"END")), None)
             try:
+                if what is None or len(f) < 4:
+                    raise ValueError
                 t = int(f[-1])
             except ValueError:
-                raise fail(path, ln, f"a USER record without a time (ms): '{short(raw)}'") from None
-            if what == b"START":
-                u_start.append(t)
-            elif what == b"END":
-                u_end.append(t)
+                raise fail(path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'") from None
+            (u_start if what == b"START" else u_end).append(t)
         elif kind in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
             continue
-        elif ln == 1:
+        else:
             raise fail(path, ln, f"not a Gatling simulation.log record: '{short(raw)}'")
     if not starts:
         raise fail(path, None, "no REQUEST records in this Gatling simulation.log")
