@@ -63,7 +63,9 @@ def read(path: Path, data: bytes) -> Table:
                     raise ValueError
                 t = int(f[-1])
             except ValueError:
-                raise fail(path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'") from None
+                raise fail(
+                    path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'"
+                ) from None
             (u_start if what == b"START" else u_end).append(t)
         elif kind in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
             continue
