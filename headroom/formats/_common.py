@@ -264,3 +264,21 @@ def steps_from_concurrency(conc: np.ndarray) -> tuple[np.ndarray, list[str], lis
     """Step index of every row from its concurrency: one step per level, in increasing order."""
     levels, inv = np.unique(conc, return_inverse=True)
     return inv.astype(np.int64), [f"concurrency {int(v)}" for v in levels], [int(v) for v in levels]
+
+
+def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Like :func:`steps_from_labels` for a pyarrow string column, without Python strings per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    enc = pc.dictionary_encode(pc.fill_null(col, ""))
+    idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+    labels = [str(v) for v in enc.dictionary.to_pylist()]
+    first = np.full(len(labels), np.iinfo(np.int64).max)
+    np.minimum.at(first, idx, order_by)
+    rank = np.argsort(first, kind="stable")
+    pos = np.empty(len(labels), np.int64)
+    pos[rank] = np.arange(len(labels))
+    return pos[idx], [labels[r] for r in rank]

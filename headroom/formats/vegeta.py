@@ -22,7 +22,6 @@ from ._common import (
     first_line,
     is_int,
     short,
-    steps_from_labels,
 )
 
 CSV_COLUMNS = [
@@ -81,9 +80,9 @@ def _table(path, t, warnings, fmt) -> Table:
         if len(arr) and arr.min() < 0:
             i = int(np.argmin(arr))
             raise fail(path, i + 1, f"bad {name} {int(arr[i])} (must be >= 0)")
-    attack = t.column("attack").to_pylist()
-    attack = ["" if a is None else a for a in attack]
-    step, names = steps_from_labels(attack, start)
+    from ._common import steps_from_arrow
+
+    step, names = steps_from_arrow(t.column("attack"), start)
     src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
     return Table(
         fmt=fmt,
