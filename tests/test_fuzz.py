@@ -37,7 +37,7 @@ from conftest import ROOT
 from test_formats import SAMPLES
 
 import headroom
-from headroom.io import load_run
+from headroom.io import load_run, reduce_run
 from headroom.model import HeadroomError
 
 N_MUTANTS = int(os.environ.get("HEADROOM_FUZZ", "300"))
@@ -259,9 +259,21 @@ def check_mutant(kind: str, read_path: Path, target: Path) -> str:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                streamed = None
+                if kind in ("throughputramp", "ramp"):  # the CLI's streamed path must agree
+                    try:
+                        streamed = headroom.analyze(reduce_run(read_path))
+                    except HeadroomError as e:
+                        streamed = e
                 run = load_run(read_path)
                 s = headroom.analyze(run)
+                if isinstance(streamed, HeadroomError):
+                    return f"FAIL: load_run accepted, reduce_run refused: {str(streamed)[:200]}"
+                if streamed is not None and list(streamed.table.requests) != list(s.table.requests):
+                    return "FAIL: reduce_run and load_run disagree on the steps"
             except HeadroomError as e:
+                if streamed is not None and not isinstance(streamed, HeadroomError):
+                    return f"FAIL: reduce_run accepted, load_run refused: {str(e)[:200]}"
                 msg = str(e)
                 text = msg.replace(str(read_path.parent), "")  # the temporary folder's name is long
                 if "\n" in msg or len(text) > 300:
