@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from glob import escape as glob_escape
 from importlib import resources
 from pathlib import Path
 
@@ -169,7 +170,26 @@ def export_html(nb, *, title: str) -> str:
     )
     nb.metadata["title"] = title
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return _strip_svg_prologue(_strip_css_comments(body))
+    return _figure_alt_text(_strip_svg_prologue(_strip_css_comments(body)))
+
+
+def _figure_alt_text(page: str) -> str:
+    """Name each figure after the section it is in, instead of nbconvert's "No description..." alt text."""
+    import html
+    import re
+
+    heading = "figure"
+
+    def walk(m: re.Match) -> str:
+        nonlocal heading
+        if m.group("h") is not None:
+            text = re.sub(r"<a class=\"anchor-link\".*?</a>|<[^>]+>", "", m.group("h"))
+            heading = html.unescape(text).strip() or heading
+            return m.group(0)
+        return f'alt="{html.escape(heading, quote=True)}"'
+
+    pattern = r"<h2[^>]*>(?P<h>.*?)</h2>|alt=\"No description has been provided for this image\""
+    return re.sub(pattern, walk, page, flags=re.S)
 
 
 def _strip_svg_prologue(page: str) -> str:
@@ -244,6 +264,10 @@ def render(
         Any other failing cell, with the cell's error.
     """
     name, params = notebook_parameters(runs, **options)
+    for r in runs:  # a missing run fails in one line now, not after the kernel has started
+        path = Path(r)
+        if not path.exists() and not any(path.parent.glob(glob_escape(path.name) + "*")):
+            raise HeadroomError(f"{r}: no such file or folder")
     return run_notebook(
         name, params, output, title=options.get("title", ""), keep_notebook=keep_notebook, progress=progress
     )

@@ -89,6 +89,9 @@ def check_html(page: str, labels, figures: int):
     for label in labels:
         assert label in page
     assert figures == 6 and _images(page) == figures
+    # every figure named after its section, for screen readers and when images are blocked
+    assert "No description has been provided" not in page
+    assert 'alt="Headroom plot: latency against throughput"' in page
 
 
 def test_run_report_html(tmp_path):
