@@ -358,3 +358,45 @@ def test_unmutated_samples_pass_the_checker(tmp_path, name):
     d.mkdir()
     shutil.copy(FORMATS / name, d / name)
     assert check_mutant(name, d / name, d / name) == "accepted"
+
+
+N_CLI = int(os.environ.get("HEADROOM_FUZZ_CLI", "24"))
+
+
+def test_cli_on_mutants(tmp_path):
+    """A few mutants through the command line: exit 0 or 2, no traceback, no abort at exit, short lines."""
+    import subprocess
+    import sys
+
+    rnd = random.Random(SEED + 1)
+    sources = _sources(tmp_path)
+    bad = []
+    for m in range(N_CLI):
+        kind, read_path, target = sources[rnd.randrange(len(sources))]
+        work = tmp_path / f"c{m}"
+        if read_path.is_dir():
+            shutil.copytree(read_path, work)
+            rp, tg = work, work / target.name
+        else:
+            work.mkdir()
+            rp = tg = work / target.name
+            shutil.copy(target, tg)
+        what, data = mutate(tg.read_bytes(), rnd, tg.name == "metadata.yml")
+        tg.write_bytes(data)
+        cmd = ["summary", rp] if m % 4 else ["compare", rp, rp]
+        p = subprocess.run(
+            [sys.executable, "-m", "headroom", *map(str, cmd)], capture_output=True, text=True, timeout=60
+        )
+        lines = [ln for ln in p.stderr.splitlines() if ln]
+        problems = []
+        if p.returncode not in ((0, 2) if cmd[0] == "summary" else (0, 1, 2, 3)):
+            problems.append(f"exit {p.returncode}")
+        if "Traceback" in p.stderr or "terminate called" in p.stderr:
+            problems.append("traceback or abort")
+        if any(len(ln.replace(str(work), "")) > 500 for ln in lines):
+            problems.append("a line over 500 characters")
+        if p.returncode == 2 and len(lines) != 1:
+            problems.append(f"{len(lines)} lines on error")
+        if problems:
+            bad.append(f"#{m} {kind}/{tg.name} {what} {cmd[0]}: {', '.join(problems)}: {p.stderr[-300:]!r}")
+    assert not bad, "\n".join(bad)
