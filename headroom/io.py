@@ -55,6 +55,31 @@ class RunFiles:
     cpu: Path | None
     meta: Path | None
     name: str  # folder name (or file stem) used as the fallback label
+    steps: tuple[Path, ...] = ()  # a folder of one request file per step (then perf is the first)
+
+
+_NOT_STEPS = re.compile(r"^(cpuStats|generatorCpuStats|metadata|README|\.)", re.IGNORECASE)
+
+
+def _step_files(folder: Path) -> list[Path]:
+    """Request files of a folder with one file per step (vegeta, k6, JMeter, Gatling, oha), in natural order."""
+    files = [f for f in folder.iterdir() if f.is_file() and not _NOT_STEPS.match(f.name)]
+
+    def natural(f: Path):
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]
+
+    return sorted(files, key=natural)
+
+
+def _step_concurrency_from_names(paths) -> list[int | None] | None:
+    """``c4``, ``conc-4``, ``concurrency_4`` in every file name gives that step's concurrency."""
+    out = []
+    for f in paths:
+        m = re.search(r"(?:^|[^a-z])c(?:onc(?:urrency)?)?[-_]?(\d+)", f.stem.lower())
+        if not m:
+            return None
+        out.append(int(m[1]))
+    return out
 
 
 def _first_existing(folder: Path, prefix: str, names: tuple[str, ...]) -> Path | None:
@@ -86,6 +111,12 @@ def locate_run(path: str | os.PathLike) -> RunFiles:
             perf = _first_existing(p, "old_", _PERF_NAMES)
             prefix = "old_"
         if perf is None:
+            steps = _step_files(p)
+            if steps:
+                return RunFiles(
+                    steps[0], _first_existing(p, "", _CPU_NAMES), _first_existing(p, "", _META_NAMES),
+                    p.resolve().name, steps,
+                )  # fmt: skip
             raise HeadroomError(
                 f"{p}: no perfResults.csv or perfResults.csv.gz in this folder "
                 "(nor old_perfResults.csv): is this a throughputramp run folder?"
@@ -934,7 +965,12 @@ def load_run(
     fields = read_metadata(files.meta) if files.meta else {}
     fmt = _detect_format(files.perf, format)
     conc = None
-    if fmt == "throughputramp":
+    if files.steps:
+        table, fmt = _read_step_files(files, format)
+        requests, step_errors, error_codes, warnings, conc = _table_to_requests(
+            table, Path(path), base_time_ns, steps
+        )
+    elif fmt == "throughputramp":
         if steps:
             raise HeadroomError(
                 f"{files.perf}: --steps is for files without steps of their own; "
@@ -1120,7 +1156,7 @@ def reduce_run(
     from .binning import BucketHist, encode_latency, sparse_counts
 
     files = locate_run(path)
-    if steps or _detect_format(files.perf, format) != "throughputramp":
+    if steps or files.steps or _detect_format(files.perf, format) != "throughputramp":
         # the other formats are read in memory (see headroom.formats)
         return load_run(
             path, label=label, cpu_cores=cpu_cores, skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns,
@@ -1579,3 +1615,66 @@ def _fmt_ns(t: int) -> str:
         return dt.datetime.fromtimestamp(t / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
         return f"{t} ns"
+
+
+def _read_step_files(files: RunFiles, fmt_option: str | None):
+    """One request table from a folder of one file per step: relative times placed one after another."""
+    from . import formats
+    from .formats._common import Table
+
+    tables, fmt = [], None
+    for f in files.steps:
+        name = _detect_format(f, fmt_option)
+        if name == "throughputramp":
+            raise HeadroomError(
+                f"{f}: a folder of one file per step is read for vegeta, k6, JMeter, Gatling and oha files; "
+                "append hey runs to one file instead (each with its header)"
+            )
+        if fmt is not None and name != fmt:
+            raise HeadroomError(f"{f}: {name}, but {files.steps[0].name} is {fmt}: one format per folder")
+        fmt = name
+        tables.append(formats.read_table(f, name))
+    starts, lats, status, ok, lines, warnings = [], [], [], [], [], []
+    shift = 0
+    for t in tables:
+        st = t.start_ns
+        if t.relative:
+            st = st + np.int64(shift)
+            shift = int(np.max(st + np.rint(t.latency_s * 1e9).astype(np.int64))) if len(st) else shift
+        starts.append(st)
+        lats.append(t.latency_s)
+        status.append(t.status if t.status is not None else np.full(len(st), -1, np.int64))
+        if t.ok is not None:
+            ok.append(t.ok)
+        elif t.status is not None:
+            ok.append((t.status >= 200) & (t.status <= 299))
+        else:
+            ok = None
+        lines.append(t.line if t.line is not None else np.zeros(len(st), np.int64))
+        warnings += t.warnings
+    if not any(t.status is not None for t in tables):
+        status = None
+    relative = tables[0].relative
+    if relative and len(tables) > 1:
+        warnings.append(
+            f"{files.perf.parent}: {len(tables)} files with relative times are read as one ramp, each step "
+            "starting when the previous one ended: the spacing between them is unknown"
+        )
+    conc = _step_concurrency_from_names(files.steps)
+    table = Table(
+        fmt=fmt,
+        fidelity=tables[0].fidelity,
+        start_ns=np.concatenate(starts),
+        latency_s=np.concatenate(lats),
+        status=np.concatenate(status) if status is not None else None,
+        ok=np.concatenate(ok) if ok is not None else None,
+        step=np.repeat(np.arange(len(tables)), [len(t.start_ns) for t in tables]),
+        step_names=[f.name for f in files.steps],
+        step_concurrency=conc,
+        steps_source=f"one file per step ({len(tables)} files)"
+        + ("; concurrency from the file names" if conc else ""),
+        relative=relative,
+        line=None,
+        warnings=warnings,
+    )
+    return table, fmt

@@ -64,6 +64,11 @@ fi
 
 if [ -x "$OHA" ]; then
   "$OHA" -z 2s -q 150 -c 4 --no-tui --output-format csv "$URL" > "$OUT/oha.csv"
+  # a ramp as a folder of one file per step (concurrency in the file name)
+  mkdir -p "$OUT/oha-ramp"
+  for c in 1 2 4; do
+    "$OHA" -z 1s -q $((60 * c)) -c $c --no-tui --output-format csv "$URL" > "$OUT/oha-ramp/oha-c$c.csv"
+  done
   "$OHA" -n 50 -c 2 --no-tui --output-format json "$URL" > "$OUT/oha.json"
 fi
 

@@ -389,3 +389,36 @@ def test_truncated_last_line_is_dropped_by_its_missing_line_end(tmp_path):
         ):
             continue  # not a request: nothing lost
         assert len(run.requests) + run.errors == len(full.requests) + full.errors - 1, name
+
+
+def test_folder_of_one_file_per_step():
+    """Real oha runs, one file per concurrency (oha-c1.csv, oha-c2.csv, oha-c4.csv): one ramp."""
+    folder = DATA / "oha-ramp"
+    run = load_run(folder)
+    files = sorted(folder.glob("oha-c*.csv"), key=lambda f: int(f.stem.split("c")[-1]))
+    assert run.format == "oha-csv" and run.requests.n_steps == 3
+    assert [run.meta.concurrency(k) for k in range(3)] == [1, 2, 4]
+    s = headroom.analyze(run)
+    prev_end = None
+    for k, f in enumerate(files):
+        (rows,), _ = ref_oha(f)
+        ok = [lat for _, lat, bad in rows if not bad]
+        assert s.table.requests[k] == len(ok)
+        assert s.table.errors[k] == len(rows) - len(ok)
+        for pname, num, den in headroom.model.PERCENTILES:
+            assert s.table.latency.pct[pname][k] == pytest.approx(nearest_rank(ok, num, den), rel=1e-12)
+        a, b = run.requests.step_offsets[k], run.requests.step_offsets[k + 1]
+        if prev_end is not None:  # each step starts after the previous one ended
+            assert run.requests.start_ns[a:b].min() >= prev_end - 1
+        prev_end = (run.requests.start_ns[a:b] + run.requests.latency_s[a:b] * 1e9).max()
+    assert any("spacing between them is unknown" in w for w in run.warnings)
+    assert headroom.analyze(reduce_run(folder)).table.requests.tolist() == s.table.requests.tolist()
+
+
+def test_folder_of_mixed_formats_is_refused(tmp_path):
+    import shutil
+
+    shutil.copy(DATA / "oha.csv", tmp_path / "a.csv")
+    shutil.copy(DATA / "vegeta.csv", tmp_path / "b.csv")
+    with pytest.raises(HeadroomError, match="one format per folder"):
+        load_run(tmp_path)
