@@ -102,6 +102,9 @@ def _sources(tmp: Path) -> list[tuple[str, Path, Path]]:
         (rr / "perfResults.csv").write_bytes(gzip.decompress(perf.read_bytes()))
         perf.unlink()
     out.append(("ramp", rr, rr / "perfResults.csv"))
+    ramp = tmp / "src-oha-ramp"  # a folder of one file per step
+    shutil.copytree(FORMATS / "oha-ramp", ramp)
+    out.append(("oha-ramp", ramp, ramp / "oha-c2.csv"))
     for name in SAMPLES:
         d = tmp / f"src-{name}"
         d.mkdir()
