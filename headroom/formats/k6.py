@@ -26,6 +26,7 @@ from ._common import (
     first_line,
     is_float,
     short,
+    steps_from_arrow,
     steps_from_labels,
 )
 
@@ -89,6 +90,51 @@ def _times_ns(values: list[str], path: Path, lines) -> np.ndarray:
     return np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)
 
 
+def _codes_ok(status, expected):
+    """HTTP codes (0: none) and success (expected_response when present, else 2xx) of lists or pyarrow arrays."""
+    if isinstance(status, list):
+        codes = np.array([int(s) if s.isdigit() and len(s) <= 4 else 0 for s in status], np.int64)
+        ok = None
+        if any(e for e in expected):
+            ok = np.array([e == "true" if e else 200 <= c <= 299 for e, c in zip(expected, codes)], bool)
+        return codes, ok
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    st = pc.fill_null(status, "")
+    codes = pc.if_else(pc.match_substring_regex(st, r"^[0-9]{1,4}$"), st, "0").cast(pa.int64())
+    codes = np.asarray(codes.to_numpy(zero_copy_only=False), np.int64)
+    exp = pc.fill_null(expected, "")
+    given = np.asarray(pc.not_equal(exp, "").to_numpy(zero_copy_only=False), bool)
+    if not given.any():
+        return codes, None
+    true = np.asarray(pc.equal(exp, "true").to_numpy(zero_copy_only=False), bool)
+    return codes, np.where(given, true, (codes >= 200) & (codes <= 299))
+
+
+def _times_arrow(col, path: Path, lines) -> np.ndarray:
+    """Like _times_ns, for a pyarrow string column: vectorized when the values are clean."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .. import io as hio
+
+    if len(col) == 0:
+        return np.zeros(0, np.int64)
+    v0 = str(col[0].as_py() or "").strip()
+    try:
+        if v0.isdigit():
+            scale = _UNIX_SCALE.get(len(v0))
+            same = pc.all(pc.equal(pc.utf8_length(col), len(v0))).as_py()
+            if scale is not None and same:
+                return np.asarray(col.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64) * scale
+        elif "." in v0:
+            return np.asarray(col.cast(hio._TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    return _times_ns([("" if v is None else str(v)) for v in col.to_pylist()], path, lines)
+
+
 def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, vus_v, warnings) -> Table:
     n = len(end_ns)
     if n == 0:
@@ -107,18 +153,16 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
             f"bad http_req_duration {float(dur_ms[i])!r} ms (must be a finite number >= 0)",
         )
     start = end_ns - np.rint(lat * 1e9).astype(np.int64)
-    codes = np.array([int(s) if s.isdigit() and len(s) <= 4 else 0 for s in status], np.int64)
-    ok = None
-    if any(e for e in expected):
-        ok = np.array([e == "true" if e else 200 <= c <= 299 for e, c in zip(expected, codes)], bool)
+    codes, ok = _codes_ok(status, expected)
     vus_t = np.asarray(vus_t, np.int64)
     vus_v = np.asarray(vus_v, np.float64)
     order = np.argsort(vus_t, kind="stable")
     vus_t, vus_v = vus_t[order], vus_v[order]
-    names = sorted(set(scenario))
+    arrow = not isinstance(scenario, list)
+    names = sorted(set(scenario)) if not arrow else sorted(str(v) for v in scenario.unique().to_pylist())
     conc = None
     if len(names) > 1:
-        step, names = steps_from_labels(scenario, start)
+        step, names = steps_from_labels(scenario, start) if not arrow else steps_from_arrow(scenario, start)
         src = f"the scenario tag ({len(names)} scenarios)"
         conc = []
         for k in range(len(names)):
@@ -225,30 +269,31 @@ def read_csv(path: Path, data: bytes) -> Table:
         return None
 
     t = arrow_csv(data, path, columns=cols, types=types, header=True, row_problem=problem)
-    names = t.column("metric_name")
     line = np.arange(2, t.num_rows + 2)
-    req = pc.equal(names, "http_req_duration").to_numpy(zero_copy_only=False)
-    vus = pc.equal(names, "vus").to_numpy(zero_copy_only=False)
-    req = np.asarray(req, bool)
-    vus = np.asarray(vus, bool)
+    names = t.column("metric_name")
+    req = np.asarray(pc.equal(names, "http_req_duration").to_numpy(zero_copy_only=False), bool)
+    vus = np.asarray(pc.equal(names, "vus").to_numpy(zero_copy_only=False), bool)
+    rt = t.filter(pa.array(req))
+    vt = t.filter(pa.array(vus))
 
-    def col(name, mask):
+    def col(tab, name):
         if name not in types:
-            return [""] * int(mask.sum())
-        vals = np.asarray(t.column(name).to_numpy(zero_copy_only=False), dtype=object)[mask]
-        return ["" if v is None else str(v) for v in vals]
+            return pa.array([""] * tab.num_rows, pa.string())
+        return pc.fill_null(tab.column(name).combine_chunks(), "")
 
-    vals = col("metric_value", req)
-    durs = []
-    for v, ln in zip(vals, line[req]):
-        try:
-            durs.append(float(v))
-        except ValueError:
-            raise fail(path, int(ln), f"bad metric_value '{short(v, 40)}' (expected a number)") from None
-    end_ns = _times_ns(col("timestamp", req), path, line[req])
-    vus_t = _times_ns(col("timestamp", vus), path, line[vus])
-    vus_v = [float(v) if is_float(v) else 0.0 for v in col("metric_value", vus)]
+    try:
+        durs = np.asarray(
+            col(rt, "metric_value").cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for v, ln in zip(col(rt, "metric_value").to_pylist(), line[req]):
+            if not is_float(v):
+                raise fail(path, int(ln), f"bad metric_value '{short(v, 40)}' (expected a number)") from None
+        raise
+    end_ns = _times_arrow(col(rt, "timestamp"), path, line[req])
+    vus_t = _times_arrow(col(vt, "timestamp"), path, line[vus])
+    vus_v = [float(v) if is_float(v) else 0.0 for v in col(vt, "metric_value").to_pylist()]
     return _build(
-        path, "k6-csv", end_ns, durs, col("status", req), col("expected_response", req), col("scenario", req),
+        path, "k6-csv", end_ns, durs, col(rt, "status"), col(rt, "expected_response"), col(rt, "scenario"),
         line[req], vus_t, vus_v, warnings,
     )  # fmt: skip
