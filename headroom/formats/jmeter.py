@@ -54,7 +54,12 @@ def no_header_hint(head: bytes) -> str | None:
 
 def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warnings) -> Table:
     n = len(ts)
-    tc = np.array([m.startswith(_TC) for m in msgs], bool) if msgs is not None else np.zeros(n, bool)
+    if msgs is None:
+        tc = np.zeros(n, bool)
+    elif isinstance(msgs, np.ndarray):
+        tc = msgs  # already the transaction-parent flags
+    else:
+        tc = np.array([m.startswith(_TC) for m in msgs], bool)
     if tc.any():
         warnings.append(
             f"{path}: left out {int(tc.sum())} transaction-controller parent sample(s) "
@@ -136,19 +141,28 @@ def read_csv(path: Path, data: bytes) -> Table:
         i = int(np.argmin(el))
         raise fail(path, i + 2, f"bad elapsed {int(el[i])} (must be >= 0)")
 
-    def strings(name):
-        if name not in types:
-            return None
-        return ["" if v is None else str(v) for v in t.column(name).to_pylist()]
+    import pyarrow.compute as pc
 
-    code_s = strings("responseCode") or [""] * len(ts)
-    succ_s = strings("success")
-    code = _codes(code_s)
-    success = (
-        np.array([s.strip().lower() == "true" for s in succ_s], bool)
-        if succ_s is not None
-        else (code >= 200) & (code <= 299)
-    )
+    def strings(name):
+        return pc.fill_null(t.column(name), "") if name in types else None
+
+    def np_bool(a):
+        return np.asarray(a.to_numpy(zero_copy_only=False), bool)
+
+    rc = strings("responseCode")
+    if rc is not None:
+        rc = pc.utf8_trim_whitespace(rc)
+        code = pc.if_else(pc.match_substring_regex(rc, r"^[0-9]{1,4}$"), rc, "0").cast(pa.int64())
+        code = np.asarray(code.to_numpy(zero_copy_only=False), np.int64)
+    else:
+        code = np.zeros(len(ts), np.int64)
+    succ = strings("success")
+    if succ is not None:
+        success = np_bool(pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(succ)), "true"))
+    else:
+        success = (code >= 200) & (code <= 299)
+    msgs = strings("responseMessage")
+    tc = np_bool(pc.starts_with(msgs, _TC)) if msgs is not None else None
     threads = None
     if "allThreads" in types:
         c = t.column("allThreads")
@@ -157,7 +171,7 @@ def read_csv(path: Path, data: bytes) -> Table:
             warnings.append(f"{path}: allThreads has empty values: one step")
         else:
             threads = np.asarray(c.to_numpy(), np.int64)
-    return _finish(path, "jmeter-csv", ts, el, success, code, threads, strings("responseMessage"),
+    return _finish(path, "jmeter-csv", ts, el, success, code, threads, tc,
                    np.arange(2, len(ts) + 2), warnings)  # fmt: skip
 
 
