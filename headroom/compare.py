@@ -171,7 +171,8 @@ def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple
     levels = [_levels(t) for t in tables]
     common = sorted(set.intersection(*(set(lv) for lv in levels)))
     wanted = max(3, (min(len(lv) for lv in levels) + 1) // 2)
-    if len(common) >= wanted or not known:
+    same_plan = all(set(lv) == set(levels[0]) for lv in levels)
+    if len(common) >= wanted or not known or same_plan:
         nb = len(base)
         out = [
             (c if known else None, tuple(lv[c] for lv in levels[:nb]), tuple(lv[c] for lv in levels[nb:]))
