@@ -408,7 +408,7 @@ def _report(args) -> int:
 
 def _compare(args, parser) -> int:
     from .compare import compare_runs, to_json
-    from .io import reduce_run, write_json
+    from .io import reduce_run
     from .text import format_comparison
 
     if args.runs and (args.baseline or args.candidate):
@@ -445,17 +445,12 @@ def _compare(args, parser) -> int:
         run_noise=args.run_noise,
         confidence=args.confidence,
     )
-    if args.json != "-":
-        sys.stdout.write(format_comparison(c))
-    for w in c.warnings:
-        print(f"headroom: warning: {w}", file=sys.stderr)
-    if args.json:
-        write_json(to_json(c), args.json)
+    emit(format_comparison(c), to_json(c), c.warnings, args.json)
     return c.exit_code
 
 
 def _summary(args) -> int:
-    from .io import reduce_run, write_json
+    from .io import reduce_run
     from .summary import analyze, to_json
     from .text import format_summary
 
@@ -479,14 +474,20 @@ def _summary(args) -> int:
         current_load_rps=args.current_load,
         target_load_rps=args.target_load,
     )
-    doc = to_json(s)
-    if args.json != "-":
-        sys.stdout.write(format_summary(s))
-    for w in s.warnings:
-        print(f"headroom: warning: {w}", file=sys.stderr)
-    if args.json:
-        write_json(doc, args.json)
+    emit(format_summary(s), to_json(s), s.warnings, args.json)
     return 0
+
+
+def emit(text: str, doc: dict, warnings, json_target: str | None) -> None:
+    """The command's table on stdout (unless its JSON goes there), warnings on stderr, the JSON file."""
+    from .io import write_json
+
+    if json_target != "-":
+        sys.stdout.write(text)
+    for w in warnings:
+        print(f"headroom: warning: {w}", file=sys.stderr)
+    if json_target:
+        write_json(doc, json_target)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -87,9 +87,9 @@ def default_cache(runs: list[str]) -> str:
 
 def run(args) -> int:
     """Run ``headroom history``; returns the exit code."""
+    from .cli import emit
     from .history import history, to_json
     from .history_view import format_history
-    from .io import write_json
     from .model import HeadroomError
 
     for out in (args.json, args.output):
@@ -107,12 +107,7 @@ def run(args) -> int:
         dask=args.dask,
         cpu_cores=args.cpu_cores,
     )
-    if args.json != "-":
-        sys.stdout.write(format_history(h))
-    for w in h.warnings:
-        print(f"headroom: warning: {w}", file=sys.stderr)
-    if args.json:
-        write_json(to_json(h), args.json)
+    emit(format_history(h), to_json(h), h.warnings, args.json)
     if args.output:
         from .report import run_notebook
 

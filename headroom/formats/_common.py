@@ -282,3 +282,21 @@ def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
     pos = np.empty(len(labels), np.int64)
     pos[rank] = np.arange(len(labels))
     return pos[idx], [labels[r] for r in rank]
+
+
+def rfc3339_ns(values: list[str], path: Path, line_of) -> np.ndarray:
+    """RFC 3339 strings as UTC nanoseconds; a bad one is an error at its line (``line_of(i)``)."""
+    import pyarrow as pa
+
+    from ..io import _TS_UTC
+
+    try:
+        arr = pa.array(values, pa.string()).cast(_TS_UTC)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for i, v in enumerate(values):  # find the culprit only when the fast cast fails
+            try:
+                pa.array([v], pa.string()).cast(_TS_UTC)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise fail(path, line_of(i), f"bad timestamp '{short(v, 40)}' (expected RFC 3339)") from None
+        raise
+    return np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)

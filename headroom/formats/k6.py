@@ -25,6 +25,7 @@ from ._common import (
     fail,
     first_line,
     is_float,
+    rfc3339_ns,
     short,
     steps_from_arrow,
     steps_from_labels,
@@ -50,9 +51,6 @@ def guess_json(head: bytes) -> bool:
 
 def _times_ns(values: list[str], path: Path, lines) -> np.ndarray:
     """k6 sample times: RFC 3339 with fraction, or unix ms/us/ns; whole seconds are refused."""
-    import pyarrow as pa
-
-    from .. import io as hio
 
     if not values:
         return np.zeros(0, np.int64)
@@ -78,16 +76,7 @@ def _times_ns(values: list[str], path: Path, lines) -> np.ndarray:
             lines[0],
             f"timestamp '{short(v0, 40)}' has whole seconds (timeFormat=rfc3339): {_SECONDS_HINT}",
         )
-    try:
-        arr = pa.array(values, pa.string()).cast(hio._TS_UTC)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        for i, v in enumerate(values):
-            try:
-                pa.array([v], pa.string()).cast(hio._TS_UTC)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise fail(path, lines[i], f"bad timestamp '{short(v, 40)}' (expected RFC 3339)") from None
-        raise
-    return np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)
+    return rfc3339_ns(values, path, lambda i: lines[i])
 
 
 def _codes_ok(status, expected):

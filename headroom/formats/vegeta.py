@@ -21,6 +21,7 @@ from ._common import (
     fail,
     first_line,
     is_int,
+    rfc3339_ns,
     short,
 )
 
@@ -127,18 +128,7 @@ def read_json(path: Path, data: bytes) -> Table:
         attacks.append(str(rec.get("attack") or ""))
     if not starts:
         raise fail(path, None, "no results in this vegeta JSON file")
-    from .. import io as hio
-
-    try:
-        arr = pa.array(starts, pa.string()).cast(hio._TS_UTC)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        for ln, s in enumerate(starts):
-            try:
-                pa.array([s], pa.string()).cast(hio._TS_UTC)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise fail(path, ln + 1, f"bad timestamp '{short(s, 40)}' (expected RFC 3339)") from None
-        raise
-    start = np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)
+    start = rfc3339_ns(starts, path, lambda i: i + 1)
     t = pa.table({"timestamp": start, "code": np.array(codes, np.int64), "latency": np.array(lats, np.int64),
                   "attack": pa.array(attacks, pa.string())})  # fmt: skip
     return _table(path, t, warnings, "vegeta-json")
