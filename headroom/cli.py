@@ -211,13 +211,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"headroom {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _summary_parser(sub)
+    _report_parser(sub)
+    _compare_parser(sub)
+    from . import cli_history, ramp
 
+    ramp.add_parser(sub)
+    cli_history.add_parser(sub)
+    return p
+
+
+def _summary_parser(sub) -> None:
     s = sub.add_parser(
         "summary",
         help="steps, throughput bins with latency percentiles and CPU, capacity numbers of one run",
-        description="Read one run and print its steps, its throughput bins (latency "
-        "percentiles, CPU) and its capacity: maximum sustained throughput, throughput at "
-        "the latency objective, knee, CPU at those points, throughput at the CPU target.",
+        description="Read one run and print its per-step table, its throughput bins (latency "
+        "percentiles, CPU) and its capacity from the steps: the USL model's capacity and knee, "
+        "plateau throughput, throughput at the latency objective and at the CPU target.",
         epilog=EPILOG_SUMMARY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -238,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
 
+
+def _report_parser(sub) -> None:
     r = sub.add_parser(
         "report",
         help="one self-contained HTML report of one run, or of a baseline against a candidate",
@@ -271,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="logarithmic latency axes: long tails shown instead of cut at 1.2 x the highest p99",
     )
 
+
+def _compare_parser(sub) -> None:
     c = sub.add_parser(
         "compare",
         help="baseline against candidate: verdict with confidence intervals, exit code for CI",
@@ -318,12 +332,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="rise in the error rate called a regression, in points (default: 0.1%%)",
     )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
-
-    from . import cli_history, ramp
-
-    ramp.add_parser(sub)
-    cli_history.add_parser(sub)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

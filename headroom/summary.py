@@ -95,6 +95,34 @@ def analyze(
     cpu_target_pct, current_load_rps, target_load_rps
         See :func:`headroom.capacity.capacity`.
     """
+    run, steps, buckets, hist, overlap, warnings = _time_view(run, bucket_s)
+    extra = ()
+    if (
+        objective is not None
+        and objective.q is not None
+        and objective.name not in {p[0] for p in PERCENTILES}
+    ):
+        extra = ((objective.name, *objective.q),)
+    step_lat = step_stats(hist, buckets, len(steps), extra=extra)
+    cores = run.cpu.cores if run.cpu else 1.0
+    b = by_throughput(buckets, hist, bins=bins, width=bin_width, cpu_cores=cores, extra=extra)
+    table = step_table(steps, step_lat, run.cpu, run.step_errors)
+    warnings += _step_warnings(steps, table, overlap)
+    cap = capacity(
+        table,
+        objective=objective,
+        cpu_target_pct=cpu_target_pct,
+        current_load_rps=current_load_rps,
+        target_load_rps=target_load_rps,
+    )
+    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
+
+
+def _time_view(run: Run, bucket_s: float):
+    """Steps, time buckets and their latency histograms, CPU aligned (dropped when it does not overlap).
+
+    Returns (run, steps, buckets, hist, overlap, warnings).
+    """
     if run.requests is None:
         steps, buckets, hist = run.reduced
         if abs(buckets.bucket_s - bucket_s) > 1e-12:
@@ -128,44 +156,26 @@ def analyze(
             f"{int(steps.requests.sum())} requests): a throughput curve needs at least 2 "
             f"(try a smaller --bucket, e.g. --bucket {max(dur / 4, 0.001) * 1e3:.0f}ms)"
         )
-    extra = ()
-    if (
-        objective is not None
-        and objective.q is not None
-        and objective.name not in {p[0] for p in PERCENTILES}
-    ):
-        extra = ((objective.name, *objective.q),)
-    step_lat = step_stats(hist, buckets, len(steps), extra=extra)
-    b = by_throughput(
-        buckets,
-        hist,
-        bins=bins,
-        width=bin_width,
-        cpu_cores=run.cpu.cores if run.cpu else 1.0,
-        extra=extra,
-    )
+    return run, steps, buckets, hist, overlap, warnings
+
+
+def _step_warnings(steps: Steps, table: StepTable, overlap: CpuOverlap | None) -> list[str]:
+    """Warnings about CPU coverage and about steps too short to use."""
+    out = []
     if overlap is not None and overlap.overlap_s < 0.9 * overlap.load_s:
-        warnings.append(
+        out.append(
             f"CPU samples cover only {overlap.overlap_s:.1f} s of the {overlap.load_s:.1f} s load window"
         )
     short = [int(k) for k in steps.index if steps.requests[k] < 2]
     if short:
-        warnings.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
-    table = step_table(steps, step_lat, run.cpu, run.step_errors)
+        out.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
     short = [int(k) for k in table.index if table.short[k] and table.requests[k] >= 2]
     if short:
-        warnings.append(
+        out.append(
             f"steps {short} are too short to trust (< 0.5 s or < 50 requests): shown, "
             "left out of the model and the comparison"
         )
-    cap = capacity(
-        table,
-        objective=objective,
-        cpu_target_pct=cpu_target_pct,
-        current_load_rps=current_load_rps,
-        target_load_rps=target_load_rps,
-    )
-    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
+    return out
 
 
 # --------------------------------------------------------------------------
