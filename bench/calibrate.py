@@ -1,19 +1,36 @@
-"""Calibration of `headroom compare` on seeded synthetic ramps with host noise.
+"""Calibration of `headroom compare`: false alarms with no change, power with a known change.
 
-Each comparison is a baseline and a candidate from tests/synthetic.py (USL
-server, 14 steps of 1-5 s at concurrency 1, 4, ... 40; lognormal noise per
-run 5 %, per step 12 %, per second 10 %, per request 30 %), the candidate's
-server `slowdown` times slower.  Prints, per true change and runs per side,
-how many comparisons said each verdict: false alarms on no change, power on
-a known change.
+Two sources:
 
-Usage: python3 bench/calibrate.py [--seeds 100]
+* **synthetic** (tests/synthetic.py, noise measured on real runs: 27 % per
+  run for throughput and latency, 6 % for CPU per request, correlated
+  steps, a noisier tail): pools of seeded A runs and of B runs whose server
+  is 1.25x and 2x slower; comparisons drawn from the pools;
+* **real** (``--real DIR``): interleaved sets recorded with
+  ``headroom ramp --ab`` on a loaded machine, DIR/<set>/{a,b}-NN
+  (data/calibration): every A/A pair of the A runs, every A/B pair of each
+  changed set; learned noise from the other A runs of the set (never the
+  compared ones).
+
+Modes: 1 vs 1 with the default noise; 1 vs 1 with noise learned from 8
+other A runs; 3 vs 3 interleaved (repeats measure the noise); 3 vs 3 with
+learned noise; 3 vs 3 with all baseline runs first (synthetic: a drift of
+3 % per run in the host's speed); the sequential `--until-decided` design
+(1 to 4 runs per side, each look at 1 - 0.05/4).
+
+Prints one row per (change, mode): how many comparisons said each verdict.
+"A/A false alarms" are regressed + improved on no change; "wrong direction"
+is improved on a slower candidate.
+
+Usage: python3 bench/calibrate.py [--seeds 200] [--real data/calibration]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
+import random
 import sys
 import time
 from pathlib import Path
@@ -22,32 +39,131 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import synthetic  # noqa: E402
 
-from headroom import analyze  # noqa: E402
+from headroom import analyze, reduce_run  # noqa: E402
 from headroom.compare import compare_runs  # noqa: E402
 
-VERDICTS = ("regressed", "improved", "no change", "inconclusive")
+VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
+LOOKS = 4
+
+
+def _row(what: str, mode: str, verdicts: list[str]) -> str:
+    c = collections.Counter(verdicts)
+    n = len(verdicts)
+    cells = " | ".join(f"{c[v]}" for v in VERDICTS)
+    alarm = (c["regressed"] + c["improved"]) / n if n else 0
+    gate0 = (c["improved"] + c["no regression"] + c["no change"]) / n if n else 0
+    key = f"{alarm:.1%} false alarms" if what == "none" else f"{c['regressed'] / n:.1%} caught"
+    return f"| {what} | {mode} | {n} | {cells} | {key}; exit 0 {gate0:.0%} |"
+
+
+def sequential(a_runs, b_runs, noise_from=None) -> str:
+    """The --until-decided design: look after 1, 2, ... LOOKS runs per side at a Bonferroni level."""
+    conf = 1 - 0.05 / LOOKS
+    for k in range(1, LOOKS + 1):
+        c = compare_runs(a_runs[:k], b_runs[:k], confidence=conf, noise_from=noise_from)
+        if c.verdict != "inconclusive":
+            return c.verdict
+    return c.verdict
+
+
+def modes(a_pool, b_pool, noise_pool, rng, n, drifting=None):
+    """Yield (mode, verdict): n draws of each mode; b_pool None means A/A (B drawn from the A pool)."""
+    names = ["1v1 default", "1v1 learned", "3v3 repeats", "3v3 learned", "sequential"]
+    if drifting is not None:
+        names.append("3v3 baseline first")
+    for mode in names:
+        for _ in range(n):
+            k = 1 if mode.startswith("1v1") else (LOOKS if mode == "sequential" else 3)
+            if mode == "3v3 baseline first":  # one recording sequence: 3 A runs, then 3 more later
+                seq = rng.randrange(len(drifting) // 6)
+                a, b = drifting[6 * seq : 6 * seq + 3], drifting[6 * seq + 3 : 6 * seq + 6]
+            else:
+                a = a_pool.draw(rng, k)
+                b = a_pool.draw(rng, k, exclude=a) if b_pool is None else b_pool.draw(rng, k)
+            learned = noise_pool.draw(rng, 8, exclude=a + b) if "learned" in mode else None
+            if mode == "sequential":
+                yield mode, sequential(a, b)
+            else:
+                yield mode, compare_runs(a, b, noise_from=learned).verdict
+
+
+class Pool:
+    """Analysed runs in recording order; draws without replacement."""
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def draw(self, rng, k, exclude=()):
+        ids = {id(x) for x in exclude}
+        rest = [r for r in self.runs if id(r) not in ids]
+        return rng.sample(rest, k)
+
+
+def synthetic_rows(seeds: int) -> list[str]:
+    rng = random.Random(1)
+    a = Pool([analyze(synthetic.ramp(10_000 + i)) for i in range(120)])
+    # 10 recording sequences of 6 runs whose host gets 3 % slower per run
+    drifting = [analyze(synthetic.ramp(30_000 + i, drift=0.03 * (i % 6))) for i in range(60)]
+    rows = []
+    for slow in (1.0, 1.25, 2.0):
+        b = (
+            None
+            if slow == 1.0
+            else Pool([analyze(synthetic.ramp(20_000 + i, slowdown=slow)) for i in range(60)])
+        )
+        got = collections.defaultdict(list)
+        for mode, v in modes(a, b, a, rng, seeds, drifting if slow == 1.0 else None):
+            got[mode].append(v)
+        what = "none" if slow == 1.0 else f"{slow:g}x slower"
+        rows += [_row(what, mode, v) for mode, v in got.items()]
+    return rows
+
+
+def real_rows(root: Path) -> list[str]:
+    rows = []
+    sets = {p.name: p for p in sorted(root.iterdir()) if p.is_dir()}
+    load = lambda paths: [analyze(reduce_run(p)) for p in paths]  # noqa: E731
+    for name, folder in sets.items():
+        a = load(sorted(folder.glob("a-*")))
+        b = load(sorted(folder.glob("b-*")))
+        if not b:  # an A/A set: every pair of A runs, learned noise from the others
+            for mode in ("1v1 default", "1v1 learned"):
+                v = []
+                for x, y in itertools.combinations(range(len(a)), 2):
+                    rest = [r for i, r in enumerate(a) if i not in (x, y)]
+                    v.append(compare_runs(a[x], a[y], noise_from=rest if "learned" in mode else None).verdict)
+                rows.append(_row("none", f"real {name}: {mode}", v))
+            continue
+        for mode in ("1v1 default", "1v1 learned"):
+            v = []
+            for x, y in itertools.product(range(len(a)), range(len(b))):
+                rest = [r for i, r in enumerate(a) if i != x]
+                v.append(compare_runs(a[x], b[y], noise_from=rest if "learned" in mode else None).verdict)
+            rows.append(_row(name, f"real {name}: {mode}", v))
+        v = [
+            compare_runs(list(xa), list(xb)).verdict
+            for xa in itertools.combinations(a, 3)
+            for xb in itertools.combinations(b, 3)
+        ]
+        rows.append(_row(name, f"real {name}: 3v3 repeats", v))
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--seeds", type=int, default=200, help="synthetic comparisons per row (default 200)")
+    ap.add_argument("--real", type=Path, help="folder of real interleaved sets (data/calibration)")
+    ap.add_argument("--no-synthetic", action="store_true")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    print("| true change | runs per side | " + " | ".join(VERDICTS) + " |")
-    print("|---|---|" + "---|" * len(VERDICTS))
-    for slow in (1.0, 1.1, 1.25, 1.5):
-        for runs in (1, 3):
-            count = collections.Counter()
-            for seed in range(args.seeds):
-                base = [analyze(synthetic.ramp(2 * runs * seed + i)) for i in range(runs)]
-                cand = [
-                    analyze(synthetic.ramp(2 * runs * seed + runs + i, slowdown=slow)) for i in range(runs)
-                ]
-                count[compare_runs(base, cand).verdict] += 1
-            what = "none" if slow == 1.0 else f"{slow:g}x slower"
-            cells = " | ".join(f"{count[v]}" for v in VERDICTS)
-            print(f"| {what} | {runs} | {cells} |", flush=True)
-    print(f"\n{args.seeds} seeds per row, {time.perf_counter() - t0:.0f} s")
+    print("| true change | mode | n | " + " | ".join(VERDICTS) + " | rate |")
+    print("|---|---|---:|" + "---:|" * len(VERDICTS) + "---|")
+    rows = [] if args.no_synthetic else synthetic_rows(args.seeds)
+    if args.real:
+        rows += real_rows(args.real)
+    for r in rows:
+        print(r, flush=True)
+    print(f"\n{time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -89,24 +89,31 @@ EPILOG_COMPARE = """\
 examples:
   headroom compare data/runs/nginx-no-keepalive data/runs/nginx-keepalive
   headroom compare old/ new/ --objective 'p99<=20ms' --threshold 5% --json verdict.json
-  headroom compare --baseline old1/ old2/ old3/ --candidate new1/ new2/ new3/   # noise measured
-  headroom compare old/ new/ --run-noise 8%   # a noisier shared machine
+  headroom compare old/ new/ --noise-from aa/run-*        # noise learned from A/A runs
+  headroom compare old/ new/ --noise-from history.json    # ... or from 'headroom history --json'
+  headroom compare --baseline a-01/ a-02/ a-03/ --candidate b-01/ b-02/ b-03/   # interleaved repeats
+  headroom ramp URL_A --ab URL_B --repeats 3 -o ab/ ...   # records such repeats (see ramp --help)
 
 How the verdict is reached: steps are paired by concurrency (the matched condition of a
-ramp). Per pair, the candidate/baseline ratio of throughput, p50/p90/p99 latency and CPU
-per request; each metric is the geometric mean of its ratios (throughput over the
-saturated steps: plateau throughput), with a t interval from the spread between pairs
-plus a between-run noise term (--run-noise per run, or the spread measured between
-repeat runs if larger), Bonferroni-adjusted over the decision metrics. The error rate
-is compared as a difference in points. A metric is worse/better only when its interval
-excludes no change AND the change is at least the threshold; the same when its interval
-lies inside +-threshold. The peak step, the modelled capacity and the knee are shown.
+ramp). Each run gives one value per metric: the mean log value over the matched steps
+(plateau throughput over the saturated steps, p50, p99 or the objective's percentile,
+CPU per request over all). The change is candidate / baseline of those values, tested
+against the between-run noise of that metric (learned with --noise-from, pooled with the
+spread between repeat runs, else a per-metric default measured on a loaded shared
+machine: ~27 % for throughput and latency, ~6 % for CPU per request), with Student's t.
+A weighted Holm procedure keeps the chance of any false "changed" at 1 - confidence:
+CPU per request 0.4, plateau throughput 0.2, p50 and tail latency 0.15 each, error
+rate 0.1. A metric is worse/better only when Holm finds a change AND it is at least the
+threshold. With nothing worse or better, the gate passes ("no regression", exit 0) when
+the primary metric (CPU per request if measured, else plateau throughput) is shown not
+to be worse by the threshold or more (one-sided 95 %); the output gives every metric's
+smallest detectable change and, when inconclusive, how many runs per side would decide.
 
 exit codes:
-  0  improved, or no change
+  0  improved, no change, or no regression (primary metric shown within the threshold)
   1  regressed (some metric clearly worse by at least the threshold, or more errors)
   2  bad usage or bad input
-  3  inconclusive (the interval of some metric crosses the threshold, or nothing judged)
+  3  inconclusive (the primary metric could still be worse by the threshold, or nothing judged)
 """
 
 
@@ -317,12 +324,13 @@ def _compare_parser(sub) -> None:
         help="confidence of the intervals, for all decision metrics together (default: 95%%)",
     )
     c.add_argument(
-        "--run-noise",
-        type=_fraction,
-        default=0.05,
-        metavar="PCT",
-        help="between-run noise per run that one run per side cannot measure (default: 5%%); "
-        "with repeat runs, the floor under the measured spread",
+        "--noise-from",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="earlier runs of one unchanged build (A/A runs, unchanged commits), or a "
+        "'headroom history --json' file: each metric's between-run noise is learned from them "
+        "(default: repeat runs measure it, else per-metric defaults for a shared CI machine)",
     )
     c.add_argument(
         "--error-threshold",
@@ -450,11 +458,24 @@ def _compare(args, parser) -> int:
         objective=args.objective,
         threshold=args.threshold,
         error_threshold=args.error_threshold,
-        run_noise=args.run_noise,
+        noise_from=_noise_from(args.noise_from, load),
         confidence=args.confidence,
     )
     emit(format_comparison(c), to_json(c), c.warnings, args.json)
     return c.exit_code
+
+
+def _noise_from(paths: list[str], load):
+    """Runs to learn the noise from, or the noise a history JSON stored (None: not given)."""
+    if not paths:
+        return None
+    from .noise import load_history_noise
+
+    if len(paths) == 1 and paths[0].endswith(".json"):
+        return load_history_noise(paths[0])
+    if any(p.endswith(".json") for p in paths):
+        raise HeadroomError("--noise-from takes one history JSON file or run folders, not both")
+    return [load(p) for p in paths]
 
 
 def _summary(args) -> int:

@@ -1,39 +1,43 @@
-"""Baseline against candidate at matched concurrency: intervals and a verdict.
+"""Baseline against candidate at matched concurrency: run-level tests and a gate's verdict.
 
 How a verdict is reached (also in the README and ``headroom compare --help``):
 
 1. **Pairs.** Both runs were driven at the same concurrency levels: that is
    the matched condition.  Steps are paired by concurrency (exactly; runs
    with different plans by the nearest level within 15 %, or refused); a
-   short step on either side drops its pair.  Without concurrency in the
-   metadata, steps are paired by index.
-2. **Per pair** the log ratio candidate/baseline of: goodput throughput,
-   p50/p90/p99 latency (and the objective's percentile), CPU per request.
-   A percentile with fewer than 10 requests above it on either side drops
-   that pair for that metric.
-3. **Decision metrics** combine the pairs as a geometric mean of the
-   ratios: *plateau throughput* over the saturated pairs (concurrency at or
-   above the lowest at which a run's model reaches 90 % of its capacity),
-   latency and CPU per request over every pair; plus the *error rate*
-   difference pooled over the pairs.  The peak step, the modelled capacity,
-   the knee and the throughput at the objective are shown, not decisive.
-4. **Interval.** The steps are replicates that each see the host's
-   variation over seconds, so the spread of the per-pair log ratios gives a
-   t interval over the pairs.  Part of any difference between two runs is
-   the host's state during the whole run, which no within-run statistic can
-   see: a between-run noise term is added, ``run_noise`` per run (default
-   5 %, a documented floor), or, with repeat runs, the larger of that floor
-   and the spread measured between the runs of a side.  The confidence
-   level is Bonferroni-adjusted over the decision metrics.
-5. **Decision**, as in asv: *worse*/*better* when the interval excludes no
-   change AND the estimate is at least the threshold (default 10 %); *same*
-   when the whole interval lies inside +-threshold; *unclear* otherwise.
-   The error rate is *worse* when it is higher by more than
-   ``error_threshold`` (default 0.1 percentage points) and clear of
-   binomial noise.
+   short step on either side drops its pair.
+2. **Run-level values.** For each run and metric, the mean of the log
+   values over the matched pairs it uses: goodput throughput over the
+   saturated pairs (*plateau throughput, paired*), p50 and the tail
+   percentile (p99, or the objective's) and CPU per request over every
+   pair.  The change is the difference of the sides' means (a ratio of
+   geometric means).  Steps are not independent replicates (their
+   residuals are correlated within a run), so the run, not the step, is
+   the unit.
+3. **Noise per metric** (``headroom.noise``): learned from earlier runs of
+   an unchanged build (``noise_from``), pooled with the spread between
+   repeat runs, or a per-metric default measured on a loaded shared
+   machine; never below what the steps of this comparison show.  The
+   interval uses Student's t with the noise estimate's degrees of freedom.
+4. **Family error: weighted Holm.**  The decision metrics are tested for
+   "changed at all" with a weighted Holm procedure over CPU per request
+   (weight 0.4: the cost of a request, the least noisy on a shared
+   machine), plateau throughput (0.2), p50 and tail latency (0.15 each)
+   and the error rate (0.1); the weight of a metric that cannot be judged
+   goes to the others.  p90 and the other figures are shown, not tested:
+   in a closed loop throughput and latency are one measurement seen twice
+   (Little's law), and spending the error budget on both buys nothing.
+5. **Decision per metric**, as in asv: *worse*/*better* when Holm finds a
+   change AND the estimate is at least the threshold (default 10 %);
+   *same* when the 90 % interval lies inside +-threshold (two one-sided
+   tests); *unclear* otherwise.
 6. **Verdict**: any worse -> "regressed" (exit 1); else any better ->
    "improved" (exit 0); else every judged metric the same -> "no change"
-   (exit 0); else "inconclusive" (exit 3).
+   (exit 0); else, when the primary metric (CPU per request where measured,
+   otherwise plateau throughput) is shown not to be worse by the
+   threshold or more (one-sided 95 % bound) -> "no regression" (exit 0);
+   else "inconclusive" (exit 3), with how many more runs per side would
+   most likely decide it.
 """
 
 from __future__ import annotations
@@ -44,21 +48,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import SCHEMA_VERSION, HeadroomError, Objective, Run, percentile_label
-from .stats import t_quantile, z_quantile
+from . import noise as noise_mod
+from .model import HeadroomError, Objective, Run, percentile_label
+from .noise import LearnedNoise, NoiseEstimate
+from .stats import t_quantile, t_sf, z_quantile
 from .steps import StepTable
 from .summary import Summary, analyze
 
-EXIT_CODES = {"improved": 0, "no change": 0, "regressed": 1, "inconclusive": 3}
-RUN_NOISE = 0.05
+COMPARE_SCHEMA = 3
+EXIT_CODES = {"improved": 0, "no change": 0, "no regression": 0, "regressed": 1, "inconclusive": 3}
 ERROR_THRESHOLD = 0.001
 NEAREST = 0.15
-LATENCY = ("p50", "p90", "p99")
+FEW_PAIRS = 5  # fewer saturated pairs than this: said in the reason line
+#: weighted Holm: the share of the error budget each decision metric starts with
+WEIGHTS = {"cpu_s_per_req": 0.8, "plateau_rps": 0.08, "p50_s": 0.05, "tail": 0.05, "error_rate": 0.02}
+POWER = 0.8  # for the smallest detectable change
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One compared quantity: both sides' values, the relative change and its interval."""
+    """One compared quantity: both sides' values, the relative change and its interval.
+
+    ``ci`` is the interval at ``level``, the confidence at which the
+    weighted Holm procedure tested this metric (so it excludes no change
+    exactly when the test found a change); ``bound`` is the one-sided 95 %
+    bound of the change in the worse direction (the non-inferiority check);
+    ``mdc`` the smallest change this design detects with 80 % power.
+    """
 
     key: str
     name: str
@@ -73,7 +89,15 @@ class Metric:
     decision: str  # worse, better, same, unclear, not judged, shown
     note: str = ""
     pairs: int = 0
-    run_noise: float | None = None  # between-run noise used for this metric
+    noise: NoiseEstimate | None = None  # between-run noise used for this metric
+    level: float | None = None
+    bound: float | None = None
+    mdc: float | None = None
+    pvalue: float | None = None
+
+    @property
+    def run_noise(self) -> float | None:
+        return None if self.noise is None else self.noise.sd
 
 
 @dataclass(frozen=True)
@@ -96,22 +120,22 @@ class StepPair:
 
 @dataclass(frozen=True)
 class Noise:
-    """How between-run noise entered the intervals."""
+    """How between-run noise entered the intervals: the source of each metric's noise."""
 
-    floor: float  # the default or user-set floor, per run
-    source: str  # "default floor" or "measured from repeats"
+    source: str  # "default", "learned", "repeats"
     runs: tuple[int, int]
+    learned_runs: int = 0
 
     def describe(self) -> str:
-        if self.source == "default floor":
+        if self.source == "default":
             return (
-                f"between-run noise: {self.floor:.1%} per run assumed (--run-noise); "
-                "repeat runs would measure it"
+                "between-run noise: per-metric defaults for a shared CI machine (see README); "
+                "--noise-from A/A runs or repeat runs would measure it"
             )
-        return (
-            f"between-run noise: measured from {self.runs[0]} + {self.runs[1]} repeat runs "
-            f"(never below the {self.floor:.1%} floor)"
-        )
+        if self.source == "learned":
+            extra = f" and the {self.runs[0]} + {self.runs[1]} repeat runs" if max(self.runs) > 1 else ""
+            return f"between-run noise: learned from earlier runs of an unchanged build{extra}"
+        return f"between-run noise: measured from the {self.runs[0]} + {self.runs[1]} repeat runs"
 
 
 @dataclass(frozen=True)
@@ -128,15 +152,20 @@ class Comparison:
     threshold: float
     error_threshold: float
     confidence: float
-    metric_confidence: float
     noise: Noise
     objective: Objective | None
     notes: list[str]
     warnings: list[str] = field(default_factory=list)
+    runs_needed: int | None = None  # runs per side that would most likely decide an inconclusive verdict
+    primary: str = ""
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
+
+    @property
+    def metric_confidence(self) -> float:
+        return 1.0 - (1.0 - self.confidence) * min(WEIGHTS.values())
 
     def metric(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
@@ -250,113 +279,213 @@ def _logs(side: list[Summary], steps: list[tuple[int, ...]], key: str) -> np.nda
 
 
 @dataclass(frozen=True)
-class _Estimate:
-    log_change: float
-    half: float  # half-width of the interval in log units
+class _Spec:
+    key: str  # the per-step series
+    out: str  # the metric's key in the output
+    name: str
+    unit: str
+    better: str
+    pairs: str  # "all" or "plateau"
+    weight: str  # its WEIGHTS entry; "" = shown, not tested
+
+
+def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
+    plateau = "plateau throughput (paired)"
+    specs = [_Spec("rps", "plateau_rps", plateau, "req/s", "higher", "plateau", "plateau_rps")]
+    tail = objective.name if objective is not None and objective.name != "p50" else "p99"
+    names = ["p50", "p90", "p99"] + ([tail] if tail not in ("p50", "p90", "p99") else [])
+    for name in names:
+        weight = "p50_s" if name == "p50" else ("tail" if name == tail else "")
+        specs.append(
+            _Spec(f"{name}_s", f"{name}_s", f"{percentile_label(name)} latency", "s", "lower", "all", weight)
+        )
+    if has_cpu:
+        specs.append(
+            _Spec("cpu_s_per_req", "cpu_s_per_req", "CPU per request", "s", "lower", "all", "cpu_s_per_req")
+        )
+    return specs
+
+
+@dataclass(frozen=True)
+class _Test:
+    """A metric's run-level change (log units) with its standard error, df and p-value."""
+
+    spec: _Spec
+    d: float
+    se: float
+    df: float
+    noise: NoiseEstimate
     pairs: int
-    run_noise: float
+    pvalue: float
+    baseline: float
+    candidate: float
 
 
-def estimate(yb: np.ndarray, yc: np.ndarray, *, run_noise: float, level: float) -> _Estimate | None:
-    """Geometric-mean change over the pairs and its interval half-width (log units).
+def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: _Spec, learned: LearnedNoise | None) -> _Test | None:
+    """The run-level test of one metric from (runs, pairs) log values of each side.
 
-    ``yb``, ``yc``: (runs, pairs) log values.  Pairs with a missing value on
-    any run are dropped; fewer than 3 left gives None.
+    Each run's value is the mean of its log values over the pairs every run
+    has; the change is the difference of the sides' means.  Its standard
+    error comes from the between-run noise (learned, repeats, default) and
+    is never below what the per-pair differences of this comparison show
+    (widened for correlated steps).  Fewer than 3 usable pairs: None.
     """
     ok = np.isfinite(yb).all(axis=0) & np.isfinite(yc).all(axis=0)
     n = int(ok.sum())
     if n < 3:
         return None
-    yb, yc = yb[:, ok], yc[:, ok]
-    d = yc.mean(axis=0) - yb.mean(axis=0)
-    se_w = float(np.std(d, ddof=1)) / math.sqrt(n)
-    noise = run_noise
-    df_runs = (len(yb) - 1) + (len(yc) - 1)
-    if df_runs > 0:
-        m = [y.mean(axis=1) for y in (yb, yc)]
-        ss = sum(float(np.sum((mk - mk.mean()) ** 2)) for mk in m)
-        noise = max(run_noise, math.sqrt(ss / df_runs))
-    p = 1.0 - (1.0 - level) / 2.0
-    between = noise * math.sqrt(1.0 / len(yb) + 1.0 / len(yc))
-    half = math.hypot(t_quantile(p, n - 1) * se_w, z_quantile(p) * between)
-    return _Estimate(float(d.mean()), half, n, noise)
+    mb, mc = yb[:, ok].mean(axis=1), yc[:, ok].mean(axis=1)
+    reps = noise_mod.pooled([noise_mod.spread(mb), noise_mod.spread(mc)])
+    nz, _how = noise_mod.combine(spec.out, learned, reps if reps[1] > 0 else None)
+    se, df = nz.sd * math.sqrt(1.0 / len(mb) + 1.0 / len(mc)), nz.df
+    se_w = noise_mod.within_run_se(yc[:, ok].mean(axis=0) - yb[:, ok].mean(axis=0))
+    if se_w > se:
+        se, df = se_w, n - 1
+        nz = NoiseEstimate(nz.sd, nz.df, nz.source + "; widened to the spread of this comparison's steps")
+    d = float(mc.mean() - mb.mean())
+    p = 2.0 * t_sf(abs(d) / se, df) if se > 0 else float(d == 0.0)
+    gb, gc = float(np.exp(yb[:, ok].mean())), float(np.exp(yc[:, ok].mean()))
+    return _Test(spec, d, se, df, nz, n, min(1.0, p), gb, gc)
 
 
-def _judge(change: float, lo: float, hi: float, better: str, threshold: float) -> str:
-    bad, bad_lo, bad_hi = (change, lo, hi) if better == "lower" else (-change, -hi, -lo)
-    if bad_lo > 0 and bad >= threshold:
-        return "worse"
-    if bad_hi < 0 and -bad >= threshold:
-        return "better"
+def weighted_holm(pvalues: dict[str, float], weights: dict[str, float], alpha: float) -> dict[str, tuple]:
+    """Weighted Holm: {key: (rejected, local alpha)}; a rejected metric's weight passes to the rest.
+
+    At each step the metric with the smallest p / weight is rejected when
+    p <= alpha x weight / (sum of the remaining weights); the first that is
+    not stops the procedure.  This is a closed test of weighted Bonferroni
+    tests, so the chance of any false "changed" stays below ``alpha``.
+    """
+    active = {k: weights[k] for k in pvalues if weights.get(k, 0) > 0}
+    out: dict[str, tuple] = {}
+    while active:
+        total = sum(active.values())
+        k = min(active, key=lambda j: pvalues[j] / active[j])
+        a = alpha * active[k] / total
+        if pvalues[k] > a:
+            break
+        out[k] = (True, a)
+        del active[k]
+    total = sum(active.values())
+    for k, w in active.items():
+        out[k] = (False, alpha * w / total)
+    return out
+
+
+def _interval(t: _Test, q: float) -> tuple[float, float]:
+    return math.exp(t.d - q * t.se) - 1.0, math.exp(t.d + q * t.se) - 1.0
+
+
+def _decide(t: _Test, rejected: bool, threshold: float, alpha: float) -> tuple[str, float]:
+    """(decision, one-sided bound of the change in the worse direction)."""
+    sign = 1.0 if t.spec.better == "lower" else -1.0
+    change = math.exp(t.d) - 1.0
+    q1 = t_quantile(1.0 - alpha, t.df)
+    lo, hi = _interval(t, q1)
+    bound = hi if sign > 0 else lo
+    bad = sign * change
+    if rejected and bad >= threshold:
+        return "worse", bound
+    if rejected and -bad >= threshold:
+        return "better", bound
     if lo > -threshold and hi < threshold:
-        return "same"
-    return "unclear"
+        return "same", bound
+    return "unclear", bound
 
 
-@dataclass(frozen=True)
-class _Spec:
-    key: str  # the per-step series
-    name: str
-    unit: str
-    better: str
-    pairs: str  # "all" or "plateau"
+def _mdc(t: _Test, alpha_local: float) -> float:
+    q = t_quantile(1.0 - alpha_local / 2.0, t.df) + t_quantile(POWER, t.df)
+    return math.exp(q * t.se) - 1.0
 
 
-def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
-    specs = [_Spec("rps", "plateau throughput", "req/s", "higher", "plateau")]
-    names = list(LATENCY)
-    if objective is not None and objective.name not in names:
-        names.append(objective.name)
-    for name in names:
-        label = percentile_label(name)
-        specs.append(_Spec(f"{name}_s", f"{label} latency", "s", "lower", "all"))
-    if has_cpu:
-        specs.append(_Spec("cpu_s_per_req", "CPU per request", "s", "lower", "all"))
-    return specs
-
-
-def _not_judged(base: dict, note: str) -> Metric:
+def _not_judged(spec_or_base, note: str) -> Metric:
+    base = spec_or_base
     return Metric(
         **base, baseline=None, candidate=None, change=None, ci=None, decision="not judged", note=note
     )
 
 
-def _ratio_metric(spec, sides, pairs, mask, *, run_noise, level, threshold) -> Metric:
-    sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
-    yb = _logs(sides[0], [p[1] for p in sel], spec.key)
-    yc = _logs(sides[1], [p[2] for p in sel], spec.key)
-    est = estimate(yb, yc, run_noise=run_noise, level=level)
-    base = dict(key=spec.key if spec.key != "rps" else "plateau_rps", name=spec.name, unit=spec.unit)
-    base.update(better=spec.better, decides=True, threshold=threshold)
-    if est is None:
-        return _not_judged(base, "fewer than 3 matched steps with enough requests on both sides")
-    ok = np.isfinite(yb).all(axis=0) & np.isfinite(yc).all(axis=0)
-    gb = float(np.exp(yb[:, ok].mean()))
-    gc = float(np.exp(yc[:, ok].mean()))
-    change = math.exp(est.log_change) - 1.0
-    ci = (math.exp(est.log_change - est.half) - 1.0, math.exp(est.log_change + est.half) - 1.0)
+def _base(spec: _Spec, threshold: float) -> dict:
+    return dict(
+        key=spec.out,
+        name=spec.name,
+        unit=spec.unit,
+        better=spec.better,
+        decides=bool(spec.weight),
+        threshold=threshold,
+    )
+
+
+def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Metric:
+    spec = t.spec
     what = "saturated" if spec.pairs == "plateau" else "matched"
+    note = f"geometric mean over {t.pairs} {what} step pairs"
+    if spec.out == "plateau_rps":
+        note += " (the summary's plateau is the median of one run's saturated steps)"
+    if not spec.weight:
+        q = t_quantile(1.0 - alpha / 2.0, t.df)
+        return Metric(
+            **_base(spec, threshold),
+            baseline=t.baseline,
+            candidate=t.candidate,
+            change=math.exp(t.d) - 1.0,
+            ci=_interval(t, q),
+            decision="shown",
+            note=note,
+            pairs=t.pairs,
+            noise=t.noise,
+            level=1.0 - alpha,
+        )
+    rejected, a_local = holm[spec.out]
+    decision, bound = _decide(t, rejected, threshold, alpha)
+    q = t_quantile(1.0 - a_local / 2.0, t.df)
     return Metric(
-        **base,
-        baseline=gb,
-        candidate=gc,
-        change=change,
-        ci=ci,
-        decision=_judge(change, ci[0], ci[1], spec.better, threshold),
-        note=f"geometric mean over {est.pairs} {what} step pairs",
-        pairs=est.pairs,
-        run_noise=est.run_noise,
+        **_base(spec, threshold),
+        baseline=t.baseline,
+        candidate=t.candidate,
+        change=math.exp(t.d) - 1.0,
+        ci=_interval(t, q),
+        decision=decision,
+        note=note,
+        pairs=t.pairs,
+        noise=t.noise,
+        level=1.0 - a_local,
+        bound=bound,
+        mdc=_mdc(t, alpha * _initial_weight(holm, spec.out)),
+        pvalue=t.pvalue,
     )
 
 
-def _error_metric(sides, pairs, *, level, threshold) -> Metric:
-    base = dict(
-        key="error_rate", name="error rate", unit="%", better="lower", decides=True, threshold=threshold
-    )
-    unknown = [s.label for side in sides for s in side if s.table.errors is None]
+def _initial_weight(holm: dict, key: str) -> float:
+    w = {k: WEIGHTS[_wkey(k)] for k in holm}
+    return w[key] / sum(w.values())
+
+
+def _wkey(key: str) -> str:
+    return key if key in WEIGHTS else "tail"
+
+
+def errors_unknown(s: Summary) -> bool:
+    """True when a run cannot say how many requests failed (no status column, or transport errors unknown)."""
+    fields = s.run.meta.fields if s.run.meta is not None else {}
+    return s.table.errors is None or ("errors" in fields and fields["errors"] is None)
+
+
+@dataclass(frozen=True)
+class _ErrorTest:
+    rates: tuple[float, float]
+    diff: float
+    se: float
+    pvalue: float
+    pairs: int
+
+
+def error_test(sides, pairs) -> _ErrorTest | str:
+    """Failed / all requests over the matched steps of each side; a reason string when unknown."""
+    unknown = [s.label for side in sides for s in side if errors_unknown(s)]
     if unknown:
-        return _not_judged(
-            base, "error counts unknown (the file has no status column): " + ", ".join(unknown)
+        return "error counts unknown (no status column, or transport errors not recorded): " + ", ".join(
+            dict.fromkeys(unknown)
         )
     rates, totals = [], []
     for k, side in enumerate(sides):
@@ -370,17 +499,39 @@ def _error_metric(sides, pairs, *, level, threshold) -> Metric:
     diff = rates[1] - rates[0]
     pooled = (totals[0][0] + totals[1][0]) / max(1, totals[0][1] + totals[1][1])
     se = math.sqrt(pooled * (1 - pooled) * (1 / max(1, totals[0][1]) + 1 / max(1, totals[1][1])))
-    z = z_quantile(1.0 - (1.0 - level) / 2.0)
-    ci = (diff - z * se, diff + z * se)
+    p = 2.0 * t_sf(abs(diff) / se, math.inf) if se > 0 else float(diff == 0.0)
+    return _ErrorTest((rates[0], rates[1]), diff, se, min(1.0, p), len(pairs))
+
+
+def _error_metric(e: _ErrorTest | str, holm: dict, *, threshold: float, alpha: float) -> Metric:
+    base = dict(
+        key="error_rate", name="error rate", unit="%", better="lower", decides=True, threshold=threshold
+    )
+    if isinstance(e, str):
+        return _not_judged(base, e)
+    rejected, a_local = holm["error_rate"]
+    z = z_quantile(1.0 - a_local / 2.0)
+    ci = (e.diff - z * e.se, e.diff + z * e.se)
+    z1 = z_quantile(1.0 - alpha)
+    lo, hi = e.diff - z1 * e.se, e.diff + z1 * e.se
+    if rejected and abs(e.diff) >= threshold:
+        decision = "worse" if e.diff > 0 else "better"
+    elif lo > -threshold and hi < threshold:
+        decision = "same"
+    else:
+        decision = "unclear"
     return Metric(
         **base,
-        baseline=rates[0],
-        candidate=rates[1],
-        change=diff,
+        baseline=e.rates[0],
+        candidate=e.rates[1],
+        change=e.diff,
         ci=ci,
-        decision=_judge(diff, ci[0], ci[1], "lower", threshold),
-        note=f"failed / completed requests over {len(pairs)} matched steps (difference in points)",
-        pairs=len(pairs),
+        decision=decision,
+        note=f"failed / all requests over {e.pairs} matched steps (difference in points)",
+        pairs=e.pairs,
+        level=1.0 - a_local,
+        bound=hi,
+        pvalue=e.pvalue,
     )
 
 
@@ -418,6 +569,51 @@ def _shown(sides: list[list[Summary]]) -> list[Metric]:
 
 
 # --------------------------------------------------------------------------
+# learned noise
+
+
+def _run_matrix(summaries: list[Summary], levels: list[float], key: str) -> np.ndarray:
+    """(runs, levels) log values of a metric; levels missing or unusable in any run dropped."""
+    cols = []
+    for c in levels:
+        col = []
+        for s in summaries:
+            idx = _levels(s.table)
+            v = _series(s.table, key)[idx[c]] if c in idx else np.nan
+            col.append(math.log(v) if v > 0 else np.nan)
+        if np.all(np.isfinite(col)):
+            cols.append(col)
+    return np.array(cols, dtype=np.float64).T.reshape(len(summaries), len(cols))
+
+
+def learn_noise(
+    runs: Sequence[Run | Summary], specs: list[_Spec], pairs, mask, **kw
+) -> tuple[LearnedNoise, list[str]]:
+    """Between-run noise of each metric from earlier runs of one unchanged build.
+
+    Each run's value is the mean log value over the concurrency levels this
+    comparison uses for the metric that every earlier run has; with fewer
+    than 3 such levels, over the levels the earlier runs share (the notes
+    say so).
+    """
+    summaries = _as_summaries(runs, **kw)
+    if len(summaries) < 2:
+        raise HeadroomError("--noise-from needs at least 2 runs of one unchanged build")
+    common = sorted(set.intersection(*(set(_levels(s.table)) for s in summaries)))
+    ss, df, notes = {}, {}, []
+    for spec in specs:
+        want = [p[0] for p, m in zip(pairs, mask) if (m or spec.pairs == "all") and p[0] is not None]
+        y = _run_matrix(summaries, [c for c in want if c in common], spec.key)
+        if y.shape[1] < 3:
+            own = common[-max(3, len(common) // 3) :] if spec.pairs == "plateau" else common
+            y = _run_matrix(summaries, own, spec.key)
+            notes.append(f"noise of {spec.name} learned at the earlier runs' own levels (the plans differ)")
+        ss[spec.out], df[spec.out] = noise_mod.spread(y.mean(axis=1)) if y.shape[1] >= 3 else (0.0, 0.0)
+    src = f"learned from {len(summaries)} earlier runs of an unchanged build (--noise-from)"
+    return LearnedNoise(ss, df, src), sorted(set(notes))
+
+
+# --------------------------------------------------------------------------
 
 
 def _as_summaries(side, **kw) -> list[Summary]:
@@ -427,14 +623,20 @@ def _as_summaries(side, **kw) -> list[Summary]:
     return [it if isinstance(it, Summary) else analyze(it, **kw) for it in items]
 
 
+def _learned(noise_from, specs, pairs, mask, kw) -> tuple[LearnedNoise | None, list[str]]:
+    if noise_from is None or isinstance(noise_from, LearnedNoise):
+        return noise_from, []
+    return learn_noise(noise_from, specs, pairs, mask, **kw)
+
+
 def compare_runs(
     baseline: Run | Summary | Sequence[Run | Summary],
     candidate: Run | Summary | Sequence[Run | Summary],
     *,
-    objective: Objective | None = None,
+    objective: Objective | str | None = None,
     threshold: float = 0.10,
     error_threshold: float = ERROR_THRESHOLD,
-    run_noise: float = RUN_NOISE,
+    noise_from: Sequence[Run | Summary] | LearnedNoise | None = None,
     confidence: float = 0.95,
     bucket_s: float = 1.0,
 ) -> Comparison:
@@ -445,36 +647,47 @@ def compare_runs(
     baseline, candidate
         A run or summary, or several repeat runs of the same build.
     objective
-        Latency objective: its percentile is compared too, and the
-        throughput at it is shown.
+        Latency objective (``"p99<=20ms"`` or an Objective): its percentile
+        is the tail metric, and the throughput at it is shown.
     threshold
         Practical threshold: a smaller relative change is never called.
     error_threshold
         Smallest rise of the error rate (a fraction: 0.001 is 0.1 points) called a regression.
-    run_noise
-        Between-run noise per run (a fraction), a floor under what repeat runs measure.
+    noise_from
+        Earlier runs of one unchanged build, or a :class:`headroom.noise.LearnedNoise`
+        (e.g. from :func:`headroom.noise.load_history_noise`): the between-run
+        noise of each metric.  Without it, repeat runs measure it, else per-metric defaults.
     confidence
-        Family-wide confidence of the decision metrics' intervals.
+        Family-wide confidence: the chance that no metric is called changed when none changed.
     bucket_s
         Time bucket width for runs not yet analysed (does not change the decision).
     """
-    sides = [_as_summaries(s, objective=objective, bucket_s=bucket_s) for s in (baseline, candidate)]
+    if isinstance(objective, str):
+        from .model import parse_objective
+
+        objective = parse_objective(objective) if objective else None
+    kw = dict(objective=objective, bucket_s=bucket_s)
+    sides = [_as_summaries(s, **kw) for s in (baseline, candidate)]
     pairs, how = pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
     mask = _plateau_mask(sides, pairs)
     has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
     specs = _specs(objective, has_cpu)
-    k = len(specs) + 1  # and the error rate
-    level = 1.0 - (1.0 - confidence) / k
-    metrics = [
-        _ratio_metric(sp, sides, pairs, mask, run_noise=run_noise, level=level, threshold=threshold)
-        for sp in specs
-    ]
-    metrics.append(_error_metric(sides, pairs, level=level, threshold=error_threshold))
+    learned, notes = _learned(noise_from, specs, pairs, mask, kw)
+    alpha = 1.0 - confidence
+    metrics, holm = _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha)
     metrics += _shown(sides)
-    verdict, reason = _verdict(metrics)
+    primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "plateau_rps"
+    verdict, reason = _verdict(metrics, primary, threshold)
+    saturated = int(np.sum(mask))
     runs = (len(sides[0]), len(sides[1]))
-    noise = Noise(run_noise, "default floor" if runs == (1, 1) else "measured from repeats", runs)
-    notes = [noise.describe(), f"steps paired {how}"]
+    needed = runs_needed(metrics, primary, threshold, runs, alpha) if verdict == "inconclusive" else None
+    if needed:
+        reason += f"; about {needed} interleaved runs per side would most likely decide"
+    if saturated < FEW_PAIRS and verdict in ("inconclusive", "no regression", "no change"):
+        reason += f" (only {saturated} saturated step pairs: too few to judge throughput well)"
+    nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
+    noise = Noise(nsrc, runs)
+    notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides)]
     return Comparison(
         verdict=verdict,
         reason=reason,
@@ -486,12 +699,125 @@ def compare_runs(
         threshold=threshold,
         error_threshold=error_threshold,
         confidence=confidence,
-        metric_confidence=level,
         noise=noise,
         objective=objective,
         notes=notes,
-        warnings=[w for side in sides for s in side for w in s.warnings],
+        warnings=[w for side in sides for s in side for w in s.warnings]
+        + _load_warnings(sides)
+        + _mdc_warnings(metrics, runs),
+        runs_needed=runs_needed(metrics, primary, threshold, runs, alpha)
+        if verdict == "inconclusive"
+        else None,
+        primary=primary,
     )
+
+
+def _judged(metrics: list[Metric], key: str) -> bool:
+    return any(m.key == key and m.decides and m.decision != "not judged" for m in metrics)
+
+
+def _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha):
+    tests, out = {}, {}
+    for spec in specs:
+        sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
+        yb = _logs(sides[0], [p[1] for p in sel], spec.key)
+        yc = _logs(sides[1], [p[2] for p in sel], spec.key)
+        tests[spec.out] = (spec, run_level_test(yb, yc, spec, learned))
+    err = error_test(sides, pairs)
+    pv = {k: t.pvalue for k, (spec, t) in tests.items() if t is not None and spec.weight}
+    if not isinstance(err, str):
+        pv["error_rate"] = err.pvalue
+    holm = weighted_holm(pv, {k: WEIGHTS[_wkey(k)] for k in pv}, alpha)
+    for k, (spec, t) in tests.items():
+        if t is None:
+            out[k] = _not_judged(
+                _base(spec, threshold), "fewer than 3 matched steps with enough requests on both sides"
+            )
+        else:
+            out[k] = _ratio_metric(t, holm, threshold=threshold, alpha=alpha)
+    metrics = list(out.values()) + [_error_metric(err, holm, threshold=error_threshold, alpha=alpha)]
+    return metrics, holm
+
+
+def runs_needed(
+    metrics: list[Metric], primary: str, threshold: float, runs: tuple[int, int], alpha: float
+) -> int | None:
+    """Runs per side (interleaved) that would most likely decide, if every change stayed where it is.
+
+    With n runs per side the noise estimate gains 2(n - 1) degrees of freedom
+    from the repeats; decided means the primary's one-sided bound below the
+    threshold, or some metric's change shown by its Holm weight.  None: no
+    number up to 30 would.
+    """
+    for n in range(max(runs) + 1, 31):
+        if any(_would_decide(m, primary, threshold, n, alpha) for m in metrics):
+            return n
+    return None
+
+
+def _would_decide(m: Metric, primary: str, threshold: float, n: int, alpha: float) -> bool:
+    if not m.decides or m.change is None or m.noise is None or m.key == "error_rate":
+        return False
+    logc = math.log1p(m.change)
+    bad = logc if m.better == "lower" else -logc
+    df = m.noise.df + 2 * (n - 1)
+    se = m.noise.sd * math.sqrt(2.0 / n)
+    if m.key == primary and bad + t_quantile(1.0 - alpha, df) * se < math.log1p(threshold):
+        return True
+    w = WEIGHTS[_wkey(m.key)]
+    return abs(m.change) >= threshold and abs(logc) > t_quantile(1.0 - alpha * w / 2.0, df) * se
+
+
+def _load_means(sides) -> list[list[float | None]]:
+    out = []
+    for side in sides:
+        vals = []
+        for s in side:
+            fc = s.run.meta.fields.get("foreign_cpu") if s.run.meta is not None else None
+            v = fc.get("mean_percent") if isinstance(fc, dict) else None
+            vals.append(float(v) if isinstance(v, (int, float)) else None)
+        out.append(vals)
+    return out
+
+
+def _load_notes(sides) -> list[str]:
+    means = _load_means(sides)
+    if any(v is None for side in means for v in side):
+        return []
+    b, c = (", ".join(f"{v:.0f}" for v in side) for side in means)
+    return [f"CPU used by other processes during the runs (% of the machine): baseline {b}; candidate {c}"]
+
+
+def _load_warnings(sides) -> list[str]:
+    means = _load_means(sides)
+    if any(v is None for side in means for v in side):
+        return []
+    mb, mc = float(np.mean(means[0])), float(np.mean(means[1]))
+    out = []
+    if abs(mc - mb) > 10:
+        more = "candidate" if mc > mb else "baseline"
+        out.append(
+            f"the {more} runs were recorded under more foreign load ({max(mb, mc):.0f} % vs {min(mb, mc):.0f} % "
+            "of the machine used by other processes): throughput and latency are not comparable; "
+            "CPU per request is much less affected"
+        )
+    elif max(mb, mc) > 25:
+        out.append(f"the runs were recorded under heavy foreign load ({max(mb, mc):.0f} % of the machine)")
+    return out
+
+
+def _mdc_warnings(metrics: list[Metric], runs: tuple[int, int]) -> list[str]:
+    from .text import big_pct
+
+    big = [m for m in metrics if m.decides and m.mdc is not None and m.mdc > m.threshold]
+    if not big:
+        return []
+    names = ", ".join(f"{m.name} {big_pct(m.mdc)}" for m in big)
+    return [
+        f"with this design the smallest change found (80 % power) is: {names} (threshold "
+        f"{big[0].threshold:.0%}); more interleaved runs per side (now {runs[0]} + {runs[1]}), longer "
+        "steps or --noise-from A/A runs bring it down"
+    ]
 
 
 _PAIR_KEYS = ("rps", "p50_s", "p99_s", "cpu_s_per_req")
@@ -532,7 +858,7 @@ def describe(m: Metric) -> str:
     return s + (f" (interval {_pct(m.ci[0])} to {_pct(m.ci[1])})" if m.ci else "")
 
 
-def _verdict(metrics: list[Metric]) -> tuple[str, str]:
+def _verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str, str]:
     """The verdict and one short sentence naming the metric that decided it."""
     dec = [m for m in metrics if m.decides]
     size = lambda m: abs(m.change or 0.0) / (m.threshold or 1.0)  # noqa: E731
@@ -546,6 +872,16 @@ def _verdict(metrics: list[Metric]) -> tuple[str, str]:
         return "improved", f"{describe(better[0])}{more(better)}"
     if judged and all(m.decision == "same" for m in judged):
         return "no change", f"all {len(judged)} judged metrics within their thresholds"
+    p = next((m for m in judged if m.key == primary), None)
+    if p is not None and p.bound is not None and _within(p, threshold):
+        return "no regression", (
+            f"{p.name} {_pct(p.change)}, at worst {_pct(p.bound)} (one-sided 95 %): "
+            f"not {threshold:.0%} worse; nothing worse"
+        )
+    if p is not None and p.bound is not None:
+        return "inconclusive", (
+            f"{p.name} {_pct(p.change)} could still be {threshold:.0%} worse (at worst {_pct(p.bound)})"
+        )
     unclear = sorted((m for m in judged if m.decision == "unclear"), key=size, reverse=True)
     if unclear:
         return (
@@ -553,6 +889,11 @@ def _verdict(metrics: list[Metric]) -> tuple[str, str]:
             f"{describe(unclear[0])} could be inside or beyond +-{unclear[0].threshold:.0%}",
         )
     return "inconclusive", "nothing could be judged (no matched steps with enough data)"
+
+
+def _within(m: Metric, threshold: float) -> bool:
+    """The one-sided bound of the change in the worse direction stays short of the threshold."""
+    return m.bound < threshold if m.better == "lower" else m.bound > -threshold
 
 
 # --------------------------------------------------------------------------
@@ -579,10 +920,16 @@ def _metric_doc(m: Metric) -> dict:
         "candidate": _n(m.candidate),
         "change": _n(m.change),
         "ci": None if m.ci is None else [_n(m.ci[0]), _n(m.ci[1])],
+        "level": _n(m.level),
+        "bound": _n(m.bound),
+        "pvalue": _n(m.pvalue),
         "threshold": _n(m.threshold),
         "decision": m.decision,
         "pairs": m.pairs,
-        "run_noise": _n(m.run_noise),
+        "noise": None
+        if m.noise is None
+        else {"sd": _n(m.noise.sd), "df": _n(m.noise.df), "source": m.noise.source},
+        "smallest_detectable_change": _n(m.mdc),
         "note": m.note,
     }
 
@@ -602,25 +949,65 @@ def _pair_doc(p: StepPair) -> dict:
 def to_json(c: Comparison) -> dict:
     """The versioned JSON document of a comparison (deterministic)."""
     return {
-        "schema": SCHEMA_VERSION,
+        "schema": COMPARE_SCHEMA,
         "kind": "comparison",
         "verdict": c.verdict,
         "exit_code": c.exit_code,
         "reason": c.reason,
+        "runs_needed": c.runs_needed,
         "baseline": c.baseline_labels,
         "candidate": c.candidate_labels,
         "settings": {
             "threshold": c.threshold,
             "error_threshold": c.error_threshold,
-            "run_noise": c.noise.floor,
             "confidence": c.confidence,
-            "metric_confidence": _n(c.metric_confidence),
+            "weights": dict(WEIGHTS),
             "objective": None if c.objective is None else str(c.objective),
         },
-        "noise": {"source": c.noise.source, "floor": c.noise.floor, "runs": list(c.noise.runs)},
+        "primary": c.primary,
+        "noise": {"source": c.noise.source, "runs": list(c.noise.runs)},
         "pairing": c.pairing,
         "metrics": [_metric_doc(m) for m in c.metrics],
         "pairs": [_pair_doc(p) for p in c.pairs],
         "notes": c.notes,
         "warnings": c.warnings,
     }
+
+
+def measure_noise(runs: Sequence[Run | Summary], **kw) -> dict:
+    """Noise between runs of one unchanged build, per metric, as the comparison sees it.
+
+    Returns {metric key: {"sd", "df", "lag1", "levels"}}: the sd of a run's
+    log value over the concurrency levels every run shares (saturated ones
+    for throughput), and the mean lag-1 correlation of the step residuals
+    within a run (after removing each run's and each level's mean).  Used
+    to set the defaults and the synthetic model (``bench/noise.py``).
+    """
+    summaries = _as_summaries(runs, **kw)
+    tables = [s.table for s in summaries]
+    pairs, _how = pair_steps(tables[:1], tables[1:]) if len(summaries) > 1 else ([], "")
+    if not pairs:
+        raise HeadroomError("measuring noise needs at least 2 runs with 3 or more shared concurrency levels")
+    mask = _plateau_mask([summaries[:1], summaries[1:]], pairs)
+    has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for s in summaries)
+    out = {}
+    for spec in _specs(None, has_cpu):
+        sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
+        idx = [[p[1][0], *p[2]] for p in sel]  # per pair: the step of each run
+        y = np.array(
+            [
+                [np.log(max(_series(s.table, spec.key)[i[r]], 1e-300)) for i in idx]
+                for r, s in enumerate(summaries)
+            ]
+        )
+        y = y[:, np.isfinite(y).all(axis=0)]
+        ss, df = noise_mod.spread(y.mean(axis=1))
+        resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
+        lag = [np.corrcoef(r[:-1], r[1:])[0, 1] for r in resid if len(r) > 3 and np.std(r) > 0]
+        out[spec.out] = {
+            "sd": math.sqrt(ss / df) if df else None,
+            "df": df,
+            "lag1": float(np.mean(lag)) if lag else None,
+            "levels": y.shape[1],
+        }
+    return out

@@ -303,15 +303,22 @@ _MARK = {
 
 def format_comparison(c) -> str:
     """The benchstat-like table of ``headroom compare``."""
+    from .compare import WEIGHTS
+
     base = ", ".join(c.baseline_labels)
     cand = ", ".join(c.candidate_labels)
+    primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
     lines = [
         *_wrap(f"headroom compare: {base} (baseline) vs {cand} (candidate)"),
         *_wrap(
             f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
             indent="    ",
         ),
-        f"  intervals: {c.confidence:.0%} confidence for all decision metrics together",
+        *_wrap(
+            f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
+            f"(CPU per request {WEIGHTS['cpu_s_per_req']:g}); primary: {primary}",
+            indent="    ",
+        ),
         *_wrap(f"  {c.noise.describe()}", indent="    "),
         "",
     ]
@@ -328,6 +335,13 @@ def format_comparison(c) -> str:
             ]
         )
     lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+    lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
+    rows = [
+        [m.name, f"{m.noise.sd:.1%}", f"{m.noise.df:g}", big_pct(m.mdc), _short_source(m.noise.source)]
+        for m in c.metrics
+        if m.decides and m.noise is not None
+    ]
+    lines += _table(["metric", "noise", "df", "detects", "from"], rows, "lrrrl")
     lines += ["", "step pairs (latency in ms; * = saturated step, used for plateau throughput)"]
     rows = []
     for p in c.pairs:
@@ -363,6 +377,10 @@ def format_comparison(c) -> str:
         "rrrrrrrrrr",
     )
     lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
+    if c.runs_needed:
+        lines += _wrap(
+            f"next: record about {c.runs_needed} interleaved runs per side (headroom ramp --ab ...)"
+        )
     why: dict[str, list[str]] = {}
     for m in c.metrics:
         if m.decides and m.decision == "not judged":
@@ -370,6 +388,21 @@ def format_comparison(c) -> str:
     for note, names in why.items():
         lines += _wrap(f"not judged: {', '.join(names)}: {note}")
     return "\n".join(lines) + "\n"
+
+
+def _short_source(source: str) -> str:
+    """A noise source in a few words, for a table cell."""
+    if source.startswith("default"):
+        head = "default (shared CI machine)"
+    elif source.startswith("learned from the history"):
+        head = "history JSON"
+    elif source.startswith("learned"):
+        head = "learned (--noise-from)"
+    else:
+        head = "repeat runs"
+    if "+ the spread between" in source:
+        head += " + repeats"
+    return head + (", widened to the steps" if "widened" in source else "")
 
 
 def _wrap(line: str, width: int = 100, indent: str = "  ") -> list[str]:
@@ -396,4 +429,11 @@ def interval_text(m) -> str:
         return ""
     if m.key == "error_rate":
         return f"[{m.ci[0] * 100:+.2f}, {m.ci[1] * 100:+.2f}] pt"
-    return f"[{m.ci[0] * 100:+.1f}%, {m.ci[1] * 100:+.1f}%]"
+    return f"[{big_pct(m.ci[0], '+.1%')}, {big_pct(m.ci[1], '+.1%')}]"
+
+
+def big_pct(v, fmt: str = "+.0%") -> str:
+    """A relative change; beyond +999 % (an interval with almost no degrees of freedom) as '>+999%'."""
+    if v is None:
+        return "-"
+    return ">+999%" if v > 9.99 else format(v, fmt).replace("%", "%")

@@ -1,19 +1,29 @@
-"""Seeded synthetic closed-loop ramps with the noise real machines have.
+"""Seeded synthetic closed-loop ramps with the noise real shared machines have.
 
 The server follows the USL (lambda 200 req/s per client, sigma 0.05,
 kappa 0.0005); a ramp runs concurrency 1, 4, ... 40 (14 steps), each step
-lasting 1-5 s (drawn per run).  Noise, all lognormal:
+lasting 1-5 s (drawn per run).  Noise, all lognormal, with the defaults set
+from real interleaved nginx ramps on a loaded 2-core machine (see
+``bench/noise.py`` and the README's calibration section):
 
-* per run: the host's speed during the whole run (sigma 5 %);
-* per step: the host's speed during one step (sigma 12 %);
-* per second: latency within a second (sigma 10 %);
-* per request: latency around its second's level (sigma 30 %).
+* per run: the host's speed during the whole run (``run``, 27 %): other
+  jobs take CPU time from the server, so it slows latency and throughput
+  together, but not what a request costs;
+* per step: the host's speed during one step (``step``, 12 %), correlated
+  from one step to the next (``step_rho``, AR(1) 0.4: a busy neighbour
+  stays busy for a while);
+* per second: latency within a second (10 %); per request: 30 %;
+* the tail: a fraction of the requests (``tail_share`` 2 %) is delayed by a
+  factor that varies per run and per step, so p99 is noisier than p50;
+* CPU per request: its own noise per run (``cpu_run``, 6 %) and per step
+  (``cpu_step``, 4 %), independent of the host's speed.
 
 In a closed loop a second whose latency is f times higher completes f times
-fewer requests (Little's law), so every factor moves throughput and latency
-together.  ``slowdown`` makes the server's work that many times longer
-(latency up, throughput down, CPU per request up).  Used by the
-calibration tests and ``bench/calibrate.py``.
+fewer requests (Little's law), so every speed factor moves throughput and
+latency together.  ``slowdown`` makes the server's work that many times
+longer (latency up, throughput down, CPU per request up); ``drift`` adds a
+trend to the run factor (log units), for baseline runs recorded before the
+candidate's.  Used by the calibration tests and ``bench/calibrate.py``.
 """
 
 from __future__ import annotations
@@ -24,38 +34,78 @@ from headroom.model import CpuSamples, Requests, Run, RunMeta
 
 LAMBDA, SIGMA, KAPPA = 200.0, 0.05, 0.0005
 PLAN = np.arange(1, 41, 3)
-NOISE = {"run": 0.05, "step": 0.12, "second": 0.10, "request": 0.30}
-CPU_S_PER_REQ = 0.0004  # of one core
+NOISE = {
+    "run": 0.27,
+    "step": 0.12,
+    "step_rho": 0.7,
+    "second": 0.10,
+    "request": 0.30,
+    "tail_share": 0.02,
+    "tail_run": 0.25,
+    "tail_step": 0.30,
+    "cpu_run": 0.06,
+    "cpu_step": 0.03,
+}
+CPU_S_PER_REQ = 0.0002  # of one core (at most ~60 % busy: never clipped at 100 %)
 
 
 def usl(n):
     return LAMBDA * n / (1 + SIGMA * (n - 1) + KAPPA * n * (n - 1))
 
 
-def ramp(seed: int, *, slowdown: float = 1.0, label: str = "synthetic", noise: dict | None = None) -> Run:
+def _ar1(rng, n: int, sd: float, rho: float) -> np.ndarray:
+    """n correlated step factors (log units) with marginal sd ``sd`` and lag-1 correlation ``rho``."""
+    e = rng.normal(0, sd, n)
+    out = np.empty(n)
+    out[0] = e[0]
+    for i in range(1, n):
+        out[i] = rho * out[i - 1] + np.sqrt(1 - rho * rho) * e[i]
+    return out
+
+
+def _second(rng, nz, r: float, n: int, length: float, t0: int, tail: float):
+    """One second of one step: (start times ns, latencies s) of a closed loop at mean latency ``r``."""
+    r = r * np.exp(rng.normal(0, nz["second"]))
+    count = rng.poisson(n / r * length)
+    st = t0 + np.sort(rng.uniform(0, length * 1e9, count)).astype(np.int64)
+    lat = r * np.exp(rng.normal(-(nz["request"] ** 2) / 2, nz["request"], count))
+    slow = rng.random(count) < nz["tail_share"]
+    lat[slow] *= tail
+    return st, np.round(lat, 5), count
+
+
+def ramp(
+    seed: int,
+    *,
+    slowdown: float = 1.0,
+    label: str = "synthetic",
+    noise: dict | None = None,
+    drift: float = 0.0,
+) -> Run:
     """One synthetic ramp run, reproducible from its seed."""
     nz = {**NOISE, **(noise or {})}
     rng = np.random.default_rng(seed)
-    f_run = np.exp(rng.normal(0, nz["run"]))
+    f_run = np.exp(rng.normal(0, nz["run"]) + drift)
+    f_cpu = np.exp(rng.normal(0, nz["cpu_run"]))
+    tail_run = 3.0 * np.exp(rng.normal(0, nz["tail_run"]))
+    f_steps = np.exp(_ar1(rng, len(PLAN), nz["step"], nz["step_rho"]))
     t = 1_700_000_000 * 10**9
-    starts, lats, offsets = [], [], [0]
-    cpu_t, cpu_p = [], []
-    for n in PLAN:
+    starts, lats, offsets, cpu_t, cpu_p = [], [], [0], [], []
+    for k, n in enumerate(PLAN):
         dur = rng.uniform(1.0, 5.0)
-        f_step = np.exp(rng.normal(0, nz["step"]))
-        r_step = n / usl(n) * slowdown * f_run * f_step
-        whole = int(np.ceil(dur))
-        for j in range(whole):
+        r_step = n / usl(n) * slowdown * f_run * f_steps[k]
+        tail = tail_run * np.exp(rng.normal(0, nz["tail_step"]))
+        cpu_step = CPU_S_PER_REQ * slowdown * f_cpu * np.exp(rng.normal(0, nz["cpu_step"]))
+        step_rows = 0
+        for j in range(int(np.ceil(dur))):
             length = min(1.0, dur - j)
-            r = r_step * np.exp(rng.normal(0, nz["second"]))
-            count = rng.poisson(n / r * length)
-            st = t + int(j * 1e9) + np.sort(rng.uniform(0, length * 1e9, count)).astype(np.int64)
-            lat = r * np.exp(rng.normal(-(nz["request"] ** 2) / 2, nz["request"], count))
+            st, lat, count = _second(rng, nz, r_step, int(n), length, t + int(j * 1e9), tail)
             starts.append(st)
-            lats.append(np.round(lat, 5))
+            lats.append(lat)
+            step_rows += count
             cpu_t.append(t + int((j + length) * 1e9))
-            cpu_p.append(min(100.0, 100.0 * count / length * CPU_S_PER_REQ * slowdown * f_run))
-        offsets.append(offsets[-1] + sum(len(x) for x in starts[len(starts) - whole :]))
+            cpu_p.append(min(100.0, 100.0 * count / length * cpu_step))
+        offsets.append(offsets[-1] + step_rows)
         t += int(np.ceil(dur * 1e9)) + 50_000_000
     req = Requests(np.concatenate(starts), np.concatenate(lats), np.asarray(offsets, np.int64))
     cpu = CpuSamples(np.asarray(cpu_t, np.int64), np.asarray(cpu_p), None, 1.0, "synthetic")
