@@ -18,13 +18,18 @@ plateau throughput, USL capacity, throughput at the objective, p50/p99 and CPU p
 request at the concurrency levels every run shares, error rate, each with an interval
 from the release-to-release noise. Change points: e-divisive means (Apache Otava) on
 each series, kept when the change is at least the threshold; the latest release is also
-tested against the releases since the last change. Reduced runs are cached (content
-hash + settings) in --cache, so a new release reads one run.
+tested against the releases since the last change. A series of fewer than 5 releases
+is too short for change points: its latest release is compared with the previous ones
+with the compare statistics (noise learned from the series), and the verdict says so.
+The JSON stores each metric's release-to-release noise: 'headroom compare --noise-from
+history.json' learns from it. Reduced runs are cached (content hash + settings) in
+--cache, so a new release reads one run.
 
 exit codes:
   0  no regression starts at the latest release
-  1  a regression change point starts at the latest release (a gate for "this release")
+  1  a regression starts at the latest release (a gate for "this release")
   2  bad usage or bad input
+  3  not judged: a short series whose latest release could still be worse by the threshold
 """
 
 

@@ -43,6 +43,9 @@ RUN_NOISE = 0.05
 MAX_PVALUE = 0.001
 Z_RELEASE = 2.576  # release intervals: two-sided 99 %
 Z_LATEST = 3.29  # the latest-release check: two-sided 0.1 %, Otava's significance level
+SHORT_SERIES = 5  # fewer releases: no change points; the latest is compared with the previous ones
+#: the series whose release-to-release noise a history JSON stores for `compare --noise-from`
+NOISE_KEYS = ("plateau_rps", "p50_s", "p99_s", "cpu_s_per_req")
 
 #: (key, name, unit, which way is better)
 METRICS = (
@@ -404,6 +407,96 @@ def change_points(
 
 
 @dataclass(frozen=True)
+class LatestCheck:
+    """A short series' latest release against the previous ones, with the compare statistics."""
+
+    verdict: str  # "regressed", "no regression", "not judged"
+    reason: str
+
+
+def _release_logs(rel: list[Release], key: str) -> np.ndarray:
+    return np.array([math.log(r.values[key]) if r.values.get(key) else np.nan for r in rel])
+
+
+def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95) -> LatestCheck:
+    """The latest release against the mean of the previous ones, metric by metric.
+
+    For a series too short for change points.  The noise of each metric is
+    learned from the spread of the previous releases (Student's t with their
+    degrees of freedom), or the shared-machine default when there is only
+    one; Bonferroni over the metrics.  "regressed" needs a change shown and
+    at least the threshold; "no regression" needs the primary metric (CPU per
+    request where measured, else plateau throughput) shown within the
+    threshold (one-sided); anything else is not judged, and says so.
+    """
+    from . import noise as noise_mod
+    from .stats import t_quantile, t_sf
+
+    n = len(rel)
+    if n < 2:
+        return LatestCheck("not judged", "one release: nothing to compare the latest release with")
+    alpha, tests = 1.0 - confidence, {}
+    for key in NOISE_KEYS:
+        y = _release_logs(rel, key)
+        prior, last = y[:-1][np.isfinite(y[:-1])], y[-1]
+        if not len(prior) or not np.isfinite(last):
+            continue
+        ss, df = noise_mod.spread(prior)
+        learned = noise_mod.LearnedNoise({key: ss}, {key: df}, f"the {len(prior)} previous releases")
+        nz, _how = noise_mod.combine(key, learned if df > 0 else None, None)
+        tests[key] = (last - prior.mean(), nz.sd * math.sqrt(1 + 1 / len(prior)), nz.df)
+    better = {k: b for k, _n, _u, b in METRICS}
+    names = {k: nm for k, nm, _u, _b in METRICS}
+    for key, (d, se, df) in tests.items():
+        bad = d if better[key] == "lower" else -d
+        if bad >= math.log1p(threshold) and 2 * t_sf(abs(d) / se, df) < alpha / len(tests):
+            return LatestCheck(
+                "regressed", f"{names[key]} {math.expm1(d):+.1%} against the {n - 1} previous releases"
+            )
+    primary = "cpu_s_per_req" if "cpu_s_per_req" in tests else "plateau_rps"
+    short = f"a short series ({n} releases, fewer than {SHORT_SERIES})"
+    if primary not in tests:
+        return LatestCheck("not judged", f"{short}: the latest release has no {names[primary]} to compare")
+    d, se, df = tests[primary]
+    bad = (d if better[primary] == "lower" else -d) + t_quantile(1 - alpha, df) * se
+    if bad < math.log1p(threshold):
+        return LatestCheck(
+            "no regression",
+            f"{short}: {names[primary]} of the latest release is at worst {math.expm1(bad):+.1%} "
+            f"against the previous ones (one-sided 95 %)",
+        )
+    return LatestCheck(
+        "not judged",
+        f"{short}: the latest release could still be {threshold:.0%} worse in {names[primary]} "
+        f"(at worst {math.expm1(bad):+.1%}); more releases or repeat runs would decide",
+    )
+
+
+def series_noise(rel: list[Release], cps: list[ChangePoint]) -> dict:
+    """Release-to-release noise per metric, pooled around the segments between its change points.
+
+    A release with k repeat runs counts k times (its value is their mean), so
+    the figure is the noise of one run, as ``compare --noise-from`` needs.
+    """
+    out = {}
+    for key in NOISE_KEYS:
+        y = _release_logs(rel, key)
+        w = np.array([len(r.paths) for r in rel], dtype=np.float64)
+        cuts = sorted(c.index for c in cps if c.metric == key)
+        ss = df = 0.0
+        for a, b in _segments(len(y), cuts):
+            seg, ws = y[a:b], w[a:b]
+            ok = np.isfinite(seg)
+            if ok.sum() >= 2:
+                m = np.average(seg[ok], weights=ws[ok])
+                ss += float(np.sum(ws[ok] * (seg[ok] - m) ** 2))
+                df += int(ok.sum()) - 1
+        if df > 0:
+            out[key] = {"sd": math.sqrt(ss / df), "df": df}
+    return out
+
+
+@dataclass(frozen=True)
 class History:
     """The outcome of :func:`history`: releases, change points and the settings used."""
 
@@ -416,11 +509,27 @@ class History:
     note: str
     runs_read: int
     warnings: list[str] = field(default_factory=list)
+    latest: LatestCheck | None = None  # set for a series shorter than SHORT_SERIES
 
     @property
     def exit_code(self) -> int:
         last = len(self.releases) - 1
-        return 1 if any(c.index == last and c.direction == "regressed" for c in self.change_points) else 0
+        if any(c.index == last and c.direction == "regressed" for c in self.change_points):
+            return 1
+        if self.latest is not None:
+            return {"regressed": 1, "no regression": 0}.get(self.latest.verdict, 3)
+        return 0
+
+    @property
+    def verdict(self) -> str:
+        """One line: what the history says of the latest release."""
+        if self.exit_code == 1:
+            return "REGRESSED at the latest release" + (f": {self.latest.reason}" if self.latest else "")
+        if self.latest is not None:
+            return ("no regression at the latest release: " if self.exit_code == 0 else "NOT JUDGED: ") + (
+                self.latest.reason
+            )
+        return "no regression at the latest release"
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(values, ci low, ci high) of a metric over the releases (NaN where unavailable)."""
@@ -453,7 +562,8 @@ def analyse(
     """Releases and change points from summary documents (see the module docstring)."""
     rel, note = releases(docs, order=order, run_noise=run_noise)
     cps = []
-    for key, _name, _unit, better in METRICS:
+    latest = latest_check(rel, threshold) if len(rel) < SHORT_SERIES else None
+    for key, _name, _unit, better in [] if latest is not None else METRICS:
         vals = [r.values[key] for r in rel]
         keep = [i for i, v in enumerate(vals) if v is not None and v > 0]
         if len(keep) < 2:
@@ -468,7 +578,7 @@ def analyse(
             cps.append(ChangePoint(i, rel[i].label, key, change, direction, before, after, pvalue, source))
     cps.sort(key=lambda c: (c.index, c.metric))
     warnings = [f"{d['label']}: {w}" for d in docs for w in d.get("warnings", [])]
-    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings)
+    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest)
 
 
 def history(
@@ -572,6 +682,11 @@ def to_json(h: History) -> dict:
             }
             for c in h.change_points
         ],
+        "latest": None if h.latest is None else {"verdict": h.latest.verdict, "reason": h.latest.reason},
+        "noise": {
+            k: {"sd": _n(v["sd"]), "df": v["df"]}
+            for k, v in series_noise(h.releases, h.change_points).items()
+        },
         "exit_code": h.exit_code,
         "warnings": h.warnings,
     }

@@ -85,9 +85,18 @@ def format_history(h: History) -> str:
             f"({fmt(c.before, units[c.metric])} -> {fmt(c.after, units[c.metric])}) {c.direction.upper()} "
             f"[{c.source}{p}]"
         )
-    verdict = "REGRESSED at the latest release" if h.exit_code else "no regression at the latest release"
-    lines += ["", f"verdict: {verdict}"]
+    if h.latest is not None:
+        lines[-1] = (
+            "  none: fewer than 5 releases, too short for change points (the latest is compared below)"
+        )
+    lines += ["", *_wrap_verdict(f"verdict: {h.verdict}")]
     return "\n".join(lines) + "\n"
+
+
+def _wrap_verdict(line: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(line, width=100, subsequent_indent="  ", break_on_hyphens=False)
 
 
 class _Fragment(str):
@@ -125,6 +134,7 @@ def history_table(h: History) -> _Fragment:
         + head
         + f"</tr></thead><tbody>{body}</tbody></table>"
         + f"<p>Change points (! regression, + improvement):</p><ul>{cps or '<li>none</li>'}</ul>"
+        + f"<p><b>Verdict</b>: {_E(h.verdict)}</p>"
     )
 
 

@@ -11,13 +11,17 @@ from headroom import analyze
 from headroom.history import analyse, change_points, history, matched_levels, to_json
 from headroom.summary import to_json as summary_json
 
+#: a dedicated performance machine, as release histories are usually recorded on: 5 % per run
+QUIET = {"run": 0.05, "step": 0.06, "tail_run": 0.05, "tail_step": 0.15, "cpu_run": 0.03}
+
 
 def _docs(seed: int, *, step_at: int | None, slowdown: float = 1.25, n: int = 30) -> list[dict]:
     """Summary documents of a series of n releases, the server `slowdown` slower from `step_at` on."""
     docs = []
     for i in range(n):
         slow = slowdown if step_at is not None and i >= step_at else 1.0
-        d = summary_json(analyze(synthetic.ramp(10_000 * seed + i, slowdown=slow, label=f"r{i:02d}")))
+        run = synthetic.ramp(10_000 * seed + i, slowdown=slow, label=f"r{i:02d}", noise=QUIET)
+        d = summary_json(analyze(run))
         d["path"] = f"r{i:02d}"
         docs.append(d)
     return docs
@@ -172,3 +176,44 @@ def test_a_changed_run_is_read_again(run_folders, tmp_path):
         f.write("description: rebuilt\n")
     again = history(runs, cache=cache)
     assert again.runs_read == 1 and [r.label for r in again.releases] == ["v1.0", "v1.1", "v1.2"]
+
+
+def _short(seed: int, slowdowns, noise=None) -> list[dict]:
+    docs = []
+    for i, slow in enumerate(slowdowns):
+        run = synthetic.ramp(seed + i, slowdown=slow, label=f"v{i}", noise=noise)
+        d = summary_json(analyze(run))
+        d["path"] = f"v{i}"
+        docs.append(d)
+    return docs
+
+
+def test_a_short_series_is_never_passed_without_judging_it():
+    # three releases, the latest 1.33x slower (plateau -25 %): regressed or "not judged", never passed
+    for seed in range(0, 50, 5):
+        h = analyse(_short(seed, (1.0, 1.0, 1.33)))
+        assert h.exit_code in (1, 3), h.verdict
+        assert h.latest is not None and ("short series" in h.verdict or h.exit_code == 1)
+        assert "no regression" not in h.verdict
+    # on a quiet machine the same loss is called: the CPU per request of the latest release
+    quiet = analyse(_short(7, (1.0, 1.0, 1.0, 1.6), noise=QUIET))
+    assert quiet.exit_code == 1 and "REGRESSED" in quiet.verdict
+    same = analyse(_short(7, (1.0, 1.0, 1.0, 1.0), noise=QUIET))
+    assert same.exit_code in (0, 3) and "short series" in same.verdict
+
+
+def test_history_json_stores_the_noise_compare_learns_from(tmp_path):
+    docs = _short(11, (1.0,) * 6, noise=QUIET)
+    h = analyse(docs)
+    doc = to_json(h)
+    cpu = doc["noise"]["cpu_s_per_req"]
+    # no change point: the sd of the releases' log CPU per request, with n - 1 df
+    vals = np.log([r.values["cpu_s_per_req"] for r in h.releases])
+    assert cpu["df"] == 5 and cpu["sd"] == pytest.approx(np.std(vals, ddof=1), rel=1e-5)
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(doc))
+    from headroom.noise import load_history_noise
+
+    learned = load_history_noise(path)
+    est = learned.estimate("cpu_s_per_req")
+    assert est.df == 5 and est.sd == pytest.approx(cpu["sd"]) and "6 releases" in est.source
