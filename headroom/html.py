@@ -154,7 +154,7 @@ def warnings_list(summaries: Summary | Sequence[Summary]) -> Fragment:
 
 def verdict(c) -> Fragment:
     """The comparison verdict, its metrics table, the step pairs and what was not judged."""
-    from .text import _conc, _metric_value, change_text, interval_text
+    from .text import _conc, _metric_value, _short_source, big_pct, change_text, interval_text
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
     rows = []
@@ -171,10 +171,14 @@ def verdict(c) -> Fragment:
                 _E(_metric_value(m.candidate, m.unit)),
                 f'<span class="{cls}">{_E(change_text(m))}</span>',
                 _E(interval_text(m)),
+                ""
+                if m.noise is None
+                else f"{m.noise.sd:.1%} ({m.noise.df:g} df), {_E(_short_source(m.noise.source))}",
+                _E(big_pct(m.mdc)) if m.mdc is not None else "",
                 _E(decision),
             ]
         )
-    head = ["metric", "baseline", "candidate", "change", f"interval ({c.confidence:.0%} for all)", "decision"]
+    head = ["metric", "baseline", "candidate", "change", "interval", "noise per run", "detects", "decision"]
     pair_rows = []
     for p in c.pairs:
         b, k = p.baseline, p.candidate
@@ -205,7 +209,13 @@ def verdict(c) -> Fragment:
     return Fragment(
         f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
         + f"<p><small>{names}</small></p>"
-        + _table(head, rows, wrap=(5,))
+        + _table(head, rows, wrap=(5, 7))
+        + "<p><small>Each decision metric is one value per run (the mean over the matched steps), tested "
+        f"against its between-run noise with Student's t; a weighted Holm procedure keeps the chance of any "
+        f"false call at {1 - c.confidence:.0%} (so each interval is at its own, wider level). "
+        "<i>detects</i>: the smallest change found with 80 % power by this design. "
+        "The verdict 'no regression' means the primary metric was shown not to be worse by the "
+        "threshold (one-sided 95 %) and nothing was worse.</small></p>"
         + (f"<p><b>Not judged</b></p><ul>{why}</ul>" if why else "")
         + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
         f"</small></p><ul class='notes'>{notes}</ul>"
