@@ -16,7 +16,7 @@ examples:
 Runs with the same label (metadata sha) are repeats of one release. Per release:
 plateau throughput, USL capacity, throughput at the objective, p50/p99 and CPU per
 request at the concurrency levels every run shares, error rate, each with an interval
-from the release-to-release noise. Change points: e-divisive means (Apache Otava) on
+from the release-to-release noise. Change points: binary segmentation (ruptures) on
 each series, kept when the change is at least the threshold; the latest release is also
 tested against the releases since the last change. A series of fewer than 5 releases
 is too short for change points: its latest release is compared with the previous ones

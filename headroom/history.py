@@ -14,11 +14,13 @@ release, and follows every figure as a series:
   (geometric mean over those levels), the error rate.  The interval is the
   release-to-release noise: ``run_noise`` per run (default 5 %) or the
   spread measured between repeats if larger, over sqrt(repeats).
-* **Change points** by e-divisive means with a t-test significance check
-  (Apache Otava's ``compute_change_points``, on log values), each judged
-  like a comparison: kept only when the change between the segments around
-  it is at least ``threshold``.  Otava cannot place a change at the newest
-  point (a segment of one), so the latest release is also tested against
+* **Change points** by binary segmentation of the log values (``ruptures``,
+  l2 cost, a BIC-like penalty from the series' own noise) with a Welch t
+  test significance check (p < 0.001), each judged like a comparison: kept
+  only when the change between the segments around it is at least
+  ``threshold``.  (Apache Otava's e-divisive means did this before; it pins
+  numpy 2.2.0, which downgraded every install.)  Segments of at least two
+  points cannot place a change at the newest point, so the latest release is also tested against
   the releases since the last change point: a change of at least the
   threshold and beyond z x the segment's noise x sqrt(1 + 1/n).  Exit code 1
   when a regression starts at the latest release.
@@ -42,7 +44,7 @@ HISTORY_SCHEMA = 1
 RUN_NOISE = 0.05
 MAX_PVALUE = 0.001
 Z_RELEASE = 2.576  # release intervals: two-sided 99 %
-Z_LATEST = 3.29  # the latest-release check: two-sided 0.1 %, Otava's significance level
+Z_LATEST = 3.29  # the latest-release check: two-sided 0.1 %, the change points' significance level
 SHORT_SERIES = 5  # fewer releases: no change points; the latest is compared with the previous ones
 #: the series whose release-to-release noise a history JSON stores for `compare --noise-from`
 NOISE_KEYS = ("plateau_rps", "p50_s", "p99_s", "cpu_s_per_req")
@@ -333,7 +335,7 @@ class ChangePoint:
     before: float
     after: float
     pvalue: float | None
-    source: str  # "e-divisive (Otava)" or "latest release"
+    source: str  # "binary segmentation (ruptures)" or "latest release"
 
 
 def _segments(n: int, cps: list[int]) -> list[tuple[int, int]]:
@@ -352,6 +354,50 @@ def _noise(y: np.ndarray, cps: list[int], floor: float) -> float:
     return max(floor, math.sqrt(resid / df)) if df else floor
 
 
+def _candidates(ly: np.ndarray) -> list[int]:
+    """Candidate change points: binary segmentation of the log series (ruptures, l2 cost).
+
+    The penalty is BIC-like, 2 sigma^2 log n in the cost's units, with sigma
+    estimated robustly from the differences of neighbouring points (a step
+    moves one difference only), so the noise of the series sets it.
+    """
+    try:
+        import ruptures as rpt
+    except ImportError:
+        raise HeadroomError(
+            "history needs ruptures for change points: python3 -m pip install 'headroom-plot[history]'"
+        ) from None
+    n = len(ly)
+    sigma = max(1.4826 * float(np.median(np.abs(np.diff(ly)))) / math.sqrt(2.0), 1e-6)
+    algo = rpt.Binseg(model="l2", min_size=2, jump=1).fit(ly.reshape(-1, 1))
+    return [int(b) for b in algo.predict(pen=2.0 * sigma * sigma * math.log(n)) if b < n]
+
+
+def _welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value of Welch's t test between two segments (1.0 when it cannot say)."""
+    from .stats import t_sf
+
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return 0.0 if a.mean() != b.mean() else 1.0
+    den = va * va / (len(a) - 1) + vb * vb / (len(b) - 1)
+    df = (va + vb) ** 2 / den if den > 0 else math.inf
+    return 2.0 * t_sf(abs(a.mean() - b.mean()) / se, df)
+
+
+def _significant(ly: np.ndarray, idx: list[int]) -> tuple[list[int], dict[int, float]]:
+    """Keep the candidates whose neighbouring segments differ at p < MAX_PVALUE, least significant
+    dropped first (the segments around the others then widen and are tested again)."""
+    idx = sorted(idx)
+    while True:
+        edges = [0, *idx, len(ly)]
+        pv = {i: _welch_p(ly[edges[k] : i], ly[i : edges[k + 2]]) for k, i in enumerate(idx)}
+        if not idx or max(pv.values()) < MAX_PVALUE:
+            return idx, pv
+        idx.remove(max(pv, key=pv.get))
+
+
 def change_points(
     y: Sequence[float], *, better: str, threshold: float, run_noise: float = RUN_NOISE
 ) -> list[tuple]:
@@ -359,23 +405,16 @@ def change_points(
 
     ``before`` and ``after`` are the geometric means of the segments around the change.
 
-    e-divisive means (Otava) on log values, kept when the change between the
+    binary segmentation (ruptures) on log values, each change kept when Welch's
+    t test between its neighbouring segments gives p < MAX_PVALUE and the change between the
     segments around it is at least ``threshold``; then the latest point
     against the segment before it.
     """
-    try:
-        from otava.analysis import compute_change_points
-    except ImportError:
-        raise HeadroomError(
-            "history needs Apache Otava for change points: python3 -m pip install 'headroom-plot[history]'"
-        ) from None
     ly = np.log(np.asarray(y, dtype=np.float64))
     n = len(ly)
     found: list[tuple] = []
     if n >= 4:
-        cps, _ = compute_change_points(list(ly), window_len=50, max_pvalue=MAX_PVALUE)
-        idx = sorted(int(c.index) for c in cps)
-        pv = {int(c.index): float(c.stats.pvalue) for c in cps}
+        idx, pv = _significant(ly, _candidates(ly))
         # drop the smallest change below the threshold and judge the rest again on the
         # wider segments that leaves, until every remaining change is big enough
         sizes: list = []
@@ -391,7 +430,7 @@ def change_points(
                 break
             idx.remove(small[1])
         for _size, i, before, after in sizes if idx else []:
-            found.append((i, after / before - 1, pv[i], "e-divisive (Otava)", before, after))
+            found.append((i, after / before - 1, pv[i], "binary segmentation (ruptures)", before, after))
     last = n - 1
     start = max([f[0] for f in found if f[0] < last], default=0)
     prior = ly[start:last]
