@@ -53,7 +53,10 @@ def write_vegeta_json(p, n):
     step, start, lat, code = _data(n)
     with open(p, "w") as f:
         for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
-            ts = dt.datetime.fromtimestamp(t // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{t % 10**9:09d}Z"
+            ts = (
+                dt.datetime.fromtimestamp(t // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+                + f".{t % 10**9:09d}Z"
+            )
             f.write(
                 f'{{"attack":"rate{s}","seq":0,"code":{c},"timestamp":"{ts}","latency":{la},"bytes_out":0,'
                 f'"bytes_in":6,"error":"","body":null,"method":"GET","url":"http://127.0.0.1:8080/","headers":null}}\n'
@@ -69,7 +72,10 @@ def write_k6_csv(p, n):
                 "proto,scenario,service,status,subproto,tls_version,url,extra_tags,metadata\n")  # fmt: skip
         for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
             e = t + la
-            ts = dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{e % 10**9:09d}Z"
+            ts = (
+                dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+                + f".{e % 10**9:09d}Z"
+            )
             f.write(f"http_req_duration,{ts},{la / 1e6:f},,,,{'true' if c == 200 else 'false'},,GET,u,HTTP/1.1,"
                     f"c{s},,{c},,,http://127.0.0.1:8080/,,\n")  # fmt: skip
 
@@ -81,7 +87,10 @@ def write_k6_json(p, n):
     with open(p, "w") as f:
         for s, t, la, c in zip(step.tolist(), start.tolist(), lat.tolist(), code.tolist()):
             e = t + la
-            ts = dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{e % 10**9:09d}Z"
+            ts = (
+                dt.datetime.fromtimestamp(e // 10**9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+                + f".{e % 10**9:09d}Z"
+            )
             f.write(f'{{"metric":"http_req_duration","type":"Point","data":{{"time":"{ts}","value":{la / 1e6:f},'
                     f'"tags":{{"expected_response":"{"true" if c == 200 else "false"}","method":"GET",'
                     f'"scenario":"c{s}","status":"{c}","url":"http://127.0.0.1:8080/"}}}}}}\n')  # fmt: skip
@@ -129,10 +138,14 @@ def write_hey(p, n):
     step, start, lat, code = _data(n)
     with open(p, "w") as f:
         for k in range(3):
-            f.write("response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n")
+            f.write(
+                "response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n"
+            )
             sel = step == k
             t0 = start[sel].min()
-            for t, la, c in zip(((start[sel] - t0) / 1e9).tolist(), (lat[sel] / 1e9).tolist(), code[sel].tolist()):
+            for t, la, c in zip(
+                ((start[sel] - t0) / 1e9).tolist(), (lat[sel] / 1e9).tolist(), code[sel].tolist()
+            ):
                 f.write(f"{la:.4f},0.0000,0.0000,0.0000,{la:.4f},0.0000,{c},{t:.4f}\n")
 
 
@@ -152,7 +165,9 @@ def plain_hey(p):
     import pyarrow as pa
 
     return sum(
-        pacsv.read_csv(pa.BufferReader(pa.py_buffer(head + part))).num_rows for part in raw.split(head) if part
+        pacsv.read_csv(pa.BufferReader(pa.py_buffer(head + part))).num_rows
+        for part in raw.split(head)
+        if part
     )
 
 

@@ -119,34 +119,59 @@ def synthetic_rows(seeds: int) -> list[str]:
     return rows
 
 
-def real_rows(root: Path) -> list[str]:
-    rows = []
-    sets = {p.name: p for p in sorted(root.iterdir()) if p.is_dir()}
+def _sets(root: Path) -> dict[str, tuple[list, list]]:
+    """{set name: (A runs, B runs)} of a calibration folder; the A/A set ("aa") has no B runs."""
     load = lambda paths: [analyze(reduce_run(p)) for p in paths]  # noqa: E731
-    for name, folder in sets.items():
-        a = load(sorted(folder.glob("a-*")))
-        b = load(sorted(folder.glob("b-*")))
-        if not b:  # an A/A set: every pair of A runs, learned noise from the others
-            for mode in ("1v1 default", "1v1 learned"):
-                v = []
-                for x, y in itertools.combinations(range(len(a)), 2):
-                    rest = [r for i, r in enumerate(a) if i not in (x, y)]
-                    v.append(compare_runs(a[x], a[y], noise_from=rest if "learned" in mode else None).verdict)
-                rows.append(_row("none", f"real {name}: {mode}", v))
-            continue
+    out = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        a, b = load(sorted(folder.glob("a-*"))), load(sorted(folder.glob("b-*")))
+        out[folder.name] = (a + b, []) if folder.name == "aa" else (a, b)
+    return out
+
+
+def real_rows(root: Path) -> list[str]:
+    """Every 1 vs 1 pair, and 3 vs 3 draws, of the real sets; learned noise from the A/A set."""
+    sets = _sets(root)
+    aa = sets.get("aa", ([], []))[0]
+    rows = []
+    for name, (a, b) in sets.items():
+        what = "none" if not b else name
+        if not b:
+            pairs = list(itertools.combinations(range(len(a)), 2))
+            others = lambda x, y, a=a: [r for i, r in enumerate(a) if i not in (x, y)]  # noqa: E731
+            cand = a
+        else:
+            pairs = list(itertools.product(range(len(a)), range(len(b))))
+            others = lambda x, y: aa  # noqa: E731
+            cand = b
         for mode in ("1v1 default", "1v1 learned"):
-            v = []
-            for x, y in itertools.product(range(len(a)), range(len(b))):
-                rest = [r for i, r in enumerate(a) if i != x]
-                v.append(compare_runs(a[x], b[y], noise_from=rest if "learned" in mode else None).verdict)
-            rows.append(_row(name, f"real {name}: {mode}", v))
-        v = [
-            compare_runs(list(xa), list(xb)).verdict
-            for xa in itertools.combinations(a, 3)
-            for xb in itertools.combinations(b, 3)
-        ]
-        rows.append(_row(name, f"real {name}: 3v3 repeats", v))
+            v = [
+                compare_runs(a[x], cand[y], noise_from=others(x, y) if "learned" in mode else None).verdict
+                for x, y in pairs
+            ]
+            rows.append(_row(what, f"real {name}: {mode}", v))
+        if b:
+            rows += _real_3v3(name, a, b, aa)
+        else:
+            rows += _real_3v3(name, a[0::2], a[1::2], None)
     return rows
+
+
+def _real_3v3(name, a, b, aa) -> list[str]:
+    what = "none" if aa is None else name
+    combos = [(list(x), list(y)) for x in itertools.combinations(a, 3) for y in itertools.combinations(b, 3)]
+    out = [_row(what, f"real {name}: 3v3 repeats", [compare_runs(x, y).verdict for x, y in combos])]
+    if aa:
+        out.append(
+            _row(
+                what,
+                f"real {name}: 3v3 learned",
+                [compare_runs(x, y, noise_from=aa).verdict for x, y in combos],
+            )
+        )
+    # all baseline runs recorded first: the first three A runs against the last three
+    first = _row(what, f"real {name}: 3v3 first vs last", [compare_runs(a[:3], b[-3:]).verdict])
+    return out + [first]
 
 
 def main() -> None:

@@ -135,7 +135,10 @@ class Noise:
         if self.source == "learned":
             extra = f" and the {self.runs[0]} + {self.runs[1]} repeat runs" if max(self.runs) > 1 else ""
             return f"between-run noise: learned from earlier runs of an unchanged build{extra}"
-        return f"between-run noise: measured from the {self.runs[0]} + {self.runs[1]} repeat runs"
+        return (
+            f"between-run noise: measured from the {self.runs[0]} + {self.runs[1]} repeat runs, pooled with "
+            "the per-metric defaults (--noise-from A/A runs replaces the defaults)"
+        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ metric, with its degrees of freedom:
   project's own A/A runs or unchanged commits), or a ``headroom history``
   JSON, which stores the release-to-release noise between change points;
 * **repeats**: the spread between the runs of each side (``--baseline A1 A2
-  A3``), pooled with what was learned;
+  A3``), pooled with what was learned (or with the default);
 * **default**: per-metric values measured on real ramps of one unchanged
   nginx build recorded on a loaded 2-core machine (``data/calibration/aa``,
   see the README): what a shared CI machine does when nothing else is known.
@@ -112,24 +112,31 @@ def spread(values: np.ndarray) -> tuple[float, float]:
 def combine(
     key: str, learned: LearnedNoise | None, repeats: tuple[float, float] | None
 ) -> tuple[NoiseEstimate, str]:
-    """The noise a comparison uses for one metric, and a short phrase saying where it came from.
+    """The noise a comparison uses for one metric, and a short word for where it came from.
 
-    Learned noise and the spread between repeats are pooled (their sums of
-    squares and degrees of freedom add); with neither, the default.
+    Learned noise and the spread between repeat runs are pooled (their sums
+    of squares and degrees of freedom add).  Without learned noise the
+    default stands in for it, also beside repeats: three runs per side give
+    only 4 degrees of freedom, and on real shared machines (runs recorded
+    back to back look alike) their spread alone let 7 % of A/A comparisons
+    through; pooled with the default it does not.
     """
     parts, names = [], []
     if learned is not None and learned.df.get(key, 0) > 0:
         parts.append((learned.ss[key], learned.df[key]))
         names.append(learned.source)
+        how = "learned"
+    else:
+        d = default(key)
+        parts.append((d.sd * d.sd * d.df, d.df))
+        names.append(d.source)
+        how = "default"
     if repeats is not None and repeats[1] > 0:
         parts.append(repeats)
         names.append("the spread between this comparison's repeat runs")
-    if not parts:
-        d = default(key)
-        return d, "default"
+        how = how if how == "learned" else "repeats"
     ss, df = pooled(parts)
-    sd = math.sqrt(ss / df)
-    return NoiseEstimate(sd, df, " + ".join(names)), "learned" if learned is not None else "repeats"
+    return NoiseEstimate(math.sqrt(ss / df), df, " + ".join(names)), how
 
 
 def within_run_se(d: np.ndarray) -> float:

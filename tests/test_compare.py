@@ -108,13 +108,17 @@ def test_run_level_test_matches_scipy():
     d = yc.mean() - yb.mean()
     assert t.d == pytest.approx(d) and t.df == df and t.se == pytest.approx(sd * math.sqrt(2))
     assert t.pvalue == pytest.approx(2 * sst.t.sf(abs(d) / (sd * math.sqrt(2)), df), rel=1e-4)
-    # three runs per side: the pooled spread of the runs' means, a two-sample t test on them
+    # three runs per side: the spread of the runs' means pooled with the default (its df as prior
+    # information); a two-sample t statistic on the run means with that pooled variance
     yb3 = level + rng.normal(0, 0.1, (3, 1)) + rng.normal(0, 0.02, (3, 12))
     yc3 = level + 0.15 + rng.normal(0, 0.1, (3, 1)) + rng.normal(0, 0.02, (3, 12))
     t3 = run_level_test(yb3, yc3, _spec(), None)
-    ref = sst.ttest_ind(yc3.mean(axis=1), yb3.mean(axis=1))
-    assert t3.df == 4 and t3.d / t3.se == pytest.approx(ref.statistic, rel=1e-9)
-    assert t3.pvalue == pytest.approx(ref.pvalue, rel=1e-4)
+    mb, mc = yb3.mean(axis=1), yc3.mean(axis=1)
+    ss = np.sum((mb - mb.mean()) ** 2) + np.sum((mc - mc.mean()) ** 2)
+    pooled = math.sqrt((ss + sd * sd * df) / (4 + df))
+    stat = (mc.mean() - mb.mean()) / (pooled * math.sqrt(2 / 3))
+    assert t3.df == 4 + df and t3.d / t3.se == pytest.approx(stat, rel=1e-9)
+    assert t3.pvalue == pytest.approx(2 * sst.t.sf(abs(stat), 4 + df), rel=1e-4)
     # learned noise pools with the repeats: sums of squares and df add
     learned = LearnedNoise({"cpu_s_per_req": 0.5}, {"cpu_s_per_req": 10.0}, "test")
     t4 = run_level_test(yb3, yc3, _spec(), learned)
@@ -264,7 +268,7 @@ def test_capacity_figures_do_not_depend_on_the_bucket():
 
 def test_cli_repeat_flags_and_usage_errors():
     p = cli("--baseline", KA, KA2, "--candidate", NO_KA, NO_KA)
-    assert p.returncode == 1 and "measured from the 2 + 2 repeat runs" in p.stdout
+    assert p.returncode == 1 and "measured from the 2 + 2 repeat runs, pooled with" in p.stdout
     assert cli(KA).returncode == 2
     assert cli(KA, KA2, "--baseline", KA).returncode == 2
     bad = cli(KA, RUNS / "nope")
