@@ -708,9 +708,12 @@ def latency_over_time(
     *,
     percentiles: Sequence[str] = ("p50", "p99"),
     log_latency: bool = False,
+    objective: bool = True,
     ax=None,
 ):
-    """Latency percentiles of every time bucket against seconds since load start."""
+    """Latency percentiles of every time bucket against seconds since load start, and the objective."""
+    from matplotlib.lines import Line2D
+
     runs = _runs(summaries)
     labels = run_labels(runs)
     colors = _colors(len(runs))
@@ -720,39 +723,92 @@ def latency_over_time(
         for p in percentiles:
             x, y = _step_breaks(s, bp[p] * 1e3)
             ax.plot(x, y, _STYLE.get(p, "-"), color=color, lw=1.3, label=f"{label} {_pname(p)}")
+    if objective:
+        _objective_line(ax, runs)
     ax.set_xlim(0, _end_s(runs) * 1.01)
-    if log_latency:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
-    else:
-        ax.set_ylim(bottom=0)
+    _latency_axis(ax, log=log_latency)
     _mark_steps(ax, runs, labels, colors)
     ax.set_xlabel("seconds since load start")
     ax.set_ylabel("latency (ms" + (", log scale)" if log_latency else ")"))
     ax.grid(True, alpha=0.3)
-    _legend_below(ax, ncol=len(percentiles) * len(runs) if len(runs) * len(percentiles) <= 4 else 2)
+    handles = [Line2D([], [], color=c, lw=2) for c in colors]
+    texts = list(labels)
+    for p in percentiles:
+        handles.append(Line2D([], [], color="0.35", ls=_STYLE.get(p, "-")))
+        texts.append(f"{_pname(p)} of each time bucket")
+    for ln in ax.get_lines():
+        if ln.get_label().startswith("objective"):
+            handles.append(Line2D([], [], color="0.3", ls="--", lw=1))
+            texts.append(ln.get_label())
+    _legend_below(ax, ncol=min(len(texts), 4), handles=handles, labels=texts)
     return ax
 
 
-def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, axes=None):
+def _objective_line(ax, runs: list[Summary]) -> None:
+    """The latency objective as a dashed grey line (its label names it in the legend)."""
+    obj = next((s.capacity.objective for s in runs if s.capacity.objective is not None), None)
+    if obj is not None:
+        ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
+
+
+def _latency_axis(ax, *, log: bool) -> None:
+    """A latency axis in ms: from zero, or logarithmic with plain-number ticks."""
+    if log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
+    else:
+        ax.set_ylim(bottom=0)
+
+
+def _runs_legend_above(ax, runs, labels, colors, keys) -> None:
+    """One legend above a row of Axes: each run once (its colour), then the line styles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import ScaledTranslation
+
+    handles = [Line2D([], [], color=c, lw=2, marker="o", ms=4) for c in colors] + [h for h, _ in keys]
+    texts = list(labels) + [t for _, t in keys]
+    transform = ax.transAxes + ScaledTranslation(0, 22 / 72, ax.figure.dpi_scale_trans)
+    ax.legend(
+        handles,
+        texts,
+        loc="lower left",
+        bbox_to_anchor=(0, 1),
+        bbox_transform=transform,
+        ncol=min(len(texts), 5),
+        fontsize=8,
+        frameon=False,
+    )
+
+
+def by_concurrency(
+    summaries: Summary | Sequence[Summary],
+    comparison=None,
+    *,
+    log_latency: bool = False,
+    objective: bool = True,
+    axes=None,
+):
     """Throughput and p50/p99 latency of every load step against its concurrency, runs overlaid.
 
-    With a :class:`~headroom.compare.Comparison` of the first two runs, a
-    second row shows each step pair's change (candidate / baseline - 1) as
-    neutral bars, the decision metric's geometric-mean change as a line with
-    its interval as a band, and the +-threshold as dotted lines: a bar is a
-    single pair, the band is what the verdict judged.  Steps without
-    concurrency in the metadata are placed by step index.
+    The latency objective is drawn on the latency Axes; ``log_latency``
+    gives them a log scale.  One legend above the first row names each run
+    once.  With a :class:`~headroom.compare.Comparison` of the first two
+    runs, a second row shows each step pair's change (candidate / baseline
+    - 1) as neutral bars, the decision metric's geometric-mean change as a
+    line with its interval as a band, and the +-threshold as dotted lines:
+    a bar is a single pair, the band is what the verdict judged.  Steps
+    without concurrency in the metadata are placed by step index.
 
     ``axes``: 2 Axes (no comparison) or 4 (2 x 2), default a new figure.
     Returns the array of Axes.
     """
+    from matplotlib.lines import Line2D
+
     runs = _runs(summaries)
-    labels = run_labels(runs)
-    colors = _colors(len(runs))
+    labels, colors = run_labels(runs), _colors(len(runs))
     rows = 2 if comparison is not None else 1
     if axes is None:
-        _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows), squeeze=False, sharex="col")
+        _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows + 0.4), squeeze=False, sharex="col")
     axes = np.asarray(axes).reshape(rows, 2)
     known = all(s.table.known_concurrency for s in runs)
     for s, color, label in zip(runs, colors, labels):
@@ -762,29 +818,40 @@ def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, a
         axes[0, 0].plot(x, t.goodput_rps[o], "o-", color=color, label=label)
         axes[0, 1].plot(x, t.latency.pct["p50"][o] * 1e3, "o--", color=color, ms=3, label=f"{label} p50")
         axes[0, 1].plot(x, t.latency.pct["p99"][o] * 1e3, "o-", color=color, label=f"{label} p99")
+    if objective:
+        _objective_line(axes[0, 1], runs)
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    axes[0, 1].set_ylabel("latency (ms, per step)")
+    axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
     axes[0, 0].set_title("Throughput by concurrency", fontsize=10)
     axes[0, 1].set_title("Latency by concurrency", fontsize=10)
+    axes[0, 0].set_ylim(bottom=0)
+    _latency_axis(axes[0, 1], log=log_latency)
     xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
     for ax in axes[0]:
-        ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
+    keys = [(Line2D([], [], color="0.35", ls="--", marker="o", ms=3), "p50 (dashed)")]
+    keys.append((Line2D([], [], color="0.35", marker="o", ms=4), "p99 (solid)"))
+    obj_line = [ln for ln in axes[0, 1].get_lines() if ln.get_label().startswith("objective")]
+    keys += [(Line2D([], [], color="0.3", ls="--", lw=1), obj_line[0].get_label())] if obj_line else []
+    _runs_legend_above(axes[0, 0], runs, labels, colors, keys)
     if comparison is None:
         for ax in axes[0]:
             ax.set_xlabel(xlabel)
-            _legend_below(ax, ncol=2 if len(runs) > 1 else 1)
         return axes
-    for ax in axes[0]:
-        ax.legend(fontsize=8, loc="best")
+    _pair_changes(axes[1], comparison, xlabel)
+    return axes
+
+
+def _pair_changes(axes, comparison, xlabel: str) -> None:
+    """The comparison row: each step pair's change, the decision metric's change and interval."""
     pairs = comparison.pairs
     xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
     width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
     for ax, key, mkey, name in (
-        (axes[1, 0], "rps", "plateau_rps", "throughput"),
-        (axes[1, 1], "p99_s", "p99_s", "p99 latency"),
+        (axes[0], "rps", "plateau_rps", "throughput"),
+        (axes[1], "p99_s", "p99_s", "p99 latency"),
     ):
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
         plateau = np.array([p.plateau for p in pairs])
@@ -815,7 +882,6 @@ def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, a
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="y", alpha=0.3)
         _legend_below(ax, ncol=1)
-    return axes
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
@@ -843,7 +909,7 @@ def report_figure(
         fig, ax = plt.subplots(figsize=(11, 6.5))
         headroom(runs, ax=ax, marginals=True, log_latency=log_latency)
     elif name == "by_concurrency":
-        fig = by_concurrency(runs, comparison)[0, 0].figure
+        fig = by_concurrency(runs, comparison, log_latency=log_latency)[0, 0].figure
     elif name == "throughput_over_time":
         fig, ax = plt.subplots(figsize=(11, 4))
         throughput_over_time(runs, ax=ax)
