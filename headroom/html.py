@@ -42,13 +42,12 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     An empty ``title`` gives "Capacity report: LABEL" for one run and
     "Capacity comparison: BASELINE vs CANDIDATE" for two.
     """
+    labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
     if not title:
         if len(summaries) == 2:
-            title = (
-                f"Capacity comparison: {summaries[0].label} (baseline) vs {summaries[1].label} (candidate)"
-            )
+            title = f"Capacity comparison: {labels[0]} (baseline) vs {labels[1]} (candidate)"
         else:
-            title = "Capacity report: " + ", ".join(s.label for s in summaries)
+            title = "Capacity report: " + ", ".join(labels)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
     runs = "".join(
         f"<li><b>{_E(role)}</b>: {_E(label)} <small>({_E(s.run.meta.source)})</small>"
@@ -58,7 +57,7 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
             else ""
         )
         + "</li>"
-        for role, s, label in zip(roles, summaries, _labels(summaries))
+        for role, s, label in zip(roles, summaries, labels)
     )
     params = ", ".join(f"{_E(str(k))}={_E(repr(v))}" for k, v in parameters.items())
     return Fragment(
@@ -145,11 +144,31 @@ def steps_table(s: Summary) -> Fragment:
     )
 
 
-def warnings_list(summaries: Summary | Sequence[Summary]) -> Fragment:
+#: MIME type under which the report's warnings travel in the executed notebook (read by ``report``).
+WARNINGS_MIME = "application/vnd.headroom.warnings+json"
+
+
+class WarningsFragment(Fragment):
+    """The warnings list as HTML, with the warnings themselves as JSON beside it.
+
+    ``headroom report`` reads the JSON out of the executed notebook to print
+    the same warnings on the terminal; HTML export shows only the HTML.
+    """
+
+    warnings: tuple[str, ...] = ()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": str(self), WARNINGS_MIME: {"warnings": list(self.warnings)}}
+
+
+def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
     """Warnings raised while reading and analysing, or a line saying there were none."""
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
-    items = [f"<li>{_E(s.label)}: {_E(w)}</li>" for s in runs for w in s.warnings]
-    return Fragment(f"<ul>{''.join(items)}</ul>" if items else "<p>No warnings.</p>")
+    texts = [f"{lb}: {w}" for s, lb in zip(runs, _labels(runs)) for w in s.warnings]
+    items = "".join(f"<li>{_E(t)}</li>" for t in texts)
+    out = WarningsFragment(f"<ul>{items}</ul>" if texts else "<p>No warnings.</p>")
+    out.warnings = tuple(texts)
+    return out
 
 
 def verdict(c) -> Fragment:
