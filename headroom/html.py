@@ -100,8 +100,13 @@ def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
     return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1)))
 
 
-def bins_table(s: Summary) -> Fragment:
-    """The throughput bins of one run: requests, latency percentiles (ms), CPU."""
+def bins_table(s: Summary, *, label: str | None = None) -> Fragment:
+    """The throughput bins of one run: requests, latency percentiles (ms), CPU.
+
+    ``label`` names the run in the caption (default its own label; a
+    comparison passes ``text.run_labels``'s, so that two runs sharing a
+    label are told apart).
+    """
     lat = s.bins.latency
     names = [p[0] for p in PERCENTILES]
     head = "".join(f"<th>{percentile_label(n)}</th>" for n in names)
@@ -120,7 +125,7 @@ def bins_table(s: Summary) -> Fragment:
         cells += [_num(lat.max_s[i] * 1e3, ".2f"), _num(s.bins.cpu_pct[i], ".1f")]
         body += "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     return Fragment(
-        f"<p><b>{_E(s.label)}</b>: latency in ms; ~ marks a percentile with fewer than 10 requests above it</p>"
+        f"<p><b>{_E(label or s.label)}</b>: latency in ms; ~ marks a percentile with fewer than 10 requests above it</p>"
         '<table class="headroom"><thead><tr><th>req/s bin</th><th>req/s</th><th>requests</th><th>mean</th>'
         + head
         + "<th>max</th><th>CPU %</th></tr></thead><tbody>"
@@ -129,8 +134,8 @@ def bins_table(s: Summary) -> Fragment:
     )
 
 
-def steps_table(s: Summary) -> Fragment:
-    """The per-step table of one run, as ``headroom summary`` prints it."""
+def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
+    """The per-step table of one run, as ``headroom summary`` prints it (``label``: as in :func:`bins_table`)."""
     from .text import _step_rows
 
     head = ["step", "concurrency", "at s", "duration s", "requests", "errors", "req/s", "p50 ms", "p99 ms"]
@@ -138,7 +143,7 @@ def steps_table(s: Summary) -> Fragment:
     rows = [[_E(c) for c in r] for r in _step_rows(s)]
     cores = f"; CPU: 100 % = {s.table.cpu_cores:g} core(s)" if s.run.cpu is not None else ""
     return Fragment(
-        f"<p><b>{_E(s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
+        f"<p><b>{_E(label or s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
         f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
         + _table(head, rows, wrap=(12,))
     )

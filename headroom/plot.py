@@ -137,6 +137,24 @@ def density_grids(runs: list[Summary], *, x_max: float, y_top_s: float, y_bottom
     return [binning.density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges) for s in runs]
 
 
+def _headroom_frame(runs, names, obj, *, log: bool, y_max_ms: float | None, grids: bool):
+    """((bottom, top) of the latency axis in s, top of the throughput axis, density grids or [])."""
+    y_bottom, y_top = _latency_range(runs, names, obj, log=log, y_max_ms=y_max_ms)
+    x_top = 1.08 * max(
+        max(
+            float(np.nanmax(s.buckets.rps)) if len(s.buckets) else 1.0,
+            float(np.nanmax(s.table.goodput_rps, initial=0)),
+        )
+        for s in runs
+    )
+    if not grids:
+        return (y_bottom, y_top), x_top, []
+    out = density_grids(runs, x_max=x_top, y_top_s=y_top, y_bottom_s=y_bottom, log=log)
+    if not log and not y_max_ms:  # end on the grid's top edge: "not shown" counts exactly what is cut
+        y_top = float(out[0].y_edges[-1])
+    return (y_bottom, y_top), x_top, out
+
+
 def _draw_density(ax, grids, colors) -> None:
     for grid, color in zip(grids, colors):
         if not grid.counts.any():
@@ -385,24 +403,14 @@ def headroom(
     labels, colors = run_labels(runs), _colors(len(runs))
     obj = next((s.capacity.objective for s in runs if s.capacity.objective is not None), None)
     names = tuple(percentiles) + ((obj.name,) if obj is not None and obj.name not in percentiles else ())
-    y_bottom, y_top = _latency_range(
-        runs, names, obj if objective else None, log=log_latency, y_max_ms=y_max_ms
+    (y_bottom, y_top), x_top, grids = _headroom_frame(
+        runs,
+        names,
+        obj if objective else None,
+        log=log_latency,
+        y_max_ms=y_max_ms,
+        grids=density or marginals,
     )
-    x_top = (
-        max(
-            max(
-                float(np.nanmax(s.buckets.rps)) if len(s.buckets) else 1.0,
-                float(np.nanmax(s.table.goodput_rps, initial=0)),
-            )
-            for s in runs
-        )
-        * 1.08
-    )
-    grids = []
-    if density or marginals:
-        grids = density_grids(runs, x_max=x_top, y_top_s=y_top, y_bottom_s=y_bottom, log=log_latency)
-        if not log_latency and not y_max_ms:  # end on the grid's top edge: "not shown" counts what is cut
-            y_top = float(grids[0].y_edges[-1])
     drawn = {"density"} if density and grids else set()
     if density:
         _draw_density(ax, grids, colors)
