@@ -225,8 +225,8 @@ def _draw_usl(ax, s: Summary, *, color, label: str) -> set[str]:
         m.rps_at(n),
         m.latency_s_at(n) * 1e3,
         color=color,
-        lw=3,
-        alpha=0.3,
+        lw=3.5,
+        alpha=0.45,
         zorder=3,
         solid_capstyle="butt",
         label=f"{label} USL model (mean latency)",
@@ -249,9 +249,10 @@ def _draw_usl(ax, s: Summary, *, color, label: str) -> set[str]:
             [m.knee_rps],
             [float(m.latency_s_at(m.knee_concurrency)) * 1e3],
             "*",
-            ms=12,
+            ms=14,
             color=color,
-            mec="white",
+            mec="black",
+            mew=0.6,
             zorder=6,
             label=f"{label} knee",
         )
@@ -259,19 +260,37 @@ def _draw_usl(ax, s: Summary, *, color, label: str) -> set[str]:
     return drawn
 
 
-def _draw_crossing(ax, s: Summary, *, color, label: str, y_bottom_s: float) -> set[str]:
-    """The throughput at the objective, where the step curve crosses the objective line."""
+def _draw_crossing(ax, s: Summary, *, color, label: str, y_bottom_s: float, row: int = 0) -> set[str]:
+    """The throughput at the objective, where the step curve crosses the objective line, and its value.
+
+    The value is written beside the mark, above the line (the second run's
+    a row higher), where the steps that still hold the objective are not.
+    """
     cap = s.capacity
     c = cap.at_objective
     if c is None or c.rps is None:
         return set()
     y = cap.objective.bound_s * 1e3
-    if c.status == "held":
+    held = c.status == "held"
+    if held:
         ax.plot([c.rps], [y], ">", ms=10, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} held")
-        return {"held"}
-    ax.plot([c.rps, c.rps], [y_bottom_s * 1e3, y], ":", color=color, lw=1.2, zorder=3)
-    ax.plot([c.rps], [y], "D", ms=8, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} crossing")
-    return {"crossing"}
+    else:
+        ax.plot([c.rps, c.rps], [y_bottom_s * 1e3, y], ":", color=color, lw=1.2, zorder=3)
+        ax.plot(
+            [c.rps], [y], "D", ms=8, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} crossing"
+        )
+    ax.annotate(
+        f"{'>= ' if held else ''}{c.rps:,.0f} req/s",
+        (c.rps, y),
+        xytext=(7, 5 + 12 * (row % 2)),
+        textcoords="offset points",
+        fontsize=8,
+        color=color,
+        fontweight="bold",
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+        zorder=8,
+    )
+    return {"held" if held else "crossing"}
 
 
 def _run_entry(s: Summary, label: str) -> str:
@@ -319,7 +338,7 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
             Line2D([], [], color=g, marker="o", mfc="white", ls="none"),
             "hollow: < 10 requests above it",
         ),
-        ("usl", Line2D([], [], color=g, lw=3, alpha=0.4), "USL model: mean latency (Little's law)"),
+        ("usl", Line2D([], [], color=g, lw=3.5, alpha=0.45), "USL model: mean latency (Little's law)"),
         (
             "retrograde",
             Line2D([], [], color=g, lw=1, ls=(0, (3, 2))),
@@ -418,7 +437,7 @@ def headroom(
         drawn |= _draw_steps(ax, s, names, obj, color=color, label=label, intervals=intervals)
         drawn |= _draw_usl(ax, s, color=color, label=label) if fit else set()
         if objective and obj is not None:
-            drawn |= _draw_crossing(ax, s, color=color, label=label, y_bottom_s=y_bottom)
+            drawn |= _draw_crossing(ax, s, color=color, label=label, y_bottom_s=y_bottom, row=runs.index(s))
         if color_by_time:
             _draw_by_time(ax, s, percentiles[-1], last=s is runs[-1], marginals=marginals)
     if objective and obj is not None:

@@ -76,6 +76,7 @@ def test_headroom_crossing_lies_on_the_p99_curve_and_is_the_tables_figure(pair):
     assert x == pytest.approx(expect, rel=1e-3)
     assert x == s.capacity.rps_at_objective
     assert dict(capacity_rows(s))["throughput at p99<=5ms"].startswith(f"{x:,.0f} req/s")
+    assert f"{x:,.0f} req/s" in [t.get_text() for t in ax.texts]  # written beside the mark
     # on the drawn p99 polyline: some segment passes through (x, 5 ms)
     p99 = _line(ax, f"{s.label} p99")
     px, py = np.asarray(p99.get_xdata()), np.asarray(p99.get_ydata())
