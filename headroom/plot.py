@@ -465,7 +465,7 @@ def _finish_headroom(ax, runs, labels, grids, *, x_top: float, y: tuple[float, f
     ax.set_xlim(0, x_top)
     if log:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
+        _log_ms_ticks(ax)
     ax.set_ylim(y_bottom * 1e3, y_top * 1e3)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     xlabel = "throughput (requests/s): points per load step, shading per time bucket"
@@ -750,10 +750,10 @@ def latency_over_time(
         for p in percentiles:
             x, y = _step_breaks(s, bp[p] * 1e3)
             ax.plot(x, y, _STYLE.get(p, "-"), color=color, lw=1.3, label=f"{label} {_pname(p)}")
-    if objective:
-        _objective_line(ax, runs)
     ax.set_xlim(0, _end_s(runs) * 1.01)
     _latency_axis(ax, log=log_latency)
+    if objective:  # after the scale: its room above the data is set on the final axis
+        _objective_line(ax, runs)
     _mark_steps(ax, runs, labels, colors)
     ax.set_xlabel("seconds since load start")
     ax.set_ylabel("latency (ms" + (", log scale)" if log_latency else ")"))
@@ -775,14 +775,28 @@ def _objective_line(ax, runs: list[Summary]) -> None:
     """The latency objective as a dashed grey line (its label names it in the legend)."""
     obj = next((s.capacity.objective for s in runs if s.capacity.objective is not None), None)
     if obj is not None:
-        ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
+        bound = obj.bound_s * 1e3
+        top = ax.get_ylim()[1]  # the data's; leave room so the line is not lost on the frame
+        ax.axhline(bound, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
+        ax.set_ylim(top=max(top, bound * (1.4 if ax.get_yscale() == "log" else 1.15)))
+
+
+def _log_ms_ticks(ax) -> None:
+    """Plain numbers on a log latency axis: decades, and 2 and 5 between them (no 4x10^0)."""
+
+    def minor(v, _):
+        m = round(v / 10 ** np.floor(np.log10(v))) if v > 0 else 0
+        return _fmt_ms(v) if m in (2, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _latency_axis(ax, *, log: bool) -> None:
     """A latency axis in ms: from zero, or logarithmic with plain-number ticks."""
     if log:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
+        _log_ms_ticks(ax)
     else:
         ax.set_ylim(bottom=0)
 
@@ -845,8 +859,6 @@ def by_concurrency(
         axes[0, 0].plot(x, t.goodput_rps[o], "o-", color=color, label=label)
         axes[0, 1].plot(x, t.latency.pct["p50"][o] * 1e3, "o--", color=color, ms=3, label=f"{label} p50")
         axes[0, 1].plot(x, t.latency.pct["p99"][o] * 1e3, "o-", color=color, label=f"{label} p99")
-    if objective:
-        _objective_line(axes[0, 1], runs)
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
@@ -854,6 +866,8 @@ def by_concurrency(
     axes[0, 1].set_title("Latency by concurrency", fontsize=10)
     axes[0, 0].set_ylim(bottom=0)
     _latency_axis(axes[0, 1], log=log_latency)
+    if objective:
+        _objective_line(axes[0, 1], runs)
     xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
     for ax in axes[0]:
         ax.set_xlim(left=0)

@@ -361,3 +361,20 @@ def test_by_concurrency_draws_steps_and_pair_changes(pair):
     line = next(ln for ln in axes[1, 0].get_lines() if ln.get_label().startswith("plateau throughput"))
     assert line.get_ydata()[0] == pytest.approx(m.change * 100)
     assert m.decision in line.get_label()
+
+
+@pytest.mark.parametrize("log_latency", [False, True])
+def test_every_latency_chart_has_the_objective_and_the_log_option(pair, log_latency):
+    """The latency Axes of every report figure: objective line at 5 ms, log scale when asked."""
+    latency_axes = []
+    for name in plot.REPORT_FIGURES:
+        fig = plot.report_figure(name, pair, log_latency=log_latency)
+        latency_axes += [ax for ax in fig.axes if ax.get_ylabel().startswith("latency")]
+    assert len(latency_axes) == 3  # headroom, latency by concurrency, latency over time
+    for ax in latency_axes:
+        line = _line(ax, "objective p99<=5ms")
+        assert line.get_ydata()[0] == pytest.approx(5.0)
+        lo, hi = ax.get_ylim()
+        assert lo < 5.0 < hi and hi > 5.0 * 1.1  # drawn inside, clear of the frame
+        assert ax.get_yscale() == ("log" if log_latency else "linear"), ax.get_title()
+        assert ("log scale" in ax.get_ylabel()) == log_latency
