@@ -400,10 +400,9 @@ def headroom(
     percentiles
         Step percentiles to draw (``"p50"``, ``"p99"``, ``"p999"``...); the
         objective's is added.
-    density, intervals, fit, objective
-        Draw the request density, the step intervals, the USL model, the objective.
-    marginals
-        Add histograms of throughput (top) and latency (right).
+    density, intervals, fit, objective, marginals
+        Draw the request density, the step intervals, the USL model, the
+        objective, histograms of throughput (top) and latency (right).
     color_by_time
         Add every time bucket's percentile (the last of ``percentiles``),
         coloured by seconds since load start, so that a drifting run shows.
@@ -412,11 +411,7 @@ def headroom(
     y_max_ms
         Top of the latency axis in ms.
     ax
-        Axes to draw on (default: a new figure).
-
-    Returns
-    -------
-    matplotlib.axes.Axes
+        Axes to draw on (default: a new figure); returned.
     """
     runs, ax = _runs(summaries), _ax(ax)
     labels, colors = run_labels(runs), _colors(len(runs))
