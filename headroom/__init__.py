@@ -4,7 +4,7 @@ The public API, importable from the top level::
 
     import headroom
     run = headroom.load_run("data/runs/nginx-keepalive")        # a Run
-    s = headroom.analyze(run, objective=headroom.parse_objective("p99<=5ms"))   # a Summary
+    s = headroom.analyze(run, objective="p99<=5ms")              # a Summary (strings as the CLI takes)
     c = headroom.compare_runs(base_summary, s)                  # a Comparison
     headroom.plot.headroom(s)                                   # matplotlib, imported on first use
 

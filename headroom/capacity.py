@@ -7,10 +7,14 @@ step's duration), so none depends on the time-bucket width.
   usable steps.  Its ``capacity_rps`` (highest modelled throughput inside the
   measured concurrency range) is *the* capacity figure; its ``knee`` (maximum
   of throughput over latency on the curve) is *the* knee.  There is no other
-  definition of either.
+  definition of either.  A model that fits poorly (R² of log throughput
+  below ``scalability.MIN_R2``) gives neither: the fit is still reported,
+  with its R², but no headline figure (capacity, knee, plateau, max useful
+  throughput) is read off it.
 * **Plateau throughput**: the median throughput of the saturated steps, the
   steps at or above the concurrency where the model first reaches 90 % of
-  its capacity (without a model: the three highest steps).  A robust
+  its capacity (without a model, or with one that fits poorly: the three
+  highest steps).  A robust
   measured figure, used to compare runs; the single highest step is shown
   as information only.
 * **Throughput at the objective**: steps are walked by concurrency; at the
@@ -18,8 +22,8 @@ step's duration), so none depends on the time-bucket width.
   interpolated between it and the step before.  "held" only when every step
   holds it (then the highest step throughput is a lower bound).
 * **Throughput at the CPU target**: the same walk on the steps' CPU; past
-  the highest CPU measured the answer is "not reached", never a
-  straight-line extrapolation.
+  the highest CPU measured the answer is "not reached" (no number), never
+  a straight-line extrapolation.
 * **Headroom** (Cockcroft) at a current load: ``1 - load / max useful``,
   where max useful is the throughput at the objective (the knee without an
   objective).  **Instances** for a target load: ``ceil(load / per
@@ -45,9 +49,11 @@ SATURATION = 0.9
 class Crossing:
     """Where a per-step series first crosses a bound, walking the steps by concurrency.
 
-    ``status``: "crossed" (interpolated between ``steps``), "held" (never
-    crossed: ``rps`` is the highest step throughput, a lower bound),
+    ``status``: "crossed" (interpolated between ``steps``), "held" (the
+    objective never broken: ``rps`` is the plateau throughput, a lower
+    bound), "not reached" (the CPU target never reached: no ``rps``),
     "at lowest step" (crossed already at the first step), or "no data".
+    The JSON and the terminal use these words.
     """
 
     rps: float | None
@@ -81,12 +87,19 @@ class Capacity:
     target_load_rps: float | None
 
     @property
+    def trusted_model(self) -> USLFit | None:
+        """The model when it fits well enough for headline figures, else None."""
+        return self.model if self.model is not None and self.model.trusted else None
+
+    @property
     def capacity_rps(self) -> float | None:
-        return self.model.capacity_rps if self.model else None
+        m = self.trusted_model
+        return m.capacity_rps if m else None
 
     @property
     def knee_rps(self) -> float | None:
-        return self.model.knee_rps if self.model else None
+        m = self.trusted_model
+        return m.knee_rps if m else None
 
     @property
     def rps_at_objective(self) -> float | None:
@@ -141,11 +154,14 @@ def _at(c: Crossing, values: np.ndarray) -> float | None:
 
 
 def plateau(t: StepTable, model: USLFit | None) -> tuple[int, ...]:
-    """The saturated steps: at or above the concurrency where the model reaches 90 % of capacity."""
+    """The saturated steps: at or above the concurrency where the model reaches 90 % of capacity.
+
+    Without a trusted model (none, or R² below ``MIN_R2``): the three highest steps.
+    """
     use = np.flatnonzero(t.usable)
     if len(use) == 0:
         return ()
-    if model is not None:
+    if model is not None and model.trusted:
         n90 = model.n_at_fraction(SATURATION)
         sat = [int(i) for i in use if t.concurrency[i] >= n90 - 1e-9]
         if sat:
@@ -201,9 +217,11 @@ def capacity(
             # state, not the single highest step
             at_obj = Crossing(plateau_rps, "held")
     at_cpu = crossing(t, t.cpu_pct, cpu_target_pct)
+    if at_cpu.status == "held":  # below the target at every step: no throughput to state
+        at_cpu = Crossing(None, "not reached")
     has_cpu = np.isfinite(t.cpu_pct) & t.usable
     cpu_at_knee = None
-    if model is not None and model.knee_concurrency is not None and has_cpu.sum() >= 2:
+    if model is not None and model.trusted and model.knee_concurrency is not None and has_cpu.sum() >= 2:
         o = np.argsort(t.concurrency[has_cpu])
         cpu_at_knee = float(
             np.interp(model.knee_concurrency, t.concurrency[has_cpu][o], t.cpu_pct[has_cpu][o])

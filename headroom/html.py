@@ -42,13 +42,12 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     An empty ``title`` gives "Capacity report: LABEL" for one run and
     "Capacity comparison: BASELINE vs CANDIDATE" for two.
     """
+    labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
     if not title:
         if len(summaries) == 2:
-            title = (
-                f"Capacity comparison: {summaries[0].label} (baseline) vs {summaries[1].label} (candidate)"
-            )
+            title = f"Capacity comparison: {labels[0]} (baseline) vs {labels[1]} (candidate)"
         else:
-            title = "Capacity report: " + ", ".join(s.label for s in summaries)
+            title = "Capacity report: " + ", ".join(labels)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
     runs = "".join(
         f"<li><b>{_E(role)}</b>: {_E(label)} <small>({_E(s.run.meta.source)})</small>"
@@ -58,7 +57,7 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
             else ""
         )
         + "</li>"
-        for role, s, label in zip(roles, summaries, _labels(summaries))
+        for role, s, label in zip(roles, summaries, labels)
     )
     params = ", ".join(f"{_E(str(k))}={_E(repr(v))}" for k, v in parameters.items())
     return Fragment(
@@ -101,8 +100,13 @@ def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
     return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1)))
 
 
-def bins_table(s: Summary) -> Fragment:
-    """The throughput bins of one run: requests, latency percentiles (ms), CPU."""
+def bins_table(s: Summary, *, label: str | None = None) -> Fragment:
+    """The throughput bins of one run: requests, latency percentiles (ms), CPU.
+
+    ``label`` names the run in the caption (default its own label; a
+    comparison passes ``text.run_labels``'s, so that two runs sharing a
+    label are told apart).
+    """
     lat = s.bins.latency
     names = [p[0] for p in PERCENTILES]
     head = "".join(f"<th>{percentile_label(n)}</th>" for n in names)
@@ -121,7 +125,7 @@ def bins_table(s: Summary) -> Fragment:
         cells += [_num(lat.max_s[i] * 1e3, ".2f"), _num(s.bins.cpu_pct[i], ".1f")]
         body += "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
     return Fragment(
-        f"<p><b>{_E(s.label)}</b>: latency in ms; ~ marks a percentile with fewer than 10 requests above it</p>"
+        f"<p><b>{_E(label or s.label)}</b>: latency in ms; ~ marks a percentile with fewer than 10 requests above it</p>"
         '<table class="headroom"><thead><tr><th>req/s bin</th><th>req/s</th><th>requests</th><th>mean</th>'
         + head
         + "<th>max</th><th>CPU %</th></tr></thead><tbody>"
@@ -130,8 +134,8 @@ def bins_table(s: Summary) -> Fragment:
     )
 
 
-def steps_table(s: Summary) -> Fragment:
-    """The per-step table of one run, as ``headroom summary`` prints it."""
+def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
+    """The per-step table of one run, as ``headroom summary`` prints it (``label``: as in :func:`bins_table`)."""
     from .text import _step_rows
 
     head = ["step", "concurrency", "at s", "duration s", "requests", "errors", "req/s", "p50 ms", "p99 ms"]
@@ -139,17 +143,37 @@ def steps_table(s: Summary) -> Fragment:
     rows = [[_E(c) for c in r] for r in _step_rows(s)]
     cores = f"; CPU: 100 % = {s.table.cpu_cores:g} core(s)" if s.run.cpu is not None else ""
     return Fragment(
-        f"<p><b>{_E(s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
+        f"<p><b>{_E(label or s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
         f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
         + _table(head, rows, wrap=(12,))
     )
 
 
-def warnings_list(summaries: Summary | Sequence[Summary]) -> Fragment:
+#: MIME type under which the report's warnings travel in the executed notebook (read by ``report``).
+WARNINGS_MIME = "application/vnd.headroom.warnings+json"
+
+
+class WarningsFragment(Fragment):
+    """The warnings list as HTML, with the warnings themselves as JSON beside it.
+
+    ``headroom report`` reads the JSON out of the executed notebook to print
+    the same warnings on the terminal; HTML export shows only the HTML.
+    """
+
+    warnings: tuple[str, ...] = ()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": str(self), WARNINGS_MIME: {"warnings": list(self.warnings)}}
+
+
+def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
     """Warnings raised while reading and analysing, or a line saying there were none."""
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
-    items = [f"<li>{_E(s.label)}: {_E(w)}</li>" for s in runs for w in s.warnings]
-    return Fragment(f"<ul>{''.join(items)}</ul>" if items else "<p>No warnings.</p>")
+    texts = [f"{lb}: {w}" for s, lb in zip(runs, _labels(runs)) for w in s.warnings]
+    items = "".join(f"<li>{_E(t)}</li>" for t in texts)
+    out = WarningsFragment(f"<ul>{items}</ul>" if texts else "<p>No warnings.</p>")
+    out.warnings = tuple(texts)
+    return out
 
 
 def verdict(c) -> Fragment:

@@ -19,11 +19,13 @@ from matplotlib.colors import LinearSegmentedColormap, LogNorm
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
 
 from . import binning
+from .model import PERCENTILES, percentile_label
+from .steps import percentile_interval
 from .summary import Summary
 from .text import run_labels
 
 _NS = 1e9
-_STYLE = {"p50": "--", "p90": "-.", "p95": "-.", "p99": "-", "p995": ":", "p999": ":"}
+_STYLE = {"p50": "--", "p90": "-.", "p95": "-.", "p99": "-", "p995": ":", "p999": ":", "mean": "-."}
 _PNAME = {"p995": "p99.5", "p999": "p99.9"}
 
 
@@ -48,7 +50,7 @@ def _ax(ax, figsize=(9, 5.5)):
 
 
 def _pname(name: str) -> str:
-    return _PNAME.get(name, name)
+    return percentile_label(name)
 
 
 def _load_start_ns(s: Summary) -> int:
@@ -56,48 +58,19 @@ def _load_start_ns(s: Summary) -> int:
     return int(s.steps.start_ns[has].min())
 
 
-def _y_top_s(runs: list[Summary], percentiles: Sequence[str], objective_s: float | None) -> float:
-    tops = []
-    for s in runs:
-        lat = s.bins.latency
-        for p in percentiles:
-            v = lat.pct[p][(lat.requests > 0) & ~lat.thin[p]]
-            if v.size == 0:
-                v = lat.pct[p][lat.requests > 0]
-            if v.size:
-                tops.append(float(np.nanmax(v)))
-    if objective_s:
-        tops.append(objective_s)
-    top = max(tops) if tops else 0.001
-    return top * 1.2 if top > 0 else 0.001
-
-
-def _y_bottom_s(runs: list[Summary], percentiles: Sequence[str]) -> float:
-    """Bottom of a log latency axis: below the lowest plotted percentile and most requests."""
-    lows = []
-    for s in runs:
-        lat = s.bins.latency
-        for p in ("p50", *percentiles):
-            v = lat.pct[p][lat.requests > 0]
-            if v.size:
-                lows.append(float(np.nanmin(v)))
-        if len(s.hist.values):
-            lows.append(float(s.hist.values[s.hist.values > 0].min()) if (s.hist.values > 0).any() else 1e-4)
-    low = max(min(lows) if lows else 1e-4, 1e-5)
-    return low / 1.5
-
-
 def _fmt_ms(v: float) -> str:
     return f"{v:.3g}" if v < 10 else f"{v:,.0f}"
 
 
-def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 8):
+def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 8, handles=None, labels=None):
     """A legend under the Axes, clear of the tick labels and the (possibly multi-line) x label."""
     from matplotlib.transforms import ScaledTranslation
 
     drop = (18 + 15 * lines_below) / 72
     transform = ax.transAxes + ScaledTranslation(0, -drop, ax.figure.dpi_scale_trans)
+    extra = {} if handles is None else {"handles": handles, "labels": labels}
     return ax.legend(
+        **extra,
         loc="upper center",
         bbox_to_anchor=(0.5, 0),
         bbox_transform=transform,
@@ -107,11 +80,297 @@ def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 
     )
 
 
+def _step_values(t, name: str) -> np.ndarray:
+    """Per-step latency (seconds) of a percentile, or of the mean."""
+    return t.latency.mean_s if name == "mean" else t.latency.pct[name]
+
+
+def _steps_xy(s: Summary, name: str):
+    """(step indices, throughput, latency s) of the usable steps in concurrency order.
+
+    The same steps, in the same order, that :func:`headroom.capacity.crossing`
+    interpolates the throughput at the objective between.
+    """
+    t = s.table
+    v = _step_values(t, name)
+    o = np.array([int(i) for i in t.order() if t.usable[i] and np.isfinite(v[i])], dtype=int)
+    return o, t.goodput_rps[o], v[o]
+
+
+def _quantile(name: str, obj) -> tuple[int, int] | None:
+    for pname, num, den in PERCENTILES:
+        if pname == name:
+            return num, den
+    return obj.q if obj is not None and obj.name == name else None
+
+
+def _latency_range(runs: list[Summary], names, obj, *, log: bool, y_max_ms: float | None):
+    """(bottom, top) of the latency axis in seconds: the steps' percentiles and the objective fit."""
+    if log:
+        top = max(float(s.hist.values.max()) if len(s.hist.values) else 1e-3 for s in runs) * 1.05
+        lows = [float(s.hist.values[s.hist.values > 0].min()) for s in runs if (s.hist.values > 0).any()]
+        for s in runs:
+            for name in names:
+                y = _steps_xy(s, name)[2]
+                lows += [float(y[y > 0].min())] if (y > 0).any() else []
+        bottom = max(min(lows) if lows else 1e-4, 1e-5) / 1.5
+    else:
+        tops = [obj.bound_s] if obj is not None else []
+        for s in runs:
+            for name in names:
+                y = _steps_xy(s, name)[2]
+                tops += [float(y.max())] if y.size else []
+        top, bottom = (max(tops) if tops else 1e-3) * 1.25, 0.0
+    return bottom, (y_max_ms / 1e3 if y_max_ms else top)
+
+
+def density_grids(runs: list[Summary], *, x_max: float, y_top_s: float, y_bottom_s: float, log: bool):
+    """One 2-D histogram of requests per run, on bins defined once on the pooled runs.
+
+    As seaborn's ``Histogram.define_bin_params``: the throughput columns
+    (0 to ``x_max``) and the latency rows (halfway between the pooled
+    latencies' quantization steps) are the same for every run, so two runs'
+    shading compares cell by cell.
+    """
+    pooled = np.unique(np.concatenate([s.hist.values for s in runs]))
+    edges = binning.latency_edges(pooled, y_top_s, ny=100, log=log, y_min_s=y_bottom_s or None)
+    return [binning.density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges) for s in runs]
+
+
+def _headroom_frame(runs, names, obj, *, log: bool, y_max_ms: float | None, grids: bool):
+    """((bottom, top) of the latency axis in s, top of the throughput axis, density grids or [])."""
+    y_bottom, y_top = _latency_range(runs, names, obj, log=log, y_max_ms=y_max_ms)
+    x_top = 1.08 * max(
+        max(
+            float(np.nanmax(s.buckets.rps)) if len(s.buckets) else 1.0,
+            float(np.nanmax(s.table.goodput_rps, initial=0)),
+        )
+        for s in runs
+    )
+    if not grids:
+        return (y_bottom, y_top), x_top, []
+    out = density_grids(runs, x_max=x_top, y_top_s=y_top, y_bottom_s=y_bottom, log=log)
+    if not log and not y_max_ms:  # end on the grid's top edge: "not shown" counts exactly what is cut
+        y_top = float(out[0].y_edges[-1])
+    return (y_bottom, y_top), x_top, out
+
+
+def _draw_density(ax, grids, colors) -> None:
+    for grid, color in zip(grids, colors):
+        if not grid.counts.any():
+            continue
+        ax.pcolormesh(
+            grid.x_edges,
+            grid.y_edges * 1e3,
+            np.ma.masked_equal(grid.counts.T, 0),
+            cmap=LinearSegmentedColormap.from_list("run", [(1, 1, 1, 0), color]),
+            norm=LogNorm(vmin=1, vmax=max(2, int(grid.counts.max()))),
+            alpha=0.3 if len(grids) > 1 else 0.4,
+            shading="flat",
+            rasterized=True,
+            zorder=1,
+        )
+
+
+def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: bool) -> set[str]:
+    """Each usable step at its throughput and latency, joined in concurrency order, with intervals."""
+    drawn = set()
+    for name in names:
+        o, x, y = _steps_xy(s, name)
+        if not len(o):
+            continue
+        ms = 1e3
+        ax.plot(
+            x, y * ms, _STYLE.get(name, "-"), color=color, lw=1.6, zorder=4, label=f"{label} {_pname(name)}"
+        )
+        thin = s.table.latency.thin[name][o] if name in s.table.latency.thin else np.zeros(len(o), bool)
+        ax.plot(
+            x[~thin], y[~thin] * ms, "o", color=color, ms=5, zorder=5, label=f"{label} {_pname(name)} steps"
+        )
+        if thin.any():
+            ax.plot(x[thin], y[thin] * ms, "o", mfc="white", color=color, ms=5, zorder=5)
+            drawn.add("thin")
+        q = _quantile(name, obj)
+        if intervals and q is not None:
+            lo, hi, _ = percentile_interval(s.table.latency.counts[o], s.hist.values, *q)
+            ax.vlines(
+                x, lo * ms, hi * ms, color=color, lw=1.3, zorder=4, label=f"{label} {_pname(name)} interval"
+            )
+            drawn.add("interval")
+    return drawn
+
+
+def _draw_usl(ax, s: Summary, *, color, label: str) -> set[str]:
+    """The USL's mean latency N / X(N) against X(N): up to its peak, past it thin and dashed."""
+    m = s.capacity.model
+    if m is None:
+        return set()
+    if not m.trusted:
+        n = np.linspace(m.n_lo, m.n_hi, 200)
+        ax.plot(
+            m.rps_at(n),
+            m.latency_s_at(n) * 1e3,
+            ls=":",
+            color=color,
+            lw=1,
+            alpha=0.35,
+            zorder=3,
+            label=f"{label} USL model: poor fit, R\u00b2 {m.r2_log:.2f}",
+        )
+        return {"poor"}
+    drawn = {"usl"}
+    peak = min(m.peak_concurrency, m.n_hi)
+    n = np.linspace(m.n_lo, peak, 200)
+    ax.plot(
+        m.rps_at(n),
+        m.latency_s_at(n) * 1e3,
+        color=color,
+        lw=3.5,
+        alpha=0.45,
+        zorder=3,
+        solid_capstyle="butt",
+        label=f"{label} USL model (mean latency)",
+    )
+    if peak < m.n_hi:
+        n = np.linspace(peak, m.n_hi, 100)
+        ax.plot(
+            m.rps_at(n),
+            m.latency_s_at(n) * 1e3,
+            ls=(0, (3, 2)),
+            color=color,
+            lw=1,
+            alpha=0.7,
+            zorder=3,
+            label=f"{label} USL past its peak (retrograde)",
+        )
+        drawn.add("retrograde")
+    if m.knee_rps is not None:
+        ax.plot(
+            [m.knee_rps],
+            [float(m.latency_s_at(m.knee_concurrency)) * 1e3],
+            "*",
+            ms=14,
+            color=color,
+            mec="black",
+            mew=0.6,
+            zorder=6,
+            label=f"{label} knee",
+        )
+        drawn.add("knee")
+    return drawn
+
+
+def _draw_crossing(ax, s: Summary, *, color, label: str, y_bottom_s: float, row: int = 0) -> set[str]:
+    """The throughput at the objective, where the step curve crosses the objective line, and its value.
+
+    The value is written beside the mark, above the line (the second run's
+    a row higher), where the steps that still hold the objective are not.
+    """
+    cap = s.capacity
+    c = cap.at_objective
+    if c is None or c.rps is None:
+        return set()
+    y = cap.objective.bound_s * 1e3
+    held = c.status == "held"
+    if held:
+        ax.plot([c.rps], [y], ">", ms=10, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} held")
+    else:
+        ax.plot([c.rps, c.rps], [y_bottom_s * 1e3, y], ":", color=color, lw=1.2, zorder=3)
+        ax.plot(
+            [c.rps], [y], "D", ms=8, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} crossing"
+        )
+    ax.annotate(
+        f"{'>= ' if held else ''}{c.rps:,.0f} req/s",
+        (c.rps, y),
+        xytext=(7, 5 + 12 * (row % 2)),
+        textcoords="offset points",
+        fontsize=8,
+        color=color,
+        fontweight="bold",
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+        zorder=8,
+    )
+    return {"held" if held else "crossing"}
+
+
+def _run_entry(s: Summary, label: str) -> str:
+    """The run's legend entry: its name once, with its crossing and knee (the tables' words)."""
+    cap = s.capacity
+    parts = []
+    c = cap.at_objective
+    if c is not None and c.status == "crossed":
+        parts.append(f"at {cap.objective}: {c.rps:,.0f} req/s")
+    elif c is not None and c.status == "held":
+        parts.append(f"at {cap.objective}: >= {c.rps:,.0f} req/s (held at every step)")
+    elif c is not None and c.status == "at lowest step":
+        parts.append(f"{cap.objective} broken already at the lowest step")
+    m = cap.model
+    if m is not None and not m.trusted:
+        parts.append(f"USL fits poorly (R\u00b2 {m.r2_log:.2f}): no knee")
+    elif cap.knee_rps is not None:
+        parts.append(f"knee {cap.knee_rps:,.0f} req/s")
+    return label + (": " + "; ".join(parts) if parts else "")
+
+
+def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, lines_below: int):
+    """One entry per run (with its figures), then one grey key per kind of mark."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    g = "0.35"
+    keys = [
+        (Line2D([], [], color=c, lw=6, alpha=0.8), _run_entry(s, lb))
+        for s, lb, c in zip(runs, labels, colors)
+    ]
+    for name in names:
+        what = "mean latency" if name == "mean" else _pname(name)
+        keys.append(
+            (Line2D([], [], color=g, ls=_STYLE.get(name, "-"), marker="o", ms=4), f"{what} of each load step")
+        )
+    optional = [
+        (
+            "interval",
+            Line2D([], [], color=g, marker="|", ms=12, mew=1.3, ls="none"),
+            "bar: 95 % order-statistic interval of the step's percentile",
+        ),
+        (
+            "thin",
+            Line2D([], [], color=g, marker="o", mfc="white", ls="none"),
+            "hollow: < 10 requests above it",
+        ),
+        ("usl", Line2D([], [], color=g, lw=3.5, alpha=0.45), "USL model: mean latency (Little's law)"),
+        (
+            "retrograde",
+            Line2D([], [], color=g, lw=1, ls=(0, (3, 2))),
+            "USL past its peak: throughput falls (retrograde)",
+        ),
+        ("poor", Line2D([], [], color=g, lw=1, ls=":", alpha=0.5), "USL model, poor fit: no knee"),
+        ("knee", Line2D([], [], color=g, marker="*", ms=10, ls="none"), "knee (USL, max power)"),
+        ("objective", Line2D([], [], color=g, ls="--", lw=1), f"objective {obj}"),
+        (
+            "crossing",
+            Line2D([], [], color=g, marker="D", mec="black", ls="none"),
+            "throughput at the objective (as in the tables)",
+        ),
+        (
+            "held",
+            Line2D([], [], color=g, marker=">", mec="black", ls="none"),
+            "objective held at every step: plateau, a lower bound",
+        ),
+        ("density", Patch(color=g, alpha=0.4), "shading: requests of each time bucket (log)"),
+    ]
+    keys += [(h, t) for k, h, t in optional if k in drawn]
+    _legend_below(
+        ax, lines_below=lines_below, ncol=2, handles=[h for h, _ in keys], labels=[t for _, t in keys]
+    )
+
+
 def headroom(
     summaries: Summary | Sequence[Summary],
     *,
     percentiles: Sequence[str] = ("p50", "p99"),
     density: bool = True,
+    intervals: bool = True,
     fit: bool = True,
     objective: bool = True,
     marginals: bool = False,
@@ -120,192 +379,133 @@ def headroom(
     y_max_ms: float | None = None,
     ax=None,
 ):
-    """The headroom plot: latency against throughput.
+    """The headroom plot: latency against throughput, one point per load step.
 
-    Requests are drawn as a density (a 2-D histogram per run, darker where
-    more requests fell; its rows follow the latencies' 0.1 ms quantization,
-    so no empty stripes), with the per-bin percentile curves on top (hollow
-    markers: fewer than 10 requests above the percentile; the curve breaks
-    at empty bins), the USL model's latency curve and its knee (faint and
-    dashed when the model fits poorly, R² < 0.5), the latency objective and
-    the throughput at which each run crosses it.  The values of the knee
-    and the crossings are in the legend, which sits under the plot.  When
-    the latency axis is cut, the x label says how many requests lie above it.
+    Each usable step is a point at its throughput with its p50 and p99 (and
+    the objective's percentile), a bar for the percentile's 95 %
+    order-statistic interval (within-step sampling; see
+    :func:`headroom.steps.percentile_interval`), lines joining the steps in
+    concurrency order.  Behind them, each run's requests as a density (time
+    bucket throughput against latency) on bins shared by all runs.  The USL
+    model's mean latency is drawn up to its peak and, past it (retrograde),
+    thin and dashed; a poor fit (R² < 0.5) faint, without a knee.  The
+    objective line, and a diamond where each run's step curve crosses it:
+    the throughput at the objective of the tables.  The legend, under the
+    Axes, names each run once with its figures.
 
     Parameters
     ----------
     summaries
         One summary or several to overlay.
     percentiles
-        Which per-bin percentile curves to draw (``"p50"``, ``"p99"``, ``"p999"``...).
-    density
-        Draw the requests as a 2-D histogram.
-    fit
-        Draw the fitted latency curve and mark the knee.
-    objective
-        Draw the latency objective and each run's crossing throughput.
-    marginals
-        Add histograms of throughput (top) and latency (right), as in
-        Cockcroft's headroom plot.
+        Step percentiles to draw (``"p50"``, ``"p99"``, ``"p999"``...); the
+        objective's is added.
+    density, intervals, fit, objective, marginals
+        Draw the request density, the step intervals, the USL model, the
+        objective, histograms of throughput (top) and latency (right).
     color_by_time
         Add every time bucket's percentile (the last of ``percentiles``),
         coloured by seconds since load start, so that a drifting run shows.
     log_latency
         Logarithmic latency axis, up to the slowest request: nothing is cut.
     y_max_ms
-        Top of the latency axis in ms (default: 1.2 x the highest plotted
-        percentile; with ``log_latency``, the slowest request).
+        Top of the latency axis in ms.
     ax
-        Axes to draw on (default: a new figure).
-
-    Returns
-    -------
-    matplotlib.axes.Axes
+        Axes to draw on (default: a new figure); returned.
     """
-    runs = _runs(summaries)
-    labels = run_labels(runs)
-    ax = _ax(ax)
-    colors = _colors(len(runs))
+    runs, ax = _runs(summaries), _ax(ax)
+    labels, colors = run_labels(runs), _colors(len(runs))
     obj = next((s.capacity.objective for s in runs if s.capacity.objective is not None), None)
-    if y_max_ms:
-        y_top = y_max_ms / 1e3
-    elif log_latency:
-        y_top = max(float(s.hist.values.max()) if len(s.hist.values) else 0.001 for s in runs) * 1.05
-    else:
-        y_top = _y_top_s(runs, percentiles, obj.bound_s if obj and objective else None)
-    y_bottom = _y_bottom_s(runs, percentiles) if log_latency else 0.0
-    if not log_latency and not y_max_ms and (density or marginals):
-        # end the axis on the density's top edge, so "not shown" counts exactly what is cut
-        y_top = max(float(binning.latency_edges(s.hist.values, y_top, ny=100)[-1]) for s in runs)
-    x_top = max(float(np.nanmax(s.buckets.rps)) if len(s.buckets) else 1.0 for s in runs) * 1.08
-    grids = []
-    above = []
+    names = tuple(percentiles) + ((obj.name,) if obj is not None and obj.name not in percentiles else ())
+    (y_bottom, y_top), x_top, grids = _headroom_frame(
+        runs,
+        names,
+        obj if objective else None,
+        log=log_latency,
+        y_max_ms=y_max_ms,
+        grids=density or marginals,
+    )
+    drawn = {"density"} if density and grids else set()
+    if density:
+        _draw_density(ax, grids, colors)
     for s, color, label in zip(runs, colors, labels):
-        grid = None
-        if density or marginals:
-            edges = binning.latency_edges(
-                s.hist.values, y_top, ny=100, log=log_latency, y_min_s=y_bottom or None
-            )
-            grid = binning.density(s.buckets, s.hist, x_max=x_top, y_max_s=y_top, y_edges_s=edges)
-            above.append((label, grid.above, int(grid.counts.sum()) + grid.above))
-        grids.append(grid)
-        if density and grid is not None and grid.counts.any():
-            cmap = LinearSegmentedColormap.from_list("run", [(1, 1, 1, 0), color])
-            c = np.ma.masked_equal(grid.counts.T, 0)
-            ax.pcolormesh(
-                grid.x_edges,
-                grid.y_edges * 1e3,
-                c,
-                cmap=cmap,
-                norm=LogNorm(vmin=1, vmax=max(2, int(grid.counts.max()))),
-                alpha=0.55 if len(runs) > 1 else 0.8,
-                shading="flat",
-                rasterized=True,
-            )
-        lat = s.bins.latency
-        has = lat.requests > 0
-        # one point per bin, NaN for an empty bin: the line breaks there instead of bridging the gap
-        x_all = np.where(has, s.bins.rps, (s.bins.rps_lo + s.bins.rps_hi) / 2)
-        for p in percentiles:
-            y_all = np.where(has, lat.pct[p] * 1e3, np.nan)
-            thin = lat.thin[p] & has
-            ax.plot(x_all, y_all, _STYLE.get(p, "-"), color=color, lw=1.6, label=f"{label} {_pname(p)}")
-            ax.plot(x_all[has & ~thin], y_all[has & ~thin], "o", color=color, ms=4)
-            if thin.any():
-                ax.plot(x_all[thin], y_all[thin], "o", mfc="none", color=color, ms=4)
-        model = s.capacity.model
-        if fit and model is not None:
-            poor = not (model.r2_log >= 0.5)
-            # the USL through Little's law: mean latency N / X(N) against X(N), measured range only
-            n = np.linspace(model.n_lo, model.n_hi, 200)
-            ax.plot(
-                model.rps_at(n),
-                model.latency_s_at(n) * 1e3,
-                ls=(0, (2, 3)) if poor else ":",
-                color=color,
-                lw=1.0 if poor else 1.4,
-                alpha=0.4 if poor else 1.0,
-                label=f"{label} USL model (mean latency)"
-                + (f": poor fit, R\u00b2 {model.r2_log:.2f}, not to be trusted" if poor else ""),
-            )
-            if model.knee_rps is not None and not poor:
-                ax.axvline(
-                    model.knee_rps,
-                    color=color,
-                    ls=":",
-                    lw=1,
-                    label=f"{label} knee {model.knee_rps:,.0f} req/s",
-                )
-        cap = s.capacity
-        if objective and cap.objective is not None and cap.rps_at_objective is not None:
-            held = cap.at_objective.lower_bound
-            ax.axvline(
-                cap.rps_at_objective,
-                color=color,
-                ls="--",
-                lw=1,
-                label=f"{label} at {cap.objective}: {'>= ' if held else ''}{cap.rps_at_objective:,.0f} req/s"
-                + (" (held at every step: a lower bound)" if held else ""),
-            )
+        drawn |= _draw_steps(ax, s, names, obj, color=color, label=label, intervals=intervals)
+        drawn |= _draw_usl(ax, s, color=color, label=label) if fit else set()
+        if objective and obj is not None:
+            drawn |= _draw_crossing(ax, s, color=color, label=label, y_bottom_s=y_bottom, row=runs.index(s))
         if color_by_time:
-            p = percentiles[-1]
-            bp = binning.bucket_percentiles(s.buckets, s.hist, (p,))[p]
-            t = (s.buckets.start_ns - _load_start_ns(s)) / _NS + s.buckets.length_s / 2
-            sc = ax.scatter(s.buckets.rps, bp * 1e3, c=t, cmap="viridis", s=14, zorder=3, edgecolors="none")
-            if s is runs[-1]:
-                cax = ax.inset_axes([1.22 if marginals else 1.02, 0, 0.025, 1])
-                ax.figure.colorbar(sc, cax=cax, label=f"bucket {_pname(p)}: seconds since load start")
+            _draw_by_time(ax, s, percentiles[-1], last=s is runs[-1], marginals=marginals)
     if objective and obj is not None:
-        ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, label=f"objective {obj}")
+        ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
+        drawn.add("objective")
+    xlabel = _finish_headroom(ax, runs, labels, grids, x_top=x_top, y=(y_bottom, y_top), log=log_latency)
+    _headroom_legend(ax, runs, labels, colors, names, obj, drawn, lines_below=xlabel.count("\n") + 1)
+    if marginals:
+        _marginals(ax, grids, colors)
+    return ax
+
+
+def _draw_by_time(ax, s: Summary, p: str, *, last: bool, marginals: bool) -> None:
+    bp = binning.bucket_percentiles(s.buckets, s.hist, (p,))[p]
+    t = (s.buckets.start_ns - _load_start_ns(s)) / _NS + s.buckets.length_s / 2
+    sc = ax.scatter(s.buckets.rps, bp * 1e3, c=t, cmap="viridis", s=14, zorder=3, edgecolors="none")
+    if last:
+        cax = ax.inset_axes([1.22 if marginals else 1.02, 0, 0.025, 1])
+        ax.figure.colorbar(sc, cax=cax, label=f"bucket {_pname(p)}: seconds since load start")
+
+
+def _finish_headroom(ax, runs, labels, grids, *, x_top: float, y: tuple[float, float], log: bool) -> str:
+    """Limits, scales, labels; returns the x label (which says what the cut axis hides)."""
+    y_bottom, y_top = y
     ax.set_xlim(0, x_top)
-    if log_latency:
+    if log:
         ax.set_yscale("log")
-        ax.set_ylim(y_bottom * 1e3, y_top * 1e3)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
-    else:
-        ax.set_ylim(0, y_top * 1e3)
+        _log_ms_ticks(ax)
+    ax.set_ylim(y_bottom * 1e3, y_top * 1e3)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    xlabel = "throughput (requests/s, per time bucket)"
-    cut = [(lb, n, tot) for lb, n, tot in above if n]
+    xlabel = "throughput (requests/s): points per load step, shading per time bucket"
+    cut = [(lb, g.above, int(g.counts.sum()) + g.above) for lb, g in zip(labels, grids) if g.above]
     if cut:
         who = (
             "; ".join(f"{lb}: {n:,} ({n / tot:.2%})" for lb, n, tot in cut)
             if len(runs) > 1
-            else (f"{cut[0][1]:,} ({cut[0][1] / cut[0][2]:.2%})")
+            else f"{cut[0][1]:,} ({cut[0][1] / cut[0][2]:.2%})"
         )
         xlabel += f"\nrequests above {_fmt_ms(y_top * 1e3)} ms not shown: {who}" + (
-            "" if log_latency else "; log_latency=True shows them"
+            "" if log else "; log_latency=True shows them"
         )
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("latency (ms" + (", log scale)" if log_latency else ")"))
+    ax.set_ylabel("latency (ms" + (", log scale)" if log else ")"))
     ax.set_title("Headroom plot: latency against throughput")
     ax.grid(True, alpha=0.3)
-    _legend_below(ax, lines_below=xlabel.count("\n") + 1, ncol=2 if len(runs) > 1 else 3)
-    if marginals:
-        top = ax.inset_axes([0, 1.02, 1, 0.18], sharex=ax)
-        right = ax.inset_axes([1.02, 0, 0.15, 1], sharey=ax)
-        for grid, color in zip(grids, colors):
-            xc = (grid.x_edges[:-1] + grid.x_edges[1:]) / 2
-            yc = (grid.y_edges[:-1] + grid.y_edges[1:]) / 2 * 1e3
-            top.fill_between(xc, grid.x_marginal, step="mid", color=color, alpha=0.4)
-            right.fill_betweenx(yc, grid.y_marginal, step="mid", color=color, alpha=0.4)
-        top.set_ylim(bottom=0)
-        right.set_xlim(left=0)
-        compact = EngFormatter(sep="")
-        top.yaxis.set_major_locator(MaxNLocator(2))
-        top.yaxis.set_major_formatter(compact)
-        # the right strip's counts go on top: at the bottom they would run into the main x labels
-        right.xaxis.tick_top()
-        right.xaxis.set_major_locator(MaxNLocator(2))
-        right.xaxis.set_major_formatter(compact)
-        top.tick_params(labelbottom=False, labelsize=7)
-        right.tick_params(labelleft=False, labelsize=7)
-        top.set_ylabel("requests", fontsize=7)
-        right.set_xlabel("requests", fontsize=7)
-        right.xaxis.set_label_position("top")
-        ax.set_title("")
-        top.set_title("Headroom plot: latency against throughput")
-    return ax
+    return xlabel
+
+
+def _marginals(ax, grids, colors) -> None:
+    """Histograms of throughput (top) and latency (right) of the density's requests."""
+    top = ax.inset_axes([0, 1.02, 1, 0.18], sharex=ax)
+    right = ax.inset_axes([1.02, 0, 0.15, 1], sharey=ax)
+    for grid, color in zip(grids, colors):
+        xc = (grid.x_edges[:-1] + grid.x_edges[1:]) / 2
+        yc = (grid.y_edges[:-1] + grid.y_edges[1:]) / 2 * 1e3
+        top.fill_between(xc, grid.x_marginal, step="mid", color=color, alpha=0.4)
+        right.fill_betweenx(yc, grid.y_marginal, step="mid", color=color, alpha=0.4)
+    top.set_ylim(bottom=0)
+    right.set_xlim(left=0)
+    compact = EngFormatter(sep="")
+    top.yaxis.set_major_locator(MaxNLocator(2))
+    top.yaxis.set_major_formatter(compact)
+    # the right strip's counts go on top: at the bottom they would run into the main x labels
+    right.xaxis.tick_top()
+    right.xaxis.set_major_locator(MaxNLocator(2))
+    right.xaxis.set_major_formatter(compact)
+    top.tick_params(labelbottom=False, labelsize=7)
+    right.tick_params(labelleft=False, labelsize=7)
+    top.set_ylabel("requests", fontsize=7)
+    right.set_xlabel("requests", fontsize=7)
+    right.xaxis.set_label_position("top")
+    top.set_title(ax.get_title())
+    ax.set_title("")
 
 
 def _step_breaks(s: Summary, values: np.ndarray):
@@ -530,9 +730,12 @@ def latency_over_time(
     *,
     percentiles: Sequence[str] = ("p50", "p99"),
     log_latency: bool = False,
+    objective: bool = True,
     ax=None,
 ):
-    """Latency percentiles of every time bucket against seconds since load start."""
+    """Latency percentiles of every time bucket against seconds since load start, and the objective."""
+    from matplotlib.lines import Line2D
+
     runs = _runs(summaries)
     labels = run_labels(runs)
     colors = _colors(len(runs))
@@ -543,38 +746,105 @@ def latency_over_time(
             x, y = _step_breaks(s, bp[p] * 1e3)
             ax.plot(x, y, _STYLE.get(p, "-"), color=color, lw=1.3, label=f"{label} {_pname(p)}")
     ax.set_xlim(0, _end_s(runs) * 1.01)
-    if log_latency:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
-    else:
-        ax.set_ylim(bottom=0)
+    _latency_axis(ax, log=log_latency)
+    if objective:  # after the scale: its room above the data is set on the final axis
+        _objective_line(ax, runs)
     _mark_steps(ax, runs, labels, colors)
     ax.set_xlabel("seconds since load start")
     ax.set_ylabel("latency (ms" + (", log scale)" if log_latency else ")"))
     ax.grid(True, alpha=0.3)
-    _legend_below(ax, ncol=len(percentiles) * len(runs) if len(runs) * len(percentiles) <= 4 else 2)
+    handles = [Line2D([], [], color=c, lw=2) for c in colors]
+    texts = list(labels)
+    for p in percentiles:
+        handles.append(Line2D([], [], color="0.35", ls=_STYLE.get(p, "-")))
+        texts.append(f"{_pname(p)} of each time bucket")
+    for ln in ax.get_lines():
+        if ln.get_label().startswith("objective"):
+            handles.append(Line2D([], [], color="0.3", ls="--", lw=1))
+            texts.append(ln.get_label())
+    _legend_below(ax, ncol=min(len(texts), 4), handles=handles, labels=texts)
     return ax
 
 
-def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, axes=None):
+def _objective_line(ax, runs: list[Summary]) -> None:
+    """The latency objective as a dashed grey line (its label names it in the legend)."""
+    obj = next((s.capacity.objective for s in runs if s.capacity.objective is not None), None)
+    if obj is not None:
+        bound = obj.bound_s * 1e3
+        top = ax.get_ylim()[1]  # the data's; leave room so the line is not lost on the frame
+        ax.axhline(bound, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
+        ax.set_ylim(top=max(top, bound * (1.4 if ax.get_yscale() == "log" else 1.15)))
+
+
+def _log_ms_ticks(ax) -> None:
+    """Plain numbers on a log latency axis: decades, and 2 and 5 between them (no 4x10^0)."""
+
+    def minor(v, _):
+        m = round(v / 10 ** np.floor(np.log10(v))) if v > 0 else 0
+        return _fmt_ms(v) if m in (2, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_ms(v)))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _latency_axis(ax, *, log: bool) -> None:
+    """A latency axis in ms: from zero, or logarithmic with plain-number ticks."""
+    if log:
+        ax.set_yscale("log")
+        _log_ms_ticks(ax)
+    else:
+        ax.set_ylim(bottom=0)
+
+
+def _runs_legend_above(ax, runs, labels, colors, keys) -> None:
+    """One legend above a row of Axes: each run once (its colour), then the line styles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import ScaledTranslation
+
+    handles = [Line2D([], [], color=c, lw=2, marker="o", ms=4) for c in colors] + [h for h, _ in keys]
+    texts = list(labels) + [t for _, t in keys]
+    transform = ax.transAxes + ScaledTranslation(0, 22 / 72, ax.figure.dpi_scale_trans)
+    ax.legend(
+        handles,
+        texts,
+        loc="lower left",
+        bbox_to_anchor=(0, 1),
+        bbox_transform=transform,
+        ncol=min(len(texts), 5),
+        fontsize=8,
+        frameon=False,
+    )
+
+
+def by_concurrency(
+    summaries: Summary | Sequence[Summary],
+    comparison=None,
+    *,
+    log_latency: bool = False,
+    objective: bool = True,
+    axes=None,
+):
     """Throughput and p50/p99 latency of every load step against its concurrency, runs overlaid.
 
-    With a :class:`~headroom.compare.Comparison` of the first two runs, a
-    second row shows each step pair's change (candidate / baseline - 1) as
-    neutral bars, the decision metric's geometric-mean change as a line with
-    its interval as a band, and the +-threshold as dotted lines: a bar is a
-    single pair, the band is what the verdict judged.  Steps without
-    concurrency in the metadata are placed by step index.
+    The latency objective is drawn on the latency Axes; ``log_latency``
+    gives them a log scale.  One legend above the first row names each run
+    once.  With a :class:`~headroom.compare.Comparison` of the first two
+    runs, a second row shows each step pair's change (candidate / baseline
+    - 1) as neutral bars, the decision metric's geometric-mean change as a
+    line with its interval as a band, and the +-threshold as dotted lines:
+    a bar is a single pair, the band is what the verdict judged.  Steps
+    without concurrency in the metadata are placed by step index.
 
     ``axes``: 2 Axes (no comparison) or 4 (2 x 2), default a new figure.
     Returns the array of Axes.
     """
+    from matplotlib.lines import Line2D
+
     runs = _runs(summaries)
-    labels = run_labels(runs)
-    colors = _colors(len(runs))
+    labels, colors = run_labels(runs), _colors(len(runs))
     rows = 2 if comparison is not None else 1
     if axes is None:
-        _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows), squeeze=False, sharex="col")
+        _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows + 0.4), squeeze=False, sharex="col")
     axes = np.asarray(axes).reshape(rows, 2)
     known = all(s.table.known_concurrency for s in runs)
     for s, color, label in zip(runs, colors, labels):
@@ -586,27 +856,38 @@ def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, a
         axes[0, 1].plot(x, t.latency.pct["p99"][o] * 1e3, "o-", color=color, label=f"{label} p99")
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    axes[0, 1].set_ylabel("latency (ms, per step)")
+    axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
     axes[0, 0].set_title("Throughput by concurrency", fontsize=10)
     axes[0, 1].set_title("Latency by concurrency", fontsize=10)
+    axes[0, 0].set_ylim(bottom=0)
+    _latency_axis(axes[0, 1], log=log_latency)
+    if objective:
+        _objective_line(axes[0, 1], runs)
     xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
     for ax in axes[0]:
-        ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
+    keys = [(Line2D([], [], color="0.35", ls="--", marker="o", ms=3), "p50 (dashed)")]
+    keys.append((Line2D([], [], color="0.35", marker="o", ms=4), "p99 (solid)"))
+    obj_line = [ln for ln in axes[0, 1].get_lines() if ln.get_label().startswith("objective")]
+    keys += [(Line2D([], [], color="0.3", ls="--", lw=1), obj_line[0].get_label())] if obj_line else []
+    _runs_legend_above(axes[0, 0], runs, labels, colors, keys)
     if comparison is None:
         for ax in axes[0]:
             ax.set_xlabel(xlabel)
-            _legend_below(ax, ncol=2 if len(runs) > 1 else 1)
         return axes
-    for ax in axes[0]:
-        ax.legend(fontsize=8, loc="best")
+    _pair_changes(axes[1], comparison, xlabel)
+    return axes
+
+
+def _pair_changes(axes, comparison, xlabel: str) -> None:
+    """The comparison row: each step pair's change, the decision metric's change and interval."""
     pairs = comparison.pairs
     xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
     width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
     for ax, key, mkey, name in (
-        (axes[1, 0], "rps", "plateau_rps", "throughput"),
-        (axes[1, 1], "p99_s", "p99_s", "p99 latency"),
+        (axes[0], "rps", "plateau_rps", "throughput"),
+        (axes[1], "p99_s", "p99_s", "p99 latency"),
     ):
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
         plateau = np.array([p.plateau for p in pairs])
@@ -637,7 +918,6 @@ def by_concurrency(summaries: Summary | Sequence[Summary], comparison=None, *, a
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="y", alpha=0.3)
         _legend_below(ax, ncol=1)
-    return axes
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
@@ -665,7 +945,7 @@ def report_figure(
         fig, ax = plt.subplots(figsize=(11, 6.5))
         headroom(runs, ax=ax, marginals=True, log_latency=log_latency)
     elif name == "by_concurrency":
-        fig = by_concurrency(runs, comparison)[0, 0].figure
+        fig = by_concurrency(runs, comparison, log_latency=log_latency)[0, 0].figure
     elif name == "throughput_over_time":
         fig, ax = plt.subplots(figsize=(11, 4))
         throughput_over_time(runs, ax=ax)

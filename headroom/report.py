@@ -206,6 +206,39 @@ def _strip_svg_prologue(page: str) -> str:
     return re.sub(r"<metadata>.*?</metadata>\s*", "", page, flags=re.S)
 
 
+#: What ``headroom report -o`` can write.
+REPORT_SUFFIXES = (".html", ".htm")
+
+
+def check_report_suffix(path: str | os.PathLike) -> Path:
+    """Refuse, in one line, a report file name whose suffix says a format the report is not.
+
+    ``-o out.pdf`` used to write HTML into ``out.pdf``.  Raises
+    HeadroomError (the CLI's exit 2) unless the suffix is .html or .htm.
+    """
+    out = Path(path)
+    if out.suffix.lower() not in REPORT_SUFFIXES:
+        said = f"'{out.suffix}'" if out.suffix else "no suffix"
+        raise HeadroomError(
+            f"{out}: the report is one HTML file; give a name ending in .html, not {said} "
+            "(print it to PDF from a browser)"
+        )
+    return out
+
+
+def notebook_warnings(nb) -> list[str]:
+    """The warnings the executed report notebook listed (its warnings cell), in order."""
+    from .html import WARNINGS_MIME
+
+    out = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            doc = o.get("data", {}).get(WARNINGS_MIME)
+            if doc:
+                out += [str(w) for w in doc.get("warnings", [])]
+    return out
+
+
 def check_output(path: str | os.PathLike, what: str = "the report") -> Path:
     """Fail in one line, before any work, when ``path`` cannot be written.
 
@@ -239,6 +272,7 @@ def render(
     *,
     keep_notebook: str | os.PathLike | None = None,
     progress: bool | None = None,
+    on_warning=None,
     **options,
 ) -> Path:
     """Execute the report notebook for ``runs`` and write one HTML file.
@@ -253,6 +287,9 @@ def render(
         Also keep the executed notebook there.
     progress
         Show papermill's progress bar (default: when stderr is a terminal).
+    on_warning
+        Called with each warning the report lists (one line each, "label:
+        text"), e.g. to print them on the terminal as well.
     **options
         Passed to :func:`notebook_parameters` (objective, bucket, bins, title...).
 
@@ -269,7 +306,13 @@ def render(
         if not path.exists() and not any(path.parent.glob(glob_escape(path.name) + "*")):
             raise HeadroomError(f"{r}: no such file or folder")
     return run_notebook(
-        name, params, output, title=options.get("title", ""), keep_notebook=keep_notebook, progress=progress
+        name,
+        params,
+        output,
+        title=options.get("title", ""),
+        keep_notebook=keep_notebook,
+        progress=progress,
+        on_warning=on_warning,
     )
 
 
@@ -281,6 +324,7 @@ def run_notebook(
     title: str = "",
     keep_notebook: str | os.PathLike | None = None,
     progress: bool | None = None,
+    on_warning=None,
 ) -> Path:
     """Execute the shipped notebook ``name`` with papermill ``params`` and write one HTML file.
 
@@ -289,7 +333,7 @@ def run_notebook(
     import nbformat
     import papermill as pm
 
-    out = check_output(output)
+    out = check_report_suffix(check_output(output))
     if keep_notebook:
         check_output(keep_notebook, "the notebook")
     if progress is None:
@@ -316,6 +360,8 @@ def run_notebook(
                     raise HeadroomError(e.evalue) from None
                 raise ReportError(f"report notebook {name} failed in cell {e.exec_count}: {msg}") from None
         nb = nbformat.read(executed, as_version=4)
+        for w in notebook_warnings(nb) if on_warning is not None else ():
+            on_warning(w)
         title = title or _default_title(nb)
         page = export_html(nb, title=title)
         if keep_notebook:

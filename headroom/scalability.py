@@ -18,7 +18,8 @@ non-negative least squares: every subset of the free coefficients is solved
 and the best feasible one kept).  Three coefficients on a dozen points need
 no optimizer, so no scipy.
 
-Figures read off the curve (each with a bootstrap interval over steps):
+Figures read off the curve (each with a bootstrap interval over steps,
+bias-corrected, see :func:`bc_interval`):
 
 * ``capacity_rps``: the highest modelled throughput inside the measured
   concurrency range, i.e. ``X(min(N*, N_max))``.  When ``N*`` lies beyond
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 USL_MODEL = "X(N) = λN / (1 + σ(N−1) + κN(N−1))"
+#: Below this R² (of log throughput) the model fits too poorly to give a headline figure.
+MIN_R2 = 0.5
 _SUBSETS = ((0,), (0, 1), (0, 2), (0, 1, 2))
 
 
@@ -70,6 +73,11 @@ class USLFit:
         """Modelled latency (seconds) at concurrency ``n``, by Little's law ``N / X(N)``."""
         n = np.asarray(n, dtype=np.float64)
         return n / self.rps_at(n)
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the fit is good enough (R² of log throughput >= ``MIN_R2``) to give headline figures."""
+        return bool(self.r2_log >= MIN_R2)
 
     @property
     def peak_concurrency(self) -> float:
@@ -241,12 +249,38 @@ def fit_usl(
         figures["capacity_rps"].append(f.capacity_rps)
         k = _knee(f.sigma, f.kappa)
         figures["knee_rps"].append(float(f.rps_at(k)) if math.isfinite(k) else math.inf)
-    alpha = (1.0 - confidence) / 2.0
     ci = {}
     for key, vals in figures.items():
         v = np.asarray(vals)
-        if len(v) >= 20:
-            ci[key] = tuple(float(q) for q in np.quantile(v, [alpha, 1 - alpha], method="inverted_cdf"))
-        else:
-            ci[key] = None
+        est = getattr(fit, key)
+        ci[key] = bc_interval(v, est, confidence) if len(v) >= 20 and est is not None else None
     return USLFit(fit.lambda_rps, fit.sigma, fit.kappa, fit.points, r2, fit.n_lo, fit.n_hi, ci, confidence)
+
+
+def bc_interval(boot: np.ndarray, estimate: float, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Efron's bias-corrected percentile interval of ``estimate`` from its bootstrap values.
+
+    A plain percentile interval can miss its own estimate when the resamples
+    sit mostly on one side of it (a skewed figure such as the capacity of a
+    noisy fit, or a coefficient on its bound, sigma = 0).  The correction
+    ``z0 = Phi^-1(share of resamples below the estimate)`` moves both
+    quantiles towards the estimate; when every resample lies on one side
+    (``z0`` infinite) the interval is closed at the estimate.  The result
+    always contains the estimate.
+    """
+    from statistics import NormalDist
+
+    v = np.asarray(boot, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if len(v) == 0 or estimate is None or not math.isfinite(estimate):
+        return None
+    nd = NormalDist()
+    below = (np.sum(v < estimate) + 0.5 * np.sum(v == estimate)) / len(v)
+    alpha = (1.0 - confidence) / 2.0
+    if 0.0 < below < 1.0:
+        z0 = nd.inv_cdf(float(below))
+        probs = [nd.cdf(2 * z0 + nd.inv_cdf(alpha)), nd.cdf(2 * z0 + nd.inv_cdf(1 - alpha))]
+    else:
+        probs = [alpha, 1 - alpha]
+    lo, hi = (float(q) for q in np.quantile(v, probs, method="inverted_cdf"))
+    return min(lo, float(estimate)), max(hi, float(estimate))

@@ -20,7 +20,15 @@ from .binning import (
     step_stats,
 )
 from .capacity import Capacity, capacity
-from .model import PERCENTILES, SCHEMA_VERSION, HeadroomError, Objective, Run
+from .model import (
+    PERCENTILES,
+    SCHEMA_VERSION,
+    HeadroomError,
+    Objective,
+    Run,
+    parse_duration,
+    parse_objective,
+)
 from .steps import StepTable, step_table
 
 
@@ -71,8 +79,8 @@ class Summary:
 def analyze(
     run: Run,
     *,
-    objective: Objective | None = None,
-    bucket_s: float = 1.0,
+    objective: Objective | str | None = None,
+    bucket_s: float | str = 1.0,
     bins: int | None = None,
     bin_width: float | None = None,
     cpu_target_pct: float = 70.0,
@@ -86,15 +94,21 @@ def analyze(
     run
         A run from :func:`headroom.load_run`.
     objective
-        Latency objective, e.g. ``parse_objective("p99<=20ms")``.
+        Latency objective: ``"p99<=20ms"`` (what ``--objective`` takes) or
+        ``parse_objective("p99<=20ms")``.
     bucket_s
-        Width of the time buckets throughput is counted in, seconds.
+        Width of the time buckets throughput is counted in: seconds, or a
+        duration such as ``"500ms"`` (what ``--bucket`` takes).
     bins, bin_width
         Number of equal throughput bins, or their width in req/s (default:
         round-numbered bins, about ten).
     cpu_target_pct, current_load_rps, target_load_rps
         See :func:`headroom.capacity.capacity`.
     """
+    if isinstance(objective, str):
+        objective = parse_objective(objective) if objective.strip() else None
+    if isinstance(bucket_s, str):
+        bucket_s = parse_duration(bucket_s)
     run, steps, buckets, hist, overlap, warnings = _time_view(run, bucket_s)
     extra = ()
     if (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .scalability import MIN_R2
 from .summary import Summary
 
 
@@ -83,48 +84,7 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
     cap, t = s.capacity, s.table
     cores = f"100 % = {t.cpu_cores:g} core(s)"
     rows = []
-    m = cap.model
-    if m is None:
-        why = (
-            "concurrency unknown (no ramp parameters in metadata)"
-            if not t.known_concurrency
-            else "fewer than 3 usable steps"
-        )
-        rows.append(("capacity (USL model)", f"no model: {why}"))
-    else:
-        if m.peak_reached:
-            where = f"at concurrency {m.peak_concurrency:.0f} (the peak)"
-            rows.append(
-                (
-                    "capacity (USL model)",
-                    f"{_rps(m.capacity_rps)}{_interval(m.ci.get('capacity_rps'))} {where}",
-                )
-            )
-        else:
-            rows.append(
-                (
-                    "capacity (USL model)",
-                    f">= {_rps(m.capacity_rps)}{_interval(m.ci.get('capacity_rps'))}: still rising at "
-                    f"concurrency {m.n_hi:g} (a lower bound)",
-                )
-            )
-        if m.knee_rps is not None:
-            cpu = f"; CPU there {cap.cpu_at_knee:.1f} %" if cap.cpu_at_knee is not None else ""
-            rows.append(
-                (
-                    "knee (USL, max power)",
-                    f"{_rps(m.knee_rps)}{_interval(m.ci.get('knee_rps'))} {m.knee_note}{cpu}",
-                )
-            )
-        else:
-            rows.append(("knee (USL, max power)", m.knee_note))
-        rows.append(
-            (
-                "  model fit",
-                f"lambda {m.lambda_rps:,.0f} req/s, sigma {m.sigma:.3g}, kappa {m.kappa:.3g}, "
-                f"R2(log) {m.r2_log:.2f} on {m.points} steps",
-            )
-        )
+    rows += _model_rows(s)
     if cap.plateau_rps is not None:
         steps = _ranges(cap.plateau_steps)
         rows.append(("plateau throughput", f"{_rps(cap.plateau_rps)} (median of saturated steps {steps})"))
@@ -145,12 +105,55 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
         src = "throughput at the objective" if cap.objective is not None else "the knee"
         bound = ">= " if cap.objective is not None and cap.at_objective.lower_bound else ""
         rows.append(("max useful throughput", f"{bound}{_rps(cap.max_useful_rps)} ({src})"))
+    elif cap.objective is None and cap.model is not None and not cap.model.trusted:
+        rows.append(("max useful throughput", "unknown: no objective, and no knee from a poor fit"))
     if cap.current_load_rps is not None:
         hr = "unknown" if cap.headroom_pct is None else f"{cap.headroom_pct:.1f} %"
         rows.append((f"headroom at {cap.current_load_rps:,.0f} req/s", hr))
     if cap.target_load_rps is not None:
         rows.append((f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d")))
     return rows
+
+
+def _model_rows(s: Summary) -> list[tuple[str, str]]:
+    """Capacity, knee and fit of the USL model; no headline figure from a poor fit."""
+    cap, t, m = s.capacity, s.table, s.capacity.model
+    if m is None:
+        why = (
+            "concurrency unknown (no ramp parameters in metadata)"
+            if not t.known_concurrency
+            else "fewer than 3 usable steps"
+        )
+        return [("capacity (USL model)", f"no model: {why}")]
+    fit = (
+        f"lambda {m.lambda_rps:,.0f} req/s, sigma {m.sigma:.3g}, kappa {m.kappa:.3g}, "
+        f"R2(log) {m.r2_log:.2f} on {m.points} steps"
+    )
+    if not m.trusted:
+        why = f"none: the model fits poorly (R2(log) {m.r2_log:.2f} < {MIN_R2:g}); read the steps instead"
+        return [("capacity (USL model)", why), ("knee (USL, max power)", why), ("  model fit", fit)]
+    ci = _interval(m.ci.get("capacity_rps"))
+    if m.peak_reached:
+        rows = [
+            (
+                "capacity (USL model)",
+                f"{_rps(m.capacity_rps)}{ci} at concurrency {m.peak_concurrency:.0f} (the peak)",
+            )
+        ]
+    else:
+        rows = [
+            (
+                "capacity (USL model)",
+                f">= {_rps(m.capacity_rps)}{ci}: still rising at concurrency {m.n_hi:g} (a lower bound)",
+            )
+        ]
+    if m.knee_rps is not None:
+        cpu = f"; CPU there {cap.cpu_at_knee:.1f} %" if cap.cpu_at_knee is not None else ""
+        knee = f"{_rps(m.knee_rps)}{_interval(m.ci.get('knee_rps'))} {m.knee_note}{cpu}"
+        rows.append(("knee (USL, max power)", knee))
+    else:
+        rows.append(("knee (USL, max power)", m.knee_note))
+    return [*rows, ("  model fit", fit)]
 
 
 def objective_text(cap) -> str:
@@ -169,7 +172,7 @@ def cpu_target_text(cap, cores: str) -> str:
     c = cap.at_cpu_target
     if c.status == "crossed":
         return f"{_rps(c.rps)} (between steps {c.steps[0]} and {c.steps[1]}; {cores})"
-    if c.status == "held":
+    if c.status == "not reached":
         return f"not reached: highest CPU measured {cap.cpu_max_pct:.1f} % ({cores})"
     if c.status == "at lowest step":
         return f"exceeded already at the lowest step ({cores})"

@@ -8,7 +8,9 @@ Renders ``headroom report`` for one run and for the bundled comparison
 (nginx without upstream keep-alive -> with it), opens each in headless
 Chromium (``chromium``, or ``$CHROMIUM``) at 1280 px wide, and saves the
 page top to bottom in parts of at most ``--height`` pixels, quantized to a
-256-colour palette so that every PNG stays well under 1 MB.
+256-colour palette so that every PNG stays well under 1 MB.  Also draws the
+comparison's headroom plot alone (``headroom-plot.png``, for docs/report.md)
+with ``plot.report_figure``, the function the report notebook calls.
 """
 
 from __future__ import annotations
@@ -81,6 +83,30 @@ def split(png: Path, out_stem: Path, part_height: int) -> list[Path]:
     return parts
 
 
+def headroom_figure(out: Path) -> Path:
+    """The comparison report's headroom plot on its own, as the report draws it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from headroom import plot, report
+
+    runs = [str(ROOT / r) for r in REPORTS["comparison-report"]]
+    summaries = report.load_summaries(runs, objective="p99<=5ms")
+    plt.rcParams["figure.dpi"] = 96
+    fig = plot.report_figure("headroom", summaries)
+    path = out / "headroom-plot.png"
+    fig.savefig(path, dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    from PIL import Image
+
+    Image.open(path).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(
+        path, optimize=True
+    )
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNGs")
@@ -108,6 +134,10 @@ def main() -> int:
                 )
             if args.keep:
                 shutil.copy(page, out / page.name)
+    fig = headroom_figure(out)
+    print(
+        f"{fig.relative_to(ROOT) if fig.is_relative_to(ROOT) else fig}: {fig.stat().st_size / 1024:,.0f} KB"
+    )
     return 0
 
 

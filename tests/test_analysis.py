@@ -12,7 +12,8 @@ from headroom import load_run, parse_objective
 from headroom.aggregate import cpu_over, per_bucket, steps_table
 from headroom.binning import bin_edges, bucket_hist, by_throughput, encode_latency, nice_width
 from headroom.model import PERCENTILES, CpuSamples, Requests, Run, RunMeta
-from headroom.summary import analyze
+from headroom.summary import analyze, to_json
+from headroom.text import capacity_rows, format_summary
 
 NS = 10**9
 
@@ -191,7 +192,7 @@ def test_usl_fit_recovers_known_curve_and_its_figures():
     lo, hi = m.ci["capacity_rps"]
     assert lo <= m.capacity_rps <= hi
     # CPU rises 1 % per 200 req/s from 5 %: it never reaches 70 % (highest step ~9,700 req/s -> 53 %)
-    assert s.capacity.rps_at_cpu_target is None and s.capacity.at_cpu_target.status == "held"
+    assert s.capacity.rps_at_cpu_target is None and s.capacity.at_cpu_target.status == "not reached"
     assert s.capacity.cpu_max_pct == pytest.approx(5 + rates.max() / 200, rel=0.01)
     assert s.capacity.cpu_at_knee == pytest.approx(5 + usl_rps(n_knee, lam, sigma, kappa) / 200, rel=0.02)
     assert s.capacity.peak_step_rps == pytest.approx(rates.max(), rel=0.01)
@@ -297,3 +298,77 @@ def test_properties_buckets_bins_percentiles(run, bucket, nbins):
     for j in np.nonzero(bins.requests)[0]:
         seq = [bins.latency.pct[n][j] for n in names] + [bins.latency.max_s[j]]
         assert all(x <= y for x, y in zip(seq, seq[1:]))
+
+
+def test_usl_interval_always_contains_its_estimate():
+    """Noisy ramps whose plain percentile interval missed the estimate (capacity, lambda) now hold it."""
+    from headroom.scalability import bc_interval, fit_usl
+
+    rng = np.random.default_rng(1)
+    checked = 0
+    for _ in range(120):
+        n = np.arange(1, 10, 1.0)
+        sigma, kappa, noise = rng.uniform(0, 0.3), rng.uniform(0, 0.02), rng.uniform(0.01, 0.5)
+        x = 1000 * n / (1 + sigma * (n - 1) + kappa * n * (n - 1)) * np.exp(rng.normal(0, noise, len(n)))
+        m = fit_usl(n, x)
+        for key, ci in m.ci.items():
+            est = getattr(m, key)
+            if ci is not None:
+                assert ci[0] <= est <= ci[1], (key, est, ci)
+                checked += 1
+    assert checked > 500
+    # every resample on one side (a coefficient on its bound): closed at the estimate
+    assert bc_interval(np.linspace(0.1, 0.2, 100), 0.0) == (0.0, pytest.approx(0.195, abs=0.01))
+    # symmetric resamples around the estimate: the plain percentile interval
+    boot = np.random.default_rng(2).normal(5.0, 1.0, 4000)
+    lo, hi = bc_interval(boot, float(np.median(boot)))
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])), abs=0.02)
+
+
+def test_poor_fit_gives_no_headline_figure():
+    """Throughput that jumps about with concurrency: the USL fit is kept but yields no capacity or knee."""
+    conc = np.array([1, 4, 8, 12, 16, 20, 24, 28], float)
+    rates = np.array([3000, 900, 4100, 1200, 3900, 1000, 4200, 1100], float)
+    run = synthetic_run(rates, conc / rates)
+    s = analyze(run)
+    m = s.capacity.model
+    assert m is not None and m.r2_log < 0.5 and not m.trusted
+    cap = s.capacity
+    assert cap.capacity_rps is None and cap.knee_rps is None and cap.max_useful_rps is None
+    # the plateau falls back to the three highest steps, not to the model's 90 % point
+    top3 = np.sort(np.argsort(-s.table.goodput_rps)[:3])
+    assert cap.plateau_steps == tuple(int(i) for i in top3)
+    doc = to_json(s)["capacity"]
+    assert doc["capacity_rps"] is None and doc["knee_rps"] is None and doc["max_useful_rps"] is None
+    assert doc["model"]["r2_log"] == pytest.approx(m.r2_log, rel=1e-5)
+    rows = dict(capacity_rows(s))
+    assert rows["capacity (USL model)"].startswith("none: the model fits poorly (R2(log)")
+    assert "knee" not in rows["max useful throughput"] or rows["max useful throughput"].startswith("unknown")
+
+
+def test_order_statistic_ranks_match_the_binomial():
+    from scipy.stats import binom
+
+    from headroom.steps import order_statistic_ranks
+
+    for n in (20, 40, 200, 999, 8694, 50_000):
+        for num, den in ((1, 2), (99, 100), (999, 1000)):
+            lo, hi, open_top = order_statistic_ranks(n, num, den)
+            q = num / den
+            assert lo == max(1, int(binom.ppf(0.025, n, q)))
+            assert open_top == (int(binom.ppf(0.975, n, q)) + 1 > n)
+            assert hi == min(n, int(binom.ppf(0.975, n, q)) + 1)
+            if not open_top and lo > 1:  # the coverage the construction promises
+                assert binom.cdf(hi - 1, n, q) - binom.cdf(lo - 1, n, q) >= 0.95
+
+
+def test_cpu_target_status_is_the_same_in_json_and_terminal():
+    """Never reached: no number in the JSON, "not reached" in the terminal, one word for both."""
+    s = analyze(load_run(RUNS / "nginx-keepalive"), objective="p99<=5ms")
+    doc = to_json(s)["capacity"]
+    assert doc["at_cpu_target"] == {"rps": None, "status": "not reached", "between_steps": None}
+    text = format_summary(s)
+    assert "throughput at 70 % CPU  not reached: highest CPU measured 50.0 %" in text
+    assert doc["cpu_max_pct"] == pytest.approx(float(np.nanmax(s.table.cpu_pct)), rel=1e-5)
+    assert doc["at_objective"]["status"] == "held"
+    assert f">= {doc['at_objective']['rps']:,.0f} req/s (held at every step: a lower bound)" in text

@@ -130,3 +130,19 @@ def test_lower_bound_qualifier_follows_the_capacity_figure():
     same = headroom.compare_runs(runs[0], runs[0]) if not rising[0] else None
     if same is not None:
         assert "lower bound" not in same.metric("capacity_rps").note
+
+
+def test_analyze_takes_what_the_cli_takes():
+    """Objective and bucket as the CLI writes them: the same summary as the parsed objects give."""
+    import headroom
+    from headroom.model import parse_objective
+
+    run = headroom.load_run(RUNS / "nginx-no-keepalive")
+    a = headroom.analyze(run, objective="p99<=5ms", bucket_s="1s")
+    b = headroom.analyze(run, objective=parse_objective("p99<=5ms"), bucket_s=1.0)
+    assert a.capacity.objective == b.capacity.objective and str(a.capacity.objective) == "p99<=5ms"
+    assert a.capacity.rps_at_objective == b.capacity.rps_at_objective is not None
+    assert headroom.to_json(a) == headroom.to_json(b)
+    assert headroom.analyze(run, objective="").capacity.objective is None
+    with pytest.raises(headroom.HeadroomError, match="bad objective"):
+        headroom.analyze(run, objective="p99 under 5")

@@ -6,7 +6,10 @@ copy of a bundled run without its cpuStats.csv.  After ``fig.canvas.draw()``
 every visible text (titles, axis labels, tick labels, legend entries,
 annotations, colour bar labels) is measured with ``get_window_extent``; any
 two that intersect fail the test, and so does any text (outside the legend)
-that intersects a legend box.
+that intersects a legend box.  Legends are also checked against the data:
+every drawn point (line vertices, markers, bar corners, segment ends) that
+lies inside an Axes is transformed to display coordinates, and none may fall
+inside a legend box.
 """
 
 import itertools
@@ -103,6 +106,60 @@ def overlaps(fig) -> list[str]:
     return bad
 
 
+def _data_points(ax):
+    """Display coordinates of every data point drawn in ``ax`` that lies inside it."""
+    import numpy as np
+    from matplotlib.collections import LineCollection, PathCollection
+    from matplotlib.patches import Rectangle
+
+    pts = []
+    for ln in ax.get_lines():
+        if ln.get_visible() and len(ln.get_xdata()):
+            xy = np.column_stack([ln.get_xdata(), ln.get_ydata()]).astype(float)
+            pts.append(ln.get_transform().transform(xy[np.isfinite(xy).all(axis=1)]))
+    for c in ax.collections:
+        if isinstance(c, PathCollection) and len(c.get_offsets()):
+            pts.append(c.get_offset_transform().transform(np.asarray(c.get_offsets(), float)))
+        elif isinstance(c, LineCollection):
+            for seg in c.get_segments():
+                pts.append(c.get_transform().transform(np.asarray(seg, float)))
+    for p in ax.patches:
+        if isinstance(p, Rectangle):
+            pts.append(p.get_transform().transform(np.asarray(p.get_bbox().get_points(), float)))
+    if not pts:
+        return np.zeros((0, 2))
+    xy = np.concatenate(pts)
+    box = ax.get_window_extent()
+    inside = (xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1)
+    return xy[inside]
+
+
+def legends_over_data(fig) -> list[str]:
+    """Every legend that covers a data point of any Axes of the figure."""
+    fig.canvas.draw()
+    legends = [ax.get_legend() for ax in _axes(fig)] + list(fig.legends)
+    bad = []
+    for leg in [lg for lg in legends if lg is not None and lg.get_visible()]:
+        box = leg.get_window_extent()
+        for ax in _axes(fig):
+            xy = _data_points(ax)
+            hit = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
+            if hit.any():
+                bad.append(f"a legend covers {int(hit.sum())} data point(s) of {ax.get_title()!r}")
+    return bad
+
+
+@pytest.mark.parametrize("name", plot.REPORT_FIGURES)
+@pytest.mark.parametrize("log_latency", [False, True])
+def test_report_figures_keep_legends_off_the_data(case, name, log_latency):
+    key, summaries, comparison = case
+    fig = plot.report_figure(name, summaries, comparison=comparison, log_latency=log_latency)
+    try:
+        assert legends_over_data(fig) == [], key
+    finally:
+        plt.close(fig)
+
+
 @pytest.mark.parametrize("name", plot.REPORT_FIGURES)
 @pytest.mark.parametrize("log_latency", [False, True])
 def test_report_figures_have_no_overlapping_text(case, name, log_latency):
@@ -129,5 +186,13 @@ def test_the_overlap_check_catches_overlap():
     ax.text(0.05, 0.93, "under the legend", transform=ax.transAxes)
     try:
         assert any("legend" in b for b in overlaps(fig))
+    finally:
+        plt.close(fig)
+    # a legend inside the Axes over the points it describes: caught by the data check
+    fig, ax = plt.subplots()
+    ax.plot([0.05, 0.1, 0.9], [0.95, 0.9, 0.1], "o-", label="a legend entry long enough to cover a point")
+    ax.legend(loc="upper left")
+    try:
+        assert legends_over_data(fig)
     finally:
         plt.close(fig)

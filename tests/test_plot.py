@@ -31,53 +31,131 @@ def _line(ax, label):
     return found[0]
 
 
-def test_headroom_plot_artists(pair):
+def _raw_steps(s, num=99, den=100):
+    """Per step, from the raw requests (not the tables): concurrency, goodput and the num/den percentile."""
+    r = s.run.requests
+    out = []
+    for k in range(r.n_steps):
+        a, b = r.step_offsets[k], r.step_offsets[k + 1]
+        start, lat = r.start_ns[a:b], r.latency_s[a:b]
+        dur = (np.max(start + np.rint(lat * 1e9).astype(np.int64)) - start.min()) / 1e9
+        out.append((s.steps.concurrency[k], (b - a) / dur, nearest_rank(lat, num, den)))
+    return sorted(out)
+
+
+def test_headroom_plot_draws_steps(pair):
     ax = plot.headroom(pair)
     assert ax.get_xlim()[0] == 0 and ax.get_ylim()[0] == 0
-    meshes = [c for c in ax.collections if isinstance(c, QuadMesh)]
-    assert len(meshes) == 2  # one density per run
     for s in pair:
-        has = s.bins.latency.requests > 0
-        for p in ("p50", "p99"):
-            ln = _line(ax, f"{s.label} {p}")
-            x, y = np.asarray(ln.get_xdata()), np.asarray(ln.get_ydata())
-            np.testing.assert_allclose(x[has], s.bins.rps[has])
-            np.testing.assert_allclose(y[has], s.bins.latency.pct[p][has] * 1e3)
-            # an empty bin breaks the line (NaN) instead of a straight segment across it
-            assert np.isnan(y[~has]).all() and len(y) == len(s.bins)
-        # the USL model through Little's law: mean latency N / X(N) against X(N)
-        m = s.capacity.model
-        fit = _line(ax, f"{s.label} USL model (mean latency)")
-        n = np.linspace(m.n_lo, m.n_hi, len(fit.get_xdata()))
-        x_model = m.lambda_rps * n / (1 + m.sigma * (n - 1) + m.kappa * n * (n - 1))
-        np.testing.assert_allclose(fit.get_xdata(), x_model)
-        np.testing.assert_allclose(fit.get_ydata(), n / x_model * 1e3)
-    # the axes scale to the data: the highest p99 fits, and the x axis covers every bucket
-    top = max(np.nanmax(s.bins.latency.pct["p99"]) for s in pair) * 1e3
-    assert top < ax.get_ylim()[1] < 3 * top
+        assert s.table.usable.all()  # every step of the bundled runs is drawn
+        for p, (num, den) in (("p50", (1, 2)), ("p99", (99, 100))):
+            raw = np.array(_raw_steps(s, num, den))
+            ln = _line(ax, f"{s.label} {p}")  # steps joined in concurrency order
+            np.testing.assert_allclose(ln.get_xdata(), raw[:, 1], rtol=1e-3)
+            np.testing.assert_allclose(ln.get_ydata(), raw[:, 2] * 1e3)
+            assert ln.get_linestyle() == ("--" if p == "p50" else "-")
+    # the axes scale to the steps: the highest p99 fits with room, the x axis covers every bucket
+    top = max(np.max(s.table.latency.pct["p99"]) for s in pair) * 1e3
+    assert top < ax.get_ylim()[1] < 2 * top
     assert ax.get_xlim()[1] >= max(s.buckets.rps.max() for s in pair)
-    # objective line and the crossing throughput of the run that crosses it
-    obj = _line(ax, "objective p99<=5ms")
-    assert obj.get_ydata()[0] == pytest.approx(5.0)
-    xs = [
-        ln.get_xdata()[0]
-        for ln in ax.get_lines()
-        if ln.get_linestyle() == "--" and len(set(ln.get_xdata())) == 1
+    assert _line(ax, "objective p99<=5ms").get_ydata()[0] == pytest.approx(5.0)
+
+
+def test_headroom_crossing_lies_on_the_p99_curve_and_is_the_tables_figure(pair):
+    from headroom.text import capacity_rows
+
+    ax = plot.headroom(pair)
+    s = pair[0]  # no keep-alive: p99 breaks 5 ms between concurrency 17 and 21
+    raw = np.array(_raw_steps(s))
+    i = int(np.flatnonzero(raw[:, 2] > 0.005)[0])
+    (x0, y0), (x1, y1) = raw[i - 1, 1:], raw[i, 1:]
+    expect = x0 + (0.005 - y0) / (y1 - y0) * (x1 - x0)  # linear between the two steps, by hand
+    mark = _line(ax, f"{s.label} crossing")
+    x, y = float(mark.get_xdata()[0]), float(mark.get_ydata()[0])
+    assert y == pytest.approx(5.0)
+    assert x == pytest.approx(expect, rel=1e-3)
+    assert x == s.capacity.rps_at_objective
+    assert dict(capacity_rows(s))["throughput at p99<=5ms"].startswith(f"{x:,.0f} req/s")
+    assert f"{x:,.0f} req/s" in [t.get_text() for t in ax.texts]  # written beside the mark
+    # on the drawn p99 polyline: some segment passes through (x, 5 ms)
+    p99 = _line(ax, f"{s.label} p99")
+    px, py = np.asarray(p99.get_xdata()), np.asarray(p99.get_ydata())
+    on = [
+        k
+        for k in range(len(px) - 1)
+        if min(py[k], py[k + 1]) <= y <= max(py[k], py[k + 1])
+        and np.interp(y, sorted([py[k], py[k + 1]]), [px[k], px[k + 1]][:: 1 if py[k] <= py[k + 1] else -1])
+        == pytest.approx(x)
     ]
-    assert any(x == pytest.approx(pair[0].capacity.rps_at_objective) for x in xs)
-    # the values sit in the legend, with their qualifier, not in labels drawn over the data
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    cap0, cap1 = pair[0].capacity, pair[1].capacity
-    assert f"{pair[0].label} at p99<=5ms: {cap0.rps_at_objective:,.0f} req/s" in labels
-    assert cap1.at_objective.lower_bound  # the keep-alive run never breaks 5 ms
-    assert f"{pair[1].label} at p99<=5ms: >= {cap1.rps_at_objective:,.0f} req/s" in labels[-9:][0] or any(
-        t.startswith(f"{pair[1].label} at p99<=5ms: >= {cap1.rps_at_objective:,.0f} req/s (held")
-        for t in labels
-    )
-    assert f"{pair[0].label} knee {cap0.model.knee_rps:,.0f} req/s" in labels
-    assert ax.get_xlabel().startswith("throughput (requests/s") and ax.get_ylabel() == "latency (ms)"
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert all(any(s.label in t for t in labels) for s in pair)
+    assert on == [i - 1]
+    # the keep-alive run holds 5 ms at every step: a lower bound at its plateau, on the objective line
+    held = _line(ax, f"{pair[1].label} held")
+    assert held.get_xdata()[0] == pair[1].capacity.plateau_rps and held.get_marker() == ">"
+    assert not [ln for ln in ax.get_lines() if ln.get_label() == f"{pair[1].label} crossing"]
+
+
+def test_headroom_density_bins_are_shared_by_both_runs(pair):
+    ax = plot.headroom(pair)
+    meshes = [c for c in ax.collections if isinstance(c, QuadMesh)]
+    assert len(meshes) == 2
+    c0, c1 = (np.asarray(m.get_coordinates()) for m in meshes)
+    np.testing.assert_array_equal(c0, c1)
+    x_edges, y_edges = c0[0, :, 0], c0[:, 0, 1] / 1e3
+    for s, mesh in zip(pair, meshes):  # each run's counts on the shared grid, by numpy
+        lat = s.run.requests.latency_s
+        rps = s.buckets.rps[s.buckets.of_request]
+        keep = lat < y_edges[-1]
+        expect, _, _ = np.histogram2d(rps[keep], np.maximum(lat[keep], y_edges[0]), bins=[x_edges, y_edges])
+        np.testing.assert_array_equal(np.ma.filled(mesh.get_array(), 0).reshape(expect.T.shape), expect.T)
+
+
+def test_headroom_step_intervals_are_order_statistic_intervals(pair):
+    from scipy.stats import binom
+
+    s = pair[0]
+    ax = plot.headroom(s)
+    bars = next(c for c in ax.collections if c.get_label() == f"{s.label} p99 interval")
+    segs = bars.get_segments()
+    r = s.run.requests
+    for k, seg in zip(s.table.order(), segs):
+        lat = np.sort(r.latency_s[r.step_offsets[k] : r.step_offsets[k + 1]])
+        n = len(lat)
+        lo, hi = int(binom.ppf(0.025, n, 0.99)), int(binom.ppf(0.975, n, 0.99)) + 1
+        assert seg[0][1] == pytest.approx(lat[max(lo, 1) - 1] * 1e3)
+        assert seg[1][1] == pytest.approx(lat[min(hi, n) - 1] * 1e3)
+        assert seg[0][1] <= s.table.latency.pct["p99"][k] * 1e3 <= seg[1][1]
+
+
+def test_headroom_usl_up_to_its_peak_then_retrograde(pair):
+    s = pair[1]  # keep-alive: the fitted peak (concurrency 18) lies inside the ramp (1-29)
+    m = s.capacity.model
+    assert m.trusted and m.n_lo < m.peak_concurrency < m.n_hi
+    ax = plot.headroom(s)
+    up = _line(ax, f"{s.label} USL model (mean latency)")
+    n = np.linspace(m.n_lo, m.peak_concurrency, len(up.get_xdata()))
+    x_model = m.lambda_rps * n / (1 + m.sigma * (n - 1) + m.kappa * n * (n - 1))
+    np.testing.assert_allclose(up.get_xdata(), x_model)
+    np.testing.assert_allclose(up.get_ydata(), n / x_model * 1e3)
+    assert up.get_xdata()[-1] == pytest.approx(m.capacity_rps)  # it ends at the peak
+    past = _line(ax, f"{s.label} USL past its peak (retrograde)")
+    assert past.get_xdata()[0] == pytest.approx(m.capacity_rps) and past.get_linewidth() < up.get_linewidth()
+    assert np.all(np.diff(past.get_xdata()) < 0)  # throughput falls as concurrency rises
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("retrograde" in t for t in texts)
+    knee = _line(ax, f"{s.label} knee")
+    assert knee.get_xdata()[0] == pytest.approx(s.capacity.knee_rps)
+
+
+def test_headroom_legend_names_each_run_once_under_the_axes(pair):
+    ax = plot.headroom(pair)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    for s in pair:
+        assert sum(s.label in t for t in texts) == 1
+    assert f"{pair[0].label}: at p99<=5ms: {pair[0].capacity.rps_at_objective:,.0f} req/s" in texts[0]
+    assert "(held at every step)" in texts[1]
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.y1 < ax.get_window_extent().y0  # below the Axes, not over the data
 
 
 def test_headroom_plot_options(pair):
@@ -283,3 +361,20 @@ def test_by_concurrency_draws_steps_and_pair_changes(pair):
     line = next(ln for ln in axes[1, 0].get_lines() if ln.get_label().startswith("plateau throughput"))
     assert line.get_ydata()[0] == pytest.approx(m.change * 100)
     assert m.decision in line.get_label()
+
+
+@pytest.mark.parametrize("log_latency", [False, True])
+def test_every_latency_chart_has_the_objective_and_the_log_option(pair, log_latency):
+    """The latency Axes of every report figure: objective line at 5 ms, log scale when asked."""
+    latency_axes = []
+    for name in plot.REPORT_FIGURES:
+        fig = plot.report_figure(name, pair, log_latency=log_latency)
+        latency_axes += [ax for ax in fig.axes if ax.get_ylabel().startswith("latency")]
+    assert len(latency_axes) == 3  # headroom, latency by concurrency, latency over time
+    for ax in latency_axes:
+        line = _line(ax, "objective p99<=5ms")
+        assert line.get_ydata()[0] == pytest.approx(5.0)
+        lo, hi = ax.get_ylim()
+        assert lo < 5.0 < hi and hi > 5.0 * 1.1  # drawn inside, clear of the frame
+        assert ax.get_yscale() == ("log" if log_latency else "linear"), ax.get_title()
+        assert ("log scale" in ax.get_ylabel()) == log_latency

@@ -320,5 +320,38 @@ def test_comparison_report_same_labels_without_cpu(tmp_path):
     ):
         assert f"<th>{label}</th>" in page  # capacity table header
         assert f"<b>{'baseline' if label.endswith('keepalive)') else 'candidate'}</b>: {label}" in page
+        assert page.count(f"<p><b>{label}</b>:") == 2  # captions of its bins and steps tables
+    title = re.search(r"<h1[^>]*>(.*?)<", page).group(1)
+    assert title == (
+        "Capacity comparison: nginx-1.22.1-keepalive (nginx-keepalive) (baseline) vs "
+        "nginx-1.22.1-keepalive (nginx-keepalive-repeat) (candidate)"
+    )
     assert "unknown: no CPU data" in page  # throughput at the CPU target, candidate column
     assert "not judged" in page and "error counts unknown" in page
+
+
+def test_report_refuses_an_output_suffix_it_cannot_write(tmp_path):
+    import time
+
+    t0 = time.monotonic()
+    for name in ("r.pdf", "r.png", "report"):
+        p = cli("report", RUNS / "nginx-keepalive", "-o", tmp_path / name)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert "give a name ending in .html" in p.stderr and not (tmp_path / name).exists()
+    assert time.monotonic() - t0 < 15, "the notebook ran before the suffix was checked"
+    assert report.check_report_suffix(tmp_path / "R.HTML").name == "R.HTML"
+
+
+def test_report_warnings_reach_the_caller(tmp_path):
+    """The warnings the report lists at its bottom are handed to ``on_warning`` too (the CLI prints them)."""
+    from headroom import analyze, load_run
+
+    seen = []
+    report.render([str(RUNS / "nginx-keepalive")], tmp_path / "r.html", on_warning=seen.append)
+    s = analyze(load_run(RUNS / "nginx-keepalive"))
+    assert s.warnings and seen == [f"{s.label}: {w}" for w in s.warnings]
+    page = (tmp_path / "r.html").read_text()
+    assert "application/vnd.headroom" not in page  # HTML export shows the list, not the JSON
+    import html
+
+    assert all(w in html.unescape(page) for w in seen)
