@@ -412,7 +412,13 @@ def _report(args) -> int:
                 "use it with summary or compare"
             )
     try:
-        out = render(args.runs, args.output, keep_notebook=args.keep_notebook, **_report_options(args))
+        out = render(
+            args.runs,
+            args.output,
+            keep_notebook=args.keep_notebook,
+            on_warning=_warn,
+            **_report_options(args),
+        )
     except ReportError as e:
         if args.debug:
             raise
@@ -420,6 +426,10 @@ def _report(args) -> int:
         return 1
     print(f"headroom: wrote {out}", file=sys.stderr)
     return 0
+
+
+def _warn(text: str) -> None:
+    print(f"headroom: warning: {text}", file=sys.stderr)
 
 
 def _compare(args, parser) -> int:

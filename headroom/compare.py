@@ -61,7 +61,7 @@ ERROR_THRESHOLD = 0.001
 NEAREST = 0.15
 FEW_PAIRS = 5  # fewer saturated pairs than this: said in the reason line
 #: weighted Holm: the share of the error budget each decision metric starts with
-WEIGHTS = {"cpu_s_per_req": 0.8, "plateau_rps": 0.08, "p50_s": 0.05, "tail": 0.05, "error_rate": 0.02}
+WEIGHTS = {"cpu_s_per_req": 0.8, "paired_plateau_rps": 0.08, "p50_s": 0.05, "tail": 0.05, "error_rate": 0.02}
 POWER = 0.8  # for the smallest detectable change
 
 
@@ -165,6 +165,11 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
+
+    @property
+    def weights(self) -> dict:
+        """The weighted Holm procedure's starting weights."""
+        return dict(WEIGHTS)
 
     @property
     def metric_confidence(self) -> float:
@@ -294,7 +299,7 @@ class _Spec:
 
 def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
     plateau = "plateau throughput (paired)"
-    specs = [_Spec("rps", "plateau_rps", plateau, "req/s", "higher", "plateau", "plateau_rps")]
+    specs = [_Spec("rps", "paired_plateau_rps", plateau, "req/s", "higher", "plateau", "paired_plateau_rps")]
     tail = objective.name if objective is not None and objective.name != "p50" else "p99"
     names = ["p50", "p90", "p99"] + ([tail] if tail not in ("p50", "p90", "p99") else [])
     for name in names:
@@ -423,7 +428,7 @@ def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Me
     spec = t.spec
     what = "saturated" if spec.pairs == "plateau" else "matched"
     note = f"geometric mean over {t.pairs} {what} step pairs"
-    if spec.out == "plateau_rps":
+    if spec.out == "paired_plateau_rps":
         note += " (the summary's plateau is the median of one run's saturated steps)"
     if not spec.weight:
         q = t_quantile(1.0 - alpha / 2.0, t.df)
@@ -553,7 +558,14 @@ def _shown(sides: list[list[Summary]]) -> list[Metric]:
             continue
         if any(v is None for side in vals for v in side):
             b = c = ch = None
-            note = "not available for every run"
+            poor = any(
+                s.capacity.model is not None and not s.capacity.model.trusted for side in sides for s in side
+            )
+            note = (
+                "a run's model fits poorly (R2 of log throughput below 0.5)"
+                if poor
+                else "not available for every run"
+            )
         else:
             b, c = float(np.mean(vals[0])), float(np.mean(vals[1]))
             ch = c / b - 1.0 if b > 0 else None
@@ -611,7 +623,8 @@ def learn_noise(
             own = common[-max(3, len(common) // 3) :] if spec.pairs == "plateau" else common
             y = _run_matrix(summaries, own, spec.key)
             notes.append(f"noise of {spec.name} learned at the earlier runs' own levels (the plans differ)")
-        ss[spec.out], df[spec.out] = noise_mod.spread(y.mean(axis=1)) if y.shape[1] >= 3 else (0.0, 0.0)
+        key = noise_mod.canonical(spec.out)
+        ss[key], df[key] = noise_mod.spread(y.mean(axis=1)) if y.shape[1] >= 3 else (0.0, 0.0)
     src = f"learned from {len(summaries)} earlier runs of an unchanged build (--noise-from)"
     return LearnedNoise(ss, df, src), sorted(set(notes))
 
@@ -679,7 +692,7 @@ def compare_runs(
     alpha = 1.0 - confidence
     metrics, holm = _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha)
     metrics += _shown(sides)
-    primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "plateau_rps"
+    primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "paired_plateau_rps"
     verdict, reason = _verdict(metrics, primary, threshold)
     saturated = int(np.sum(mask))
     runs = (len(sides[0]), len(sides[1]))
@@ -688,6 +701,7 @@ def compare_runs(
         reason += f"; about {needed} interleaved runs per side would most likely decide"
     if saturated < FEW_PAIRS and verdict in ("inconclusive", "no regression", "no change"):
         reason += f" (only {saturated} saturated step pairs: too few to judge throughput well)"
+    labels = _distinct_labels(sides[0] + sides[1])
     nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
     noise = Noise(nsrc, runs)
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides)]
@@ -697,8 +711,8 @@ def compare_runs(
         metrics=metrics,
         pairs=_pair_rows(sides, pairs, mask),
         pairing=how,
-        baseline_labels=[s.label for s in sides[0]],
-        candidate_labels=[s.label for s in sides[1]],
+        baseline_labels=labels[: len(sides[0])],
+        candidate_labels=labels[len(sides[0]) :],
         threshold=threshold,
         error_threshold=error_threshold,
         confidence=confidence,
@@ -713,6 +727,12 @@ def compare_runs(
         else None,
         primary=primary,
     )
+
+
+def _distinct_labels(summaries: list[Summary]) -> list[str]:
+    from .text import run_labels  # one rule for every table, legend and header
+
+    return run_labels(summaries)
 
 
 def _judged(metrics: list[Metric], key: str) -> bool:

@@ -191,8 +191,8 @@ def verdict(c) -> Fragment:
         rows.append(
             [
                 f"<b>{_E(m.name)}</b>",
-                _E(_metric_value(m.baseline, m.unit)),
-                _E(_metric_value(m.candidate, m.unit)),
+                _E(_metric_value(m.baseline, m.unit, m.key)),
+                _E(_metric_value(m.candidate, m.unit, m.key)),
                 f'<span class="{cls}">{_E(change_text(m))}</span>',
                 _E(interval_text(m)),
                 ""

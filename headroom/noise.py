@@ -65,8 +65,14 @@ class NoiseEstimate:
         return f"<NoiseEstimate {self.sd:.1%} per run, {self.df:g} df, {self.source}>"
 
 
+def canonical(key: str) -> str:
+    """The noise key of a metric: the comparison's paired plateau shares the plateau's noise."""
+    return "plateau_rps" if key == "paired_plateau_rps" else key
+
+
 def default(key: str) -> NoiseEstimate:
     """The default noise of a metric (a percentile not in the table takes p99's from p90 up, else p50's)."""
+    key = canonical(key)
     if key not in DEFAULTS:
         key = "p99_s" if _pct_of(key) >= 90 else "p50_s"
     sd, df = DEFAULTS[key]
@@ -89,6 +95,7 @@ class LearnedNoise:
     source: str
 
     def estimate(self, key: str) -> NoiseEstimate | None:
+        key = canonical(key)
         df = self.df.get(key, 0)
         if df <= 0:
             return None
@@ -122,6 +129,7 @@ def combine(
     through; pooled with the default it does not.
     """
     parts, names = [], []
+    key = canonical(key)
     if learned is not None and learned.df.get(key, 0) > 0:
         parts.append((learned.ss[key], learned.df[key]))
         names.append(learned.source)

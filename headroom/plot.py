@@ -886,7 +886,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
     xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
     width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
     for ax, key, mkey, name in (
-        (axes[0], "rps", "plateau_rps", "throughput"),
+        (axes[0], "rps", "paired_plateau_rps", "throughput"),
         (axes[1], "p99_s", "p99_s", "p99 latency"),
     ):
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
@@ -900,7 +900,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
         m = next((m for m in comparison.metrics if m.key == mkey), None)
         if m is not None and m.change is not None and m.ci is not None:
-            span = xs[plateau] if mkey == "plateau_rps" and plateau.any() else xs
+            span = xs[plateau] if mkey == "paired_plateau_rps" and plateau.any() else xs
             lo, hi = span.min() - width, span.max() + width
             ax.fill_between([lo, hi], m.ci[0] * 100, m.ci[1] * 100, color="0.3", alpha=0.15, lw=0)
             ax.plot(

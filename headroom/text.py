@@ -280,13 +280,12 @@ def format_summary(s: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _metric_value(v, unit: str) -> str:
+def _metric_value(v, unit: str, key: str = "") -> str:
+    """A compared value in one unit per metric: latency in ms, CPU per request in us."""
     if v is None:
         return "-"
     if unit == "s":
-        if v < 1e-3:
-            return f"{v * 1e6:.1f} us"
-        return f"{v * 1e3:.3f} ms" if v < 1 else f"{v:.3f} s"
+        return f"{v * 1e6:.1f} us" if key.startswith("cpu") else f"{v * 1e3:.3f} ms"
     if unit == "req/s":
         return f"{v:,.0f} req/s"
     if unit == "%":
@@ -306,8 +305,6 @@ _MARK = {
 
 def format_comparison(c) -> str:
     """The benchstat-like table of ``headroom compare``."""
-    from .compare import WEIGHTS
-
     base = ", ".join(c.baseline_labels)
     cand = ", ".join(c.candidate_labels)
     primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
@@ -319,7 +316,7 @@ def format_comparison(c) -> str:
         ),
         *_wrap(
             f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(CPU per request {WEIGHTS['cpu_s_per_req']:g}); primary: {primary}",
+            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}",
             indent="    ",
         ),
         *_wrap(f"  {c.noise.describe()}", indent="    "),
@@ -330,8 +327,8 @@ def format_comparison(c) -> str:
         rows.append(
             [
                 m.name,
-                _metric_value(m.baseline, m.unit),
-                _metric_value(m.candidate, m.unit),
+                _metric_value(m.baseline, m.unit, m.key),
+                _metric_value(m.candidate, m.unit, m.key),
                 change_text(m),
                 interval_text(m),
                 _MARK[m.decision] if m.decides else "info",

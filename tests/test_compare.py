@@ -65,7 +65,7 @@ def test_pairs_are_the_steps_of_equal_concurrency():
     # is the geometric mean of the ratios over the saturated pairs
     ratios = [p.candidate["rps"] / p.baseline["rps"] for p in c.pairs if p.plateau]
     assert [p.candidate["rps"] for p in c.pairs] == pytest.approx(list(b.table.goodput_rps))
-    m = c.metric("plateau_rps")
+    m = c.metric("paired_plateau_rps")
     assert m.pairs == len(ratios) >= 3
     assert m.change == pytest.approx(math.exp(np.mean(np.log(ratios))) - 1)
 

@@ -357,7 +357,7 @@ def test_by_concurrency_draws_steps_and_pair_changes(pair):
         i, j = p.baseline_steps[0], p.candidate_steps[0]
         expect.append((p.concurrency, (k.goodput_rps[j] / b.goodput_rps[i] - 1) * 100))
     np.testing.assert_allclose(heights, sorted(expect))
-    m = c.metric("plateau_rps")
+    m = c.metric("paired_plateau_rps")
     line = next(ln for ln in axes[1, 0].get_lines() if ln.get_label().startswith("plateau throughput"))
     assert line.get_ydata()[0] == pytest.approx(m.change * 100)
     assert m.decision in line.get_label()
