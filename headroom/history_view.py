@@ -45,6 +45,13 @@ def _mark(h: History) -> dict[tuple[int, str], str]:
     return {(c.index, c.metric): ("!" if c.direction == "regressed" else "+") for c in h.change_points}
 
 
+def short_labels(labels: list[str], width: int = 24) -> list[str]:
+    """Labels cut to ``width`` characters for the terminal, unless that makes two of them alike."""
+    cut = [lb if len(lb) <= width else lb[: width - 1] + "~" for lb in labels]
+    distinct = len(set(cut)) == len(set(labels))
+    return cut if distinct else list(labels)
+
+
 def format_history(h: History) -> str:
     """The terminal report of ``headroom history``."""
     cols = _cols(h)
@@ -55,6 +62,7 @@ def format_history(h: History) -> str:
         "",
     ]
     head = ["#", "release", *[c[1] for c in cols]]
+    short = short_labels([r.label for r in h.releases])
     rows = []
     for r in h.releases:
         cells = []
@@ -63,7 +71,7 @@ def format_history(h: History) -> str:
             if r.bound.get(k) and r.values[k] is not None:
                 v = ">=" + v
             cells.append(v + marks.get((r.index, k), " "))
-        rows.append([str(r.index), r.label[:24], *cells])
+        rows.append([str(r.index), short[r.index], *cells])
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
         lines.append(
@@ -81,7 +89,7 @@ def format_history(h: History) -> str:
     for c in h.change_points:
         p = "" if c.pvalue is None else f", p={c.pvalue:.1g}"
         lines.append(
-            f"  {c.index:>3} {c.label[:24]}: {names[c.metric]} {c.change * 100:+.1f}% "
+            f"  {c.index:>3} {short[c.index]}: {names[c.metric]} {c.change * 100:+.1f}% "
             f"({fmt(c.before, units[c.metric])} -> {fmt(c.after, units[c.metric])}) {c.direction.upper()} "
             f"[{c.source}{p}]"
         )

@@ -217,3 +217,13 @@ def test_history_json_stores_the_noise_compare_learns_from(tmp_path):
     learned = load_history_noise(path)
     est = learned.estimate("cpu_s_per_req")
     assert est.df == 5 and est.sd == pytest.approx(cpu["sd"]) and "6 releases" in est.source
+
+
+def test_long_labels_are_never_cut_into_ambiguity():
+    from headroom.history_view import short_labels
+
+    same_start = ["release-2026-11-24-build-0001", "release-2026-11-24-build-0002"]
+    assert short_labels(same_start) == same_start  # cut to 24 they would read the same
+    distinct = ["a-very-long-release-name-number-one", "another-quite-long-release-name"]
+    out = short_labels(distinct)
+    assert all(len(x) <= 24 for x in out) and len(set(out)) == 2
