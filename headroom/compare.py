@@ -49,13 +49,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import noise as noise_mod
+from ._json import SCHEMAS, number
 from .model import HeadroomError, Objective, Run, percentile_label
 from .noise import LearnedNoise, NoiseEstimate
 from .stats import t_quantile, t_sf, z_quantile
 from .steps import StepTable
 from .summary import Summary, analyze
 
-COMPARE_SCHEMA = 3
+COMPARE_SCHEMA = SCHEMAS["comparison"]
 EXIT_CODES = {"improved": 0, "no change": 0, "no regression": 0, "regressed": 1, "inconclusive": 3}
 ERROR_THRESHOLD = 0.001
 NEAREST = 0.15
@@ -124,9 +125,10 @@ class Noise:
 
     source: str  # "default", "learned", "repeats"
     runs: tuple[int, int]
-    learned_runs: int = 0
 
     def describe(self) -> str:
+        if self.source not in ("default", "learned", "repeats"):  # read from an older schema
+            return f"between-run noise: {self.source} (a comparison of an older schema)"
         if self.source == "default":
             return (
                 "between-run noise: per-metric defaults for a shared CI machine (see README); "
@@ -923,13 +925,7 @@ def _within(m: Metric, threshold: float) -> bool:
 # JSON
 
 
-def _n(v, digits: int = 6):
-    if v is None:
-        return None
-    v = float(v)
-    if not math.isfinite(v):
-        return None
-    return float(f"{v:.{digits}g}") if v != 0 else 0.0
+_n = number
 
 
 def _metric_doc(m: Metric) -> dict:

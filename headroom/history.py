@@ -38,9 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ._json import SCHEMAS, number
 from .model import HeadroomError, Objective
 
-HISTORY_SCHEMA = 1
+HISTORY_SCHEMA = SCHEMAS["history"]
+CACHE_SCHEMA = 1  # the per-run cache entries (summary documents)
 RUN_NOISE = 0.05
 MAX_PVALUE = 0.001
 Z_RELEASE = 2.576  # release intervals: two-sided 99 %
@@ -208,7 +210,7 @@ def _cache_read(path: Path, key: str) -> dict | None:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if doc.get("kind") != "headroom-cache" or doc.get("schema") != HISTORY_SCHEMA or doc.get("key") != key:
+    if doc.get("kind") != "headroom-cache" or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:
         return None
     return doc["summary"]
 
@@ -217,7 +219,7 @@ def _cache_write(cdir: Path, key: str, summary: dict) -> None:
     try:
         cdir.mkdir(parents=True, exist_ok=True)
         tmp = cdir / f"{key}.json.partial"
-        doc = {"schema": HISTORY_SCHEMA, "kind": "headroom-cache", "key": key, "summary": summary}
+        doc = {"schema": CACHE_SCHEMA, "kind": "headroom-cache", "key": key, "summary": summary}
         tmp.write_text(json.dumps(doc, allow_nan=False))
         tmp.replace(cdir / f"{key}.json")
     except OSError as e:
@@ -549,6 +551,7 @@ class History:
     runs_read: int
     warnings: list[str] = field(default_factory=list)
     latest: LatestCheck | None = None  # set for a series shorter than SHORT_SERIES
+    noise: dict = field(default_factory=dict)  # metric -> {"sd", "df"}: release-to-release noise
 
     @property
     def exit_code(self) -> int:
@@ -617,7 +620,8 @@ def analyse(
             cps.append(ChangePoint(i, rel[i].label, key, change, direction, before, after, pvalue, source))
     cps.sort(key=lambda c: (c.index, c.metric))
     warnings = [f"{d['label']}: {w}" for d in docs for w in d.get("warnings", [])]
-    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest)
+    noise = series_noise(rel, cps)
+    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest, noise)
 
 
 def history(
@@ -671,11 +675,7 @@ def history(
 # JSON
 
 
-def _n(v):
-    if v is None:
-        return None
-    v = float(v)
-    return float(f"{v:.6g}") if math.isfinite(v) else None
+_n = number
 
 
 def to_json(h: History) -> dict:
@@ -722,10 +722,7 @@ def to_json(h: History) -> dict:
             for c in h.change_points
         ],
         "latest": None if h.latest is None else {"verdict": h.latest.verdict, "reason": h.latest.reason},
-        "noise": {
-            k: {"sd": _n(v["sd"]), "df": v["df"]}
-            for k, v in series_noise(h.releases, h.change_points).items()
-        },
+        "noise": {k: {"sd": _n(v["sd"]), "df": v["df"]} for k, v in h.noise.items()},
         "exit_code": h.exit_code,
         "warnings": h.warnings,
     }

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ._json import number
 from .aggregate import Buckets, CpuOverlap, Steps, cpu_overlap, per_bucket, steps_table
 from .binning import (
     Bins,
@@ -196,16 +196,7 @@ def _step_warnings(steps: Steps, table: StepTable, overlap: CpuOverlap | None) -
 # JSON
 
 
-def _num(v, digits: int = 6):
-    """A JSON-safe, stable number: None for NaN/None, rounded to ``digits`` significant digits."""
-    if v is None:
-        return None
-    v = float(v)
-    if not math.isfinite(v):
-        return None
-    if v == 0:
-        return 0.0
-    return float(f"{v:.{digits}g}")
+_num = number
 
 
 def _iso(ns: int) -> str:

@@ -316,7 +316,9 @@ def format_comparison(c) -> str:
         ),
         *_wrap(
             f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}",
+            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}"
+            if c.primary
+            else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
             indent="    ",
         ),
         *_wrap(f"  {c.noise.describe()}", indent="    "),

@@ -105,7 +105,7 @@ def test_cli_gates_on_a_regression_at_the_latest_release(run_folders, tmp_path):
     p = cli(*run_folders, "--json", out, "--cache", tmp_path / "cache")
     assert p.returncode == 1, p.stdout + p.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == 1 and doc["kind"] == "history" and doc["exit_code"] == 1
+    assert doc["schema"] == 2 and doc["kind"] == "history" and doc["exit_code"] == 1
     assert [r["label"] for r in doc["runs"]] == [f"v1.{i}" for i in range(6)]
     latest = [c for c in doc["change_points"] if c["index"] == 5]
     assert latest and all(c["direction"] == "regressed" for c in latest)
