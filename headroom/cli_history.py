@@ -90,6 +90,32 @@ def default_cache(runs: list[str]) -> str:
     return os.path.join(os.path.dirname(first.rstrip(os.sep)), ".headroom-cache")
 
 
+def _history_report(h, args, cache) -> None:
+    """The HTML report of a computed history: the notebook shows the same history, from its JSON."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from .history import to_json
+    from .report import run_notebook
+
+    with tempfile.TemporaryDirectory(prefix="headroom-history-") as tmp:
+        doc = Path(tmp) / "history.json"
+        doc.write_text(json.dumps(to_json(h)))
+        params = {
+            "run_paths": [str(p) for r in h.releases for p in r.paths],
+            "objective": h.objective,
+            "threshold": float(args.threshold),
+            "run_noise": float(args.run_noise),
+            "order": "given",  # run_paths are already in release order
+            "cache": cache or "",
+            "title": "",
+            "history_json": str(doc),
+        }
+        out = run_notebook("history_report.ipynb", params, args.output)
+    print(f"headroom: wrote {out}", file=sys.stderr)
+
+
 def run(args) -> int:
     """Run ``headroom history``; returns the exit code."""
     from .cli import emit
@@ -114,17 +140,5 @@ def run(args) -> int:
     )
     emit(format_history(h), to_json(h), h.warnings, args.json)
     if args.output:
-        from .report import run_notebook
-
-        params = {
-            "run_paths": [str(p) for r in h.releases for p in r.paths],
-            "objective": h.objective,
-            "threshold": float(args.threshold),
-            "run_noise": float(args.run_noise),
-            "order": "given",  # run_paths are already in release order
-            "cache": cache or "",
-            "title": "",
-        }
-        out = run_notebook("history_report.ipynb", params, args.output)
-        print(f"headroom: wrote {out}", file=sys.stderr)
+        _history_report(h, args, cache)
     return h.exit_code

@@ -147,9 +147,14 @@ def test_dask_local_cluster_matches_serial(run_folders):
 
 
 def test_history_report_renders(run_folders, tmp_path):
-    out = tmp_path / "h.html"
-    p = cli(*run_folders, "-o", out, "--cache", tmp_path / "c")
+    out, js = tmp_path / "h.html", tmp_path / "h.json"
+    # --cpu-cores changes the CPU figures: the report shows the history the command computed
+    p = cli(*run_folders, "-o", out, "--json", js, "--cache", tmp_path / "c", "--cpu-cores", "2")
     assert p.returncode == 1 and out.exists(), p.stderr
+    from headroom.history_view import fmt
+
+    cpu = json.loads(js.read_text())["runs"][-1]["metrics"]["cpu_s_per_req"]["value"]
+    assert fmt(cpu, "s") in out.read_text()
     page = out.read_text()
     assert "Capacity history: 6 releases" in page and "REGRESSED at the latest release" in page
     assert page.count("<img") >= 1 and "<script" not in page.lower() and "Traceback" not in page
