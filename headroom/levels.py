@@ -414,8 +414,11 @@ def rate_from_name(name: str) -> float | None:
     return float(nums[-1]) if nums else None
 
 
-def _behind(intended: float | None, sent: float, dropped: int | None, tolerance: float) -> bool | None:
-    if dropped:
+def _behind(
+    intended: float | None, sent: float, dropped: int | None, planned_n: float, tolerance: float
+) -> bool | None:
+    """Fell behind: dropped more than ``tolerance`` of the planned work, or sent too slowly."""
+    if dropped is not None and dropped > tolerance * planned_n:
         return True
     if intended is None or not np.isfinite(intended):
         return None if dropped is None else False
@@ -470,7 +473,7 @@ def steps_from_groups(
         span_s = (last[code] - first[code]) / NS_PER_S
         sent = n[code] / span_s if span_s > 0 else float("nan")
         want = intended_rps[code] if intended_rps is not None and code < len(intended_rps) else None
-        behind = _behind(want, sent, None, tolerance)
+        behind = _behind(want, sent, None, 0.0, tolerance)
         if behind:
             late.append(f"{want:g}/s sent {sent:.1f}/s")
         steps.append(
@@ -528,8 +531,9 @@ def steps_from_plan(
         For rates: times of the iterations the tool says it dropped (k6
         ``dropped_iterations`` samples); None: the file cannot say.
     tolerance : float
-        A rate step fell behind when it dropped work or started less than
-        ``(1 - tolerance)`` of plan.
+        A rate step fell behind when it dropped more than ``tolerance`` of its
+        planned work or started less than ``(1 - tolerance)`` of plan; every
+        dropped iteration is counted in ``Step.dropped`` either way.
     source : str
         Where the plan came from, for the description.
 
@@ -558,7 +562,7 @@ def steps_from_plan(
         if kind == "rate":
             sent = _count(arr, a - 1, b - 1) / ((b - a) / NS_PER_S)
             dropped = None if dropped_ns is None else _count(np.sort(np.asarray(dropped_ns)), a - 1, b - 1)
-            behind = _behind(float(lvl), sent, dropped, tolerance)
+            behind = _behind(float(lvl), sent, dropped, float(lvl) * (b - a) / NS_PER_S, tolerance)
             if behind:
                 late.append(f"{lvl:g}/s sent {sent:.1f}/s" + (f", {dropped} dropped" if dropped else ""))
             step = Step(float(lvl), a, b, int(counts[j]), float(lvl), sent, dropped, behind)
