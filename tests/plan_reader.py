@@ -20,7 +20,7 @@ import json
 import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 REAL = Path(__file__).parent / "data" / "formats" / "real"
@@ -63,7 +63,7 @@ def rfc3339_ns(s: str) -> int:
     if "." in main:
         main, frac = main.split(".")
     dt = datetime.fromisoformat(main + tz)
-    secs = int(dt.replace(tzinfo=dt.tzinfo or timezone.utc).timestamp())
+    secs = int(dt.timestamp())  # tz is always given: never local time
     return secs * NS + int((frac + "000000000")[:9])
 
 
