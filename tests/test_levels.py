@@ -212,3 +212,42 @@ def test_vegeta_attacks_are_rate_steps_with_vegetas_own_rate():
         assert s.n_requests == total
         assert abs(s.sent_rps - rate) <= 0.001 * rate, (s, rate)
         assert s.fell_behind == (rate < (1 - TOL) * s.intended_rps)
+
+
+def test_a_level_interrupted_by_a_transient_is_still_one_step():
+    # real JMeter levels with 0.2 s of the 4-thread step read as 5 threads (a thread restarting)
+    r = jmeter()
+    start, _ = arrays(r)
+    level = np.array(r.level)
+    base = L.steps_from_levels(start, level)
+    s4 = base.steps[2]
+    hit = (start >= s4.start_ns + 3 * P.NS) & (start < s4.start_ns + 3 * P.NS + P.NS // 5)
+    assert hit.sum() > 1000
+    level[hit] = 5
+    inf = L.steps_from_levels(start, level)
+    assert inf.levels == base.levels
+    assert inf.steps[2].n_requests == s4.n_requests  # the interruption's requests stay in the step
+    assert (inf.steps[2].start_ns, inf.steps[2].end_ns) == (s4.start_ns, s4.end_ns)
+
+
+def test_a_ramp_up_and_down_holds_each_level_twice():
+    # the real JMeter ramp followed by its mirror image in time: 1 2 4 8 16 8 4 2 1
+    r = jmeter()
+    start, _ = arrays(r)
+    level = np.array(r.level)
+    t_max = int(start.max())
+    both_t = np.concatenate((start, 2 * t_max - start[::-1] + P.NS // 10))
+    both_l = np.concatenate((level, level[::-1]))
+    inf = L.steps_from_levels(both_t, both_l)
+    assert inf.levels == (1, 2, 4, 8, 16, 8, 4, 2, 1)
+    assert any("held at two separate times" in n for n in inf.notes)
+    first, second = inf.steps[1], inf.steps[-2]
+    assert abs(first.n_requests - second.n_requests) <= 0.01 * first.n_requests
+
+
+def test_too_short_a_dwell_gives_no_steps_and_says_so():
+    r = jmeter()
+    start, _ = arrays(r)
+    inf = L.steps_from_levels(start, np.array(r.level), min_dwell_s=2 * P.STEP_S)
+    assert inf.steps == () and inf.n_transient == len(start)
+    assert any("no level held" in n for n in inf.notes)
