@@ -141,7 +141,8 @@ run_vegeta() {
   done
   # shellcheck disable=SC2086
   "$TOOLS/bin/vegeta" encode -to csv $files | gzip -9 > "$OUT/vegeta-rates.csv.gz"
-  "$TOOLS/bin/vegeta" -version > "$OUT/vegeta-version.txt" 2>&1 || true
+  # a `go install` build has no -version string: the module version is in the binary
+  go version -m "$TOOLS/bin/vegeta" | awk '$1 == "mod" {print $2, $3}' > "$OUT/vegeta-version.txt"
 }
 
 # ------------------------------------------------------------------------ oha
