@@ -22,8 +22,10 @@ user's END and the next user's START.  The rule used here:
 
 Open-loop tools (a request *rate* is planned, not a concurrency) are read
 with :func:`steps_from_groups` (vegeta attacks, oha files: one group per
-rate) or :func:`steps_from_plan` (k6 ``ramping-arrival-rate`` stages,
-Gatling ``constantUsersPerSec``: planned durations and rates).  Each rate
+rate), :func:`steps_from_arrivals` (k6 ``ramping-arrival-rate``, Gatling
+``constantUsersPerSec``: levels of arrivals + dropped work per second, no
+plan needed) or :func:`steps_from_plan` (the planned durations and rates,
+stated by the user).  Each rate
 step says whether the generator *fell behind* its schedule (it sent less than
 planned or k6 dropped iterations): its latencies are then understated
 (coordinated omission).
@@ -271,6 +273,11 @@ def steps_from_levels(
         )
     if not steps:
         notes.append(f"no level held for {min_dwell_s:g} s: no steps")
+    elif (sid_sorted < 0).sum() > 0.2 * n:
+        notes.append(
+            "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
+            "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
+        )
     n_tr = int((sid_sorted < 0).sum())
     return StepInference("concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x))
 
@@ -574,3 +581,86 @@ def steps_from_plan(
     if late:
         notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
     return StepInference(kind, tuple(steps), sid.astype(np.int64), n_out, source, tuple(notes))
+
+
+def _rate_levels(per_bin: np.ndarray, rel_tol: float) -> np.ndarray:
+    """Cluster per-bin counts: sorted values join a cluster while within ``rel_tol`` of its first."""
+    vals = np.unique(per_bin)
+    cid = np.zeros(len(vals), np.int64)
+    first = vals[0] if len(vals) else 0
+    for i in range(1, len(vals)):
+        new = vals[i] > first * (1 + rel_tol) + 1
+        cid[i] = cid[i - 1] + new
+        first = vals[i] if new else first
+    med = np.array([np.median(vals[cid == c]) for c in range(int(cid[-1]) + 1)]) if len(vals) else vals
+    return med[cid[np.searchsorted(vals, per_bin)]]
+
+
+def steps_from_arrivals(
+    start_ns: np.ndarray,
+    *,
+    arrivals_ns: np.ndarray | None = None,
+    dropped_ns: np.ndarray | None = None,
+    bin_s: float = 1.0,
+    rel_tol: float = 0.1,
+    min_dwell_s: float = 2.0,
+    tolerance: float = BEHIND_TOLERANCE,
+    source: str = "arrivals per second",
+) -> StepInference:
+    """Rate steps of an open-loop ramp found from its arrivals, without the plan.
+
+    The intended rate of each ``bin_s`` bin (from the first arrival) is its
+    arrivals plus the work the tool says it dropped there; bins whose
+    intended rates lie within ``rel_tol`` of each other form one level, and
+    a level held for ``min_dwell_s`` is a step (:func:`steps_from_levels`;
+    the bins where the rate changes are transients).  k6
+    ``ramping-arrival-rate``: iteration starts and ``dropped_iterations``;
+    Gatling ``constantUsersPerSec``: ``USER START`` times.  Without
+    ``dropped_ns`` a generator that fell behind shows its achieved rate as
+    the intended one: state the plan (:func:`steps_from_plan`) to judge it.
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Request starts (any order).
+    arrivals_ns, dropped_ns : ndarray of int64, optional
+        Times work started (default: the request starts) and times of work
+        dropped by the tool.
+    bin_s, rel_tol, min_dwell_s, tolerance : float
+        Bin width, level clustering tolerance, minimum hold of a step,
+        share of plan missed that counts as falling behind.
+    source : str
+        For the description.
+
+    Returns
+    -------
+    StepInference
+        ``kind="rate"``; ``level`` and ``intended_rps`` are the step's
+        intended rate: (arrivals + dropped) / duration.
+    """
+    st = np.asarray(start_ns, np.int64)
+    arr = np.sort(st if arrivals_ns is None else np.asarray(arrivals_ns, np.int64))
+    drop = np.sort(np.zeros(0, np.int64) if dropped_ns is None else np.asarray(dropped_ns, np.int64))
+    t0, w = int(arr[0]), int(bin_s * NS_PER_S)
+    nb = int((max(int(arr[-1]), int(st.max())) - t0) // w) + 1
+    per_bin = np.bincount((arr - t0) // w, minlength=nb)[:nb].astype(np.float64)
+    d = drop[(drop >= t0) & (drop < t0 + nb * w)]
+    per_bin += np.bincount((d - t0) // w, minlength=nb)[:nb]
+    rate = _rate_levels(per_bin / bin_s, rel_tol)
+    b = np.clip((st - t0) // w, 0, nb - 1)
+    inf = steps_from_levels(st, rate[b], min_dwell_s=min_dwell_s, max_gap_s=0.0, source=source)
+    steps, late = [], []
+    for s in inf.steps:
+        dur = (s.end_ns - s.start_ns) / NS_PER_S
+        sent = _count(arr, s.start_ns - 1, s.end_ns - 1) / dur if dur > 0 else float("nan")
+        dropped = None if dropped_ns is None else _count(drop, s.start_ns - 1, s.end_ns - 1)
+        want = sent + (dropped or 0) / dur if dur > 0 else float("nan")
+        # without dropped work the intended rate is the achieved one: no verdict
+        behind = None if dropped is None else _behind(want, sent, dropped, want * dur, tolerance)
+        if behind:
+            late.append(f"{want:.1f}/s sent {sent:.1f}/s" + (f", {dropped} dropped" if dropped else ""))
+        steps.append(Step(want, s.start_ns, s.end_ns, s.n_requests, want, sent, dropped, behind))
+    notes = list(inf.notes)
+    if late:
+        notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
+    return StepInference("rate", tuple(steps), inf.step_id, inf.n_transient, source, tuple(notes))

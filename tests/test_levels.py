@@ -251,3 +251,44 @@ def test_too_short_a_dwell_gives_no_steps_and_says_so():
     inf = L.steps_from_levels(start, np.array(r.level), min_dwell_s=2 * P.STEP_S)
     assert inf.steps == () and inf.n_transient == len(start)
     assert any("no level held" in n for n in inf.notes)
+
+
+def test_open_model_read_as_concurrency_says_it_looks_open():
+    g = gatling("OpenRampSimulation")
+    start, _ = arrays(g.requests)
+    users = L.gatling_active_users(g.user_start_ms, g.user_end_ms, start // 1_000_000)
+    inf = L.steps_from_levels(start, users)
+    assert inf.levels != P.CLOSED_LEVELS
+    assert any("open-loop (rate) ramp?" in n for n in inf.notes)
+
+
+def check_rates_against_plan(r: P.Requests, inf: L.StepInference, rates) -> None:
+    plan = P.plan_windows(r, rates)
+    got = step_windows(r, inf)
+    assert len(inf.steps) == len(rates)
+    for s, g, w, rate in zip(inf.steps, got, plan, rates):
+        assert abs(g.rps - w.rps) <= TOL * w.rps, (g, w)
+        assert close(g.p50, w.p50, 0.0) or close(g.p50, w.p50, 1), (g, w)
+        assert abs(s.intended_rps - rate) <= TOL * rate, (s, rate)
+        assert abs(s.start_ns - w.start_ns) < 0.5 * P.NS
+
+
+def test_gatling_open_model_rate_steps_found_from_user_arrivals():
+    g = gatling("OpenRampSimulation")
+    start, _ = arrays(g.requests)
+    inf = L.steps_from_arrivals(start, arrivals_ns=np.array(g.user_start_ms, np.int64) * 1_000_000)
+    check_rates_against_plan(g.requests, inf, P.GATLING_OPEN_RATES)
+    # Gatling's log has no dropped work: the intended rate is the achieved one, no verdict
+    assert all(s.fell_behind is None and s.dropped is None for s in inf.steps)
+
+
+@pytest.mark.parametrize("name", ["k6-ramping-arrival-rate.json.gz", "k6-ramping-arrival-rate.csv.gz"])
+def test_k6_arrival_rate_steps_found_without_the_plan(name):
+    run = k6(name)
+    start, _ = arrays(run.requests)
+    inf = L.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns))
+    check_rates_against_plan(run.requests, inf, P.K6_ARRIVAL_RATES)
+    plan = P.plan_windows(run.requests, P.K6_ARRIVAL_RATES)
+    dropped = P.count_in_windows(run.dropped_ns, plan)
+    assert [s.dropped for s in inf.steps] == dropped
+    assert [s.fell_behind for s in inf.steps] == [False, False, False, False, True]
