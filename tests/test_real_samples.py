@@ -129,3 +129,17 @@ def test_vegeta_reader_steps_are_the_attacks_vegeta_reported():
     }
     assert t.step_names == [f"rate{r}" for r in P.VEGETA_RATES]
     assert [int((t.step == k).sum()) for k in range(len(t.step_names))] == [report[n] for n in t.step_names]
+
+
+def test_jmeter_xml_na_gives_the_same_steps_as_the_csv_allthreads():
+    # the XML JTL of the same run (Simple Data Writer): levels.py on its `na` attributes
+    from headroom.levels import steps_from_levels
+
+    csv_r, xml_r = independent("jmeter-stacked.csv.gz"), independent("jmeter-stacked.xml.gz")
+    assert sorted(zip(csv_r.start_ns, csv_r.level)) == sorted(zip(xml_r.start_ns, xml_r.level))
+    a = steps_from_levels(np.array(csv_r.start_ns), np.array(csv_r.level))
+    b = steps_from_levels(np.array(xml_r.start_ns), np.array(xml_r.level))
+    assert a.levels == b.levels == tuple(float(v) for v in P.CLOSED_LEVELS)
+    assert [(s.start_ns, s.end_ns, s.n_requests) for s in a.steps] == [
+        (s.start_ns, s.end_ns, s.n_requests) for s in b.steps
+    ]
