@@ -129,7 +129,7 @@ def _runs(t: np.ndarray, lv: np.ndarray, t_end: int):
     i0 = np.concatenate(([0], b))
     i1 = np.concatenate((b, [len(t)]))
     t0 = t[i0]
-    t1 = np.concatenate((t[b], [max(int(t_end), int(t[-1]))]))
+    t1 = np.concatenate((t[b], [max(int(t_end), int(t[-1]) + 1)]))  # the last request inside
     return lv[i0], t0, t1, i0, i1 - i0
 
 
