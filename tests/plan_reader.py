@@ -225,3 +225,18 @@ def plan_windows(r: Requests, levels, step_s: float = STEP_S, t0_ns: int | None 
 def count_in_windows(times_ns: list[int], windows: list[Window]) -> list[int]:
     """How many of ``times_ns`` fall in each window [start, end)."""
     return [sum(1 for t in times_ns if w.start_ns <= t < w.end_ns) for w in windows]
+
+
+OHA_RATES = (250, 500, 1000, 2000)
+
+
+def oha_csv(path: Path) -> Requests:
+    """oha --output-format csv: request-start (s from the run's start), ..., request-duration (s), bytes, status."""
+    r = Requests([], [], [], [])
+    for row in csv.DictReader(_text(path)):
+        r.start_ns.append(round(float(row["request-start"]) * NS))
+        r.latency.append(float(row["request-duration"]))
+        code = int(row["status"])
+        r.code.append(code)
+        r.ok.append(200 <= code < 300)
+    return r

@@ -292,3 +292,23 @@ def test_k6_arrival_rate_steps_found_without_the_plan(name):
     dropped = P.count_in_windows(run.dropped_ns, plan)
     assert [s.dropped for s in inf.steps] == dropped
     assert [s.fell_behind for s in inf.steps] == [False, False, False, False, True]
+
+
+def test_oha_rate_files_are_rate_steps_that_kept_their_schedule():
+    files = [P.REAL / "oha-rates" / f"oha-q{q}.csv.gz" for q in P.OHA_RATES]
+    runs = [P.oha_csv(f) for f in files]
+    # oha's start times are relative to each run: lay the runs end to end
+    start, group, offset = [], [], 0
+    for k, r in enumerate(runs):
+        start += [t + offset for t in r.start_ns]
+        group += [k] * len(r.start_ns)
+        offset += max(r.start_ns) + P.NS
+    names = [f.name.removesuffix(".csv.gz") for f in files]
+    inf = L.steps_from_groups(
+        np.array(start), np.array(group), intended_rps=[L.rate_from_name(n) for n in names]
+    )
+    for s, r, q in zip(inf.steps, runs, P.OHA_RATES):
+        own = len(r.start_ns) / ((max(r.start_ns) - min(r.start_ns)) / P.NS)
+        assert s.n_requests == len(r.start_ns)
+        assert abs(s.sent_rps - own) <= 1e-9 * own
+        assert s.intended_rps == q and abs(own - q) <= TOL * q and s.fell_behind is False
