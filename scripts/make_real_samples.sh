@@ -3,9 +3,9 @@
 # the real tools, against a private nginx on 127.0.0.1 (loopback only; every
 # run bounded with `timeout`; nginx stopped by its PID at the end).
 #
-#   scripts/make_real_samples.sh [jmeter] [gatling] [k6] [vegeta] [oha]
+#   scripts/make_real_samples.sh [jmeter] [jmeter_stepping] [gatling] [k6] [vegeta] [oha]
 #
-# (no argument: all five).  Tools are fetched by their ordinary clients into
+# (no argument: all six).  Tools are fetched by their ordinary clients into
 # $TOOLS (default ~/.cache/headroom-tools): JMeter 5.6.3 jars from Maven
 # Central (scripts/jmeter/pom.xml), Gatling 3.11.5 through gatling-maven-plugin
 # (scripts/gatling/), k6 and vegeta (module github.com/tsenart/vegeta/v12) with `go install`, oha with `cargo install`.
@@ -60,11 +60,12 @@ trap stop_nginx EXIT
 # ---------------------------------------------------------------- JMeter 5.6.3
 jmeter_home() {
   local home=$TOOLS/jmeter-5.6.3
-  if [ ! -f "$home/bin/ApacheJMeter.jar" ]; then
+  if [ ! -f "$home/lib/ext/jmeter-plugins-casutg-2.10.jar" ]; then
+    rm -rf "$home"
     mvn -q -B -f "$HERE/jmeter/pom.xml" dependency:copy-dependencies -DoutputDirectory="$home/all"
     mkdir -p "$home/bin" "$home/lib/ext"
     mv "$home/all/ApacheJMeter-5.6.3.jar" "$home/bin/ApacheJMeter.jar"
-    mv "$home"/all/ApacheJMeter_*.jar "$home/lib/ext/"
+    mv "$home"/all/ApacheJMeter_*.jar "$home"/all/jmeter-plugins-*.jar "$home/lib/ext/"
     mv "$home"/all/*.jar "$home/lib/"
     # jmeter.properties, saveservice.properties ... ship inside ApacheJMeter_config
     (cd "$home" && unzip -q -o lib/ext/ApacheJMeter_config-5.6.3.jar 'bin/*')
@@ -88,6 +89,20 @@ run_jmeter() {
   cp "$d/ramp.jmx" "$OUT/jmeter-stacked.jmx"
   gzip -9 -c "$d/jmeter-stacked.csv" > "$OUT/jmeter-stacked.csv.gz"
   gzip -9 -c "$d/jmeter-stacked.xml" > "$OUT/jmeter-stacked.xml.gz"
+}
+
+# a stepping plan: jmeter-plugins' Concurrency Thread Group, 4, 8, 12, 16 threads
+run_jmeter_stepping() {
+  jmeter_home
+  local d=$WORK/jmeter-stepping
+  mkdir -p "$d"
+  sed -e "s/@PORT@/$PORT/g" -e "s/@RAMP@/$((4 * STEP_S))/g" -e "s/@HOLD@/$STEP_S/g" \
+    "$HERE/jmeter/concurrency.jmx.in" > "$d/stepping.jmx"
+  (cd "$d" && timeout $((5 * STEP_S + 60)) java -jar "$JMETER_HOME/bin/ApacheJMeter.jar" \
+    -n -t stepping.jmx -l jmeter-stepping.csv -j jmeter.log) | tee "$OUT/jmeter-stepping-summary.txt"
+  cp "$d/stepping.jmx" "$OUT/jmeter-stepping.jmx"
+  cp "$d/jmeter.log" "$OUT/jmeter-stepping.log"  # JMeter's own log: when the thread group started
+  gzip -9 -c "$d/jmeter-stepping.csv" > "$OUT/jmeter-stepping.csv.gz"
 }
 
 # --------------------------------------------------------------- Gatling 3.11.5
@@ -161,7 +176,7 @@ run_oha() {
 }
 
 start_nginx
-[ $# -gt 0 ] || set -- jmeter gatling k6 vegeta oha
+[ $# -gt 0 ] || set -- jmeter jmeter_stepping gatling k6 vegeta oha
 for tool in "$@"; do
   echo "== $tool $(date -u +%FT%TZ)" >&2
   "run_$tool"

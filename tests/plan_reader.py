@@ -13,6 +13,7 @@ successful requests of a window.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import gzip
 import io
@@ -32,6 +33,9 @@ CLOSED_LEVELS = (1, 2, 4, 8, 16)
 GATLING_OPEN_RATES = (50, 100, 200, 400, 800)
 K6_ARRIVAL_RATES = (25, 50, 100, 200, 400)
 VEGETA_RATES = (250, 500, 1000, 2000, 4000)
+#: jmeter-plugins Concurrency Thread Group: 16 threads in 4 steps over 32 s, held 8 s more
+STEPPING_LEVELS = (4, 8, 12, 16)
+STEPPING_DURATIONS_S = (8, 8, 8, 16)
 
 
 @dataclass
@@ -210,13 +214,19 @@ def stats(r: Requests, members: list[list[int]], bounds: list[tuple[int, int]], 
     return out
 
 
-def plan_windows(r: Requests, levels, step_s: float = STEP_S, t0_ns: int | None = None) -> list[Window]:
-    """The plan's windows: step k is [t0 + k*step_s, t0 + (k+1)*step_s), t0 the first request start."""
+def plan_windows(
+    r: Requests, levels, step_s: float = STEP_S, t0_ns: int | None = None, durations_s=None
+) -> list[Window]:
+    """The plan's windows: consecutive ``durations_s`` (default ``step_s`` each) from t0, the first request."""
     t0 = min(r.start_ns) if t0_ns is None else t0_ns
-    bounds = [(t0 + round(k * step_s * NS), t0 + round((k + 1) * step_s * NS)) for k in range(len(levels))]
+    durations_s = durations_s or [step_s] * len(levels)
+    edges = [t0]
+    for d in durations_s:
+        edges.append(edges[-1] + round(d * NS))
+    bounds = list(zip(edges[:-1], edges[1:]))
     members: list[list[int]] = [[] for _ in levels]
     for i, t in enumerate(r.start_ns):
-        k = (t - t0) // round(step_s * NS)
+        k = bisect.bisect_right(edges, t) - 1
         if 0 <= k < len(levels):
             members[k].append(i)
     return stats(r, members, bounds, levels)
@@ -240,3 +250,22 @@ def oha_csv(path: Path) -> Requests:
         r.code.append(code)
         r.ok.append(200 <= code < 300)
     return r
+
+
+def jmeter_test_start_ns(summary: Path) -> int:
+    """JMeter's own start marker: 'Starting standalone test @ ... (<ms since the epoch>)'."""
+    for line in summary.read_text().splitlines():
+        if line.startswith("Starting standalone test @"):
+            return int(line.rsplit("(", 1)[1].rstrip(")")) * 1_000_000
+    raise ValueError(f"{summary}: no 'Starting standalone test' line")
+
+
+def jmeter_log_time_ns(log: Path, message: str) -> int:
+    """Time of the first jmeter.log line containing ``message`` (the log's times are UTC here:
+    the machine's zone, checked against the summary's 'Starting standalone test' marker)."""
+    for line in log.read_text().splitlines():
+        if message in line:
+            stamp, ms = line[:23].split(",")
+            dt = datetime.fromisoformat(stamp + "+00:00")
+            return (int(dt.timestamp()) * 1000 + int(ms)) * 1_000_000
+    raise ValueError(f"{log}: no line with {message!r}")

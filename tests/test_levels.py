@@ -55,8 +55,10 @@ def close(a, b, unit) -> bool:
     return abs(a - b) <= max(TOL * abs(b), unit)
 
 
-def check_against_plan(r: P.Requests, inf: L.StepInference, levels, unit) -> None:
-    plan = P.plan_windows(r, levels)
+def check_against_plan(
+    r: P.Requests, inf: L.StepInference, levels, unit, durations_s=None, t0_ns=None
+) -> None:
+    plan = P.plan_windows(r, levels, durations_s=durations_s, t0_ns=t0_ns)
     got = step_windows(r, inf)
     assert inf.levels == tuple(float(v) for v in levels)
     for g, w in zip(got, plan):
@@ -86,6 +88,19 @@ def test_jmeter_stacked_groups_give_the_planned_steps():
     assert inf.n_transient + sum(s.n_requests for s in inf.steps) == len(r.start_ns)
     assert 0 < inf.n_transient < 0.01 * len(r.start_ns)
     assert f"left out {inf.n_transient} of {len(r.start_ns)}" in inf.notes[0]
+
+
+def test_jmeter_concurrency_thread_group_steps():
+    # jmeter-plugins' Concurrency Thread Group (a stepping plan in one thread group)
+    r = P.jmeter_csv(P.REAL / "jmeter-stepping.csv.gz")
+    start, lat = arrays(r)
+    inf = L.steps_from_levels(start, np.array(r.level), end_ns=start + lat.astype(np.int64) * 1_000_000)
+    # the thread group's schedule runs from its own marker in jmeter.log
+    t0 = P.jmeter_log_time_ns(P.REAL / "jmeter-stepping.log", "Start supplying threads")
+    started = P.jmeter_test_start_ns(P.REAL / "jmeter-stepping-summary.txt")
+    assert 0 <= t0 - started < 2 * P.NS  # the log's clock agrees with the summary's
+    check_against_plan(r, inf, P.STEPPING_LEVELS, 1, durations_s=P.STEPPING_DURATIONS_S, t0_ns=t0)
+    assert 0 < inf.n_transient < 0.01 * len(start)
 
 
 def test_jmeter_transients_given_to_the_next_step_match_the_plan_counts():

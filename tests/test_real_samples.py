@@ -25,6 +25,7 @@ NOT_WIRED = pytest.mark.xfail(strict=True, reason="levels.py not yet wired into 
 SAMPLES = {
     "jmeter-stacked.csv.gz": ("jmeter-csv", P.jmeter_csv, P.CLOSED_LEVELS, "concurrency"),
     "jmeter-stacked.xml.gz": ("jmeter-xml", P.jmeter_xml, P.CLOSED_LEVELS, "concurrency"),
+    "jmeter-stepping.csv.gz": ("jmeter-csv", P.jmeter_csv, P.STEPPING_LEVELS, "concurrency"),
     "gatling-ClosedRampSimulation.log.gz": (
         "gatling", lambda p: P.gatling(p).requests, P.CLOSED_LEVELS, "concurrency"),
     "gatling-OpenRampSimulation.log.gz": (
@@ -103,7 +104,11 @@ def test_reader_finds_the_planned_concurrency_steps(name):
     t, r = table(name), independent(name)
     steps = _reader_steps(t)
     assert [lv for lv, _ in steps] == list(SAMPLES[name][2])
-    for (_, rps), w in zip(steps, P.plan_windows(r, SAMPLES[name][2])):
+    durations, t0 = None, None
+    if "stepping" in name:
+        durations = P.STEPPING_DURATIONS_S
+        t0 = P.jmeter_log_time_ns(P.REAL / "jmeter-stepping.log", "Start supplying threads")
+    for (_, rps), w in zip(steps, P.plan_windows(r, SAMPLES[name][2], durations_s=durations, t0_ns=t0)):
         assert abs(rps - w.rps) <= 0.05 * w.rps
 
 
