@@ -233,7 +233,9 @@ def steps_from_levels(
     transients : {"drop", "next"}
         Requests outside every step: step id -1 (counted in the notes), or
         counted in the following step (the start-up of its level; the
-        shut-down after the last step in the last step).
+        shut-down after the last step in the last step); with "next" the
+        steps tile the run (each starts where the previous one ends) and
+        every request has a step.
     source : str
         Where the levels came from, for the result's description.
 
@@ -261,9 +263,13 @@ def steps_from_levels(
     sid = np.empty(n, np.int64)
     sid[order] = sid_sorted
     counts = np.bincount(sid_sorted[sid_sorted >= 0], minlength=len(spans))
+    if transients == "next" and spans:
+        # the steps now tile the run: each starts where the one before ends
+        s_t0 = np.concatenate(([t[0]], s_t1[:-1]))
+        s_t1 = np.concatenate((s_t1[:-1], [max(int(s_t1[-1]), r_t1[-1])]))
     steps = []
-    for k, (lvk, a, b) in enumerate(spans):
-        steps.append(Step(level=float(lvk), start_ns=int(a), end_ns=int(b), n_requests=int(counts[k])))
+    for k, lvk in enumerate(s[0] for s in spans):
+        steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
     notes = [_transient_note(lv, sid_sorted, n, transients)]
     lvls = [s.level for s in steps]
     dup = sorted({v for v in lvls if lvls.count(v) > 1})

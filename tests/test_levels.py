@@ -103,15 +103,25 @@ def test_jmeter_concurrency_thread_group_steps():
     assert 0 < inf.n_transient < 0.01 * len(start)
 
 
-def test_jmeter_transients_given_to_the_next_step_match_the_plan_counts():
-    r = jmeter()
+@pytest.mark.parametrize("tool", ["jmeter", "gatling"])
+def test_transients_given_to_the_next_step_match_the_plan_counts(tool):
+    if tool == "jmeter":
+        r = jmeter()
+        level = np.array(r.level)
+    else:
+        g = gatling("ClosedRampSimulation")
+        r = g.requests
+        level = L.gatling_active_users(g.user_start_ms, g.user_end_ms, np.array(r.start_ns) // 1_000_000)
     start, _ = arrays(r)
-    inf = L.steps_from_levels(start, np.array(r.level), transients="next")
+    inf = L.steps_from_levels(start, level, transients="next")
     plan = P.plan_windows(r, P.CLOSED_LEVELS)
-    assert inf.n_transient == 0
+    assert inf.n_transient == 0 and inf.levels == tuple(float(v) for v in P.CLOSED_LEVELS)
     assert sum(s.n_requests for s in inf.steps) == len(r.start_ns)
+    for a, b in zip(inf.steps, inf.steps[1:]):
+        assert a.end_ns == b.start_ns  # the steps tile the run
     for s, w in zip(inf.steps, plan):
         assert abs(s.n_requests - w.n) <= TOL * w.n, (s, w)
+        assert abs(s.rps - w.rps) <= TOL * w.rps, (s, w)
 
 
 def test_gatling_closed_model_users_give_the_planned_steps():
