@@ -113,9 +113,14 @@ run_gatling() {
     (cd "$HERE/gatling" && timeout $((5 * STEP_S + 300)) mvn -B -q gatling:test \
       -Dgatling.simulationClass="headroom.$sim" -DbaseUrl="$URL" -DstepSeconds="$STEP_S" \
       -Dgatling.noReports=true) | tee "$OUT/gatling-$sim-summary.txt" || true
-    local log
+    local log run
     log=$(ls "$HERE"/gatling/target/gatling/*/simulation.log)
     gzip -9 -c "$log" > "$OUT/gatling-$sim.log.gz"
+    # Gatling's own statistics of that log (Global Information: counts, percentiles)
+    run=$(basename "$(dirname "$log")")
+    (cd "$HERE/gatling" && timeout 300 mvn -B -q gatling:test -Dgatling.reportsOnly="$run") \
+      | sed -n '/^Parsing log file/,$p' | grep -v 'Reports generated\|file:///' \
+      > "$OUT/gatling-$sim-report.txt" || true
   done
   rm -rf "$HERE/gatling/target"
 }

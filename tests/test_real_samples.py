@@ -152,3 +152,14 @@ def test_jmeter_xml_na_gives_the_same_steps_as_the_csv_allthreads():
     assert [(s.start_ns, s.end_ns, s.n_requests) for s in a.steps] == [
         (s.start_ns, s.end_ns, s.n_requests) for s in b.steps
     ]
+
+
+@pytest.mark.parametrize("sim", ["ClosedRampSimulation", "OpenRampSimulation"])
+def test_gatling_own_report_counts_match(sim):
+    import re
+
+    text = (P.REAL / f"gatling-{sim}-report.txt").read_text()
+    m = re.search(r"> request count\s+(\d+) \(OK=(\d+)\s+KO=(\d+)\s*\)", text)
+    r = independent(f"gatling-{sim}.log.gz")
+    ko = sum(1 for ok in r.ok if not ok)
+    assert (int(m.group(1)), int(m.group(2)), int(m.group(3))) == (len(r.ok), len(r.ok) - ko, ko)
