@@ -185,21 +185,17 @@ def _assign(t: np.ndarray, s_t0: np.ndarray, s_t1: np.ndarray, transients: str) 
     return np.where(inside, k, -1)
 
 
-def _transient_note(lv_sorted: np.ndarray, sid: np.ndarray, n: int, mode: str) -> str | None:
-    out = sid < 0
-    if not out.any() and mode == "drop":
+def _transient_note(lv_sorted: np.ndarray, outside: np.ndarray, n: int, mode: str) -> str | None:
+    """Say how many requests were outside every held level, at which levels, and where they went."""
+    if not outside.any():
         return None
-    if mode == "next":
-        return (
-            "requests started while the level was not held (start-up, shut-down) are counted "
-            "in the step that follows them (the shut-down in the last step)"
-        )
-    vals, counts = np.unique(lv_sorted[out], return_counts=True)
+    vals, counts = np.unique(lv_sorted[outside], return_counts=True)
     shown = ", ".join(f"{v:g}: {c}" for v, c in list(zip(vals, counts))[:12])
     more = f", ... ({len(vals)} levels)" if len(vals) > 12 else ""
+    where = "left out" if mode == "drop" else "counted in the step that follows them (the last step: in it)"
     return (
-        f"left out {int(out.sum())} of {n} requests ({100 * out.sum() / n:.2f} %) started while the "
-        f"level was not held (start-up, shut-down); by level {shown}{more}"
+        f"{int(outside.sum())} of {n} requests ({100 * outside.sum() / n:.2f} %) started while the "
+        f"level was not held (start-up, shut-down): {where}; by level {shown}{more}"
     )
 
 
@@ -260,6 +256,7 @@ def steps_from_levels(
     s_t0 = np.array([s[1] for s in spans], np.int64)
     s_t1 = np.array([s[2] for s in spans], np.int64)
     sid_sorted = _assign(t, s_t0, s_t1, transients) if spans else np.full(n, -1, np.int64)
+    outside = _assign(t, s_t0, s_t1, "drop") < 0 if spans else np.ones(n, bool)
     sid = np.empty(n, np.int64)
     sid[order] = sid_sorted
     counts = np.bincount(sid_sorted[sid_sorted >= 0], minlength=len(spans))
@@ -270,7 +267,7 @@ def steps_from_levels(
     steps = []
     for k, lvk in enumerate(s[0] for s in spans):
         steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
-    notes = [_transient_note(lv, sid_sorted, n, transients)]
+    notes = [_transient_note(lv, outside, n, transients)]
     lvls = [s.level for s in steps]
     dup = sorted({v for v in lvls if lvls.count(v) > 1})
     if dup:
@@ -279,7 +276,7 @@ def steps_from_levels(
         )
     if not steps:
         notes.append(f"no level held for {min_dwell_s:g} s: no steps")
-    elif (sid_sorted < 0).sum() > 0.2 * n:
+    elif outside.sum() > 0.2 * n:
         notes.append(
             "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
             "its steps come from the rates (steps_from_arrivals, steps_from_plan)"

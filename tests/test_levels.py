@@ -87,7 +87,10 @@ def test_jmeter_stacked_groups_give_the_planned_steps():
     # every request is in a step or counted as a transient, and the note says how many
     assert inf.n_transient + sum(s.n_requests for s in inf.steps) == len(r.start_ns)
     assert 0 < inf.n_transient < 0.01 * len(r.start_ns)
-    assert f"left out {inf.n_transient} of {len(r.start_ns)}" in inf.notes[0]
+    assert (
+        inf.notes[0].startswith(f"{inf.n_transient} of {len(r.start_ns)} requests")
+        and "left out" in inf.notes[0]
+    )
 
 
 def test_jmeter_concurrency_thread_group_steps():
@@ -116,6 +119,10 @@ def test_transients_given_to_the_next_step_match_the_plan_counts(tool):
     inf = L.steps_from_levels(start, level, transients="next")
     plan = P.plan_windows(r, P.CLOSED_LEVELS)
     assert inf.n_transient == 0 and inf.levels == tuple(float(v) for v in P.CLOSED_LEVELS)
+    moved = L.steps_from_levels(start, level).n_transient
+    assert (
+        inf.notes[0].startswith(f"{moved} of {len(start)} requests") and "step that follows" in inf.notes[0]
+    )
     assert sum(s.n_requests for s in inf.steps) == len(r.start_ns)
     for a, b in zip(inf.steps, inf.steps[1:]):
         assert a.end_ns == b.start_ns  # the steps tile the run
