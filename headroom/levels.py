@@ -608,6 +608,7 @@ def steps_from_arrivals(
     rel_tol: float = 0.1,
     min_dwell_s: float = 2.0,
     tolerance: float = BEHIND_TOLERANCE,
+    transients: str = "drop",
     source: str = "arrivals per second",
 ) -> StepInference:
     """Rate steps of an open-loop ramp found from its arrivals, without the plan.
@@ -632,6 +633,8 @@ def steps_from_arrivals(
     bin_s, rel_tol, min_dwell_s, tolerance : float
         Bin width, level clustering tolerance, minimum hold of a step,
         share of plan missed that counts as falling behind.
+    transients : {"drop", "next"}
+        As in :func:`steps_from_levels`.
     source : str
         For the description.
 
@@ -651,7 +654,9 @@ def steps_from_arrivals(
     per_bin += np.bincount((d - t0) // w, minlength=nb)[:nb]
     rate = _rate_levels(per_bin / bin_s, rel_tol)
     b = np.clip((st - t0) // w, 0, nb - 1)
-    inf = steps_from_levels(st, rate[b], min_dwell_s=min_dwell_s, max_gap_s=0.0, source=source)
+    inf = steps_from_levels(
+        st, rate[b], min_dwell_s=min_dwell_s, max_gap_s=0.0, transients=transients, source=source
+    )
     steps, late = [], []
     for s in inf.steps:
         dur = (s.end_ns - s.start_ns) / NS_PER_S

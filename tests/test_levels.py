@@ -324,6 +324,9 @@ def test_k6_arrival_rate_steps_found_without_the_plan(name):
     dropped = P.count_in_windows(run.dropped_ns, plan)
     assert [s.dropped for s in inf.steps] == dropped
     assert [s.fell_behind for s in inf.steps] == [False, False, False, False, True]
+    tiled = L.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns), transients="next")
+    assert tiled.n_transient == 0 and sum(s.n_requests for s in tiled.steps) == len(start)
+    assert [s.fell_behind for s in tiled.steps] == [False, False, False, False, True]
 
 
 def test_oha_rate_files_are_rate_steps_that_kept_their_schedule():
