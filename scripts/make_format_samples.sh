@@ -4,6 +4,9 @@
 # few seconds, nginx stopped by its PID at the end).
 #   hey (Debian), vegeta (~/go/bin), oha (~/.cargo/bin), k6 (~/go/bin, go install
 #   go.k6.io/k6), jmeter (Debian jmeter 2.13).  A tool that is missing is skipped.
+# Whole ramps from JMeter 5.6.3, Gatling 3.11.5, k6, vegeta and oha (8 s steps,
+# with 404s, 503s and refused connections) are made by make_real_samples.sh
+# into tests/data/formats/real/.
 set -eu
 OUT=${1:-tests/data/formats}
 PORT=${PORT:-18765}

@@ -1,0 +1,674 @@
+"""Load steps inferred from what load generators really write.
+
+A ramp is a series of held load levels.  Closed-loop tools write the level
+per request (JMeter ``allThreads``/``grpThreads``), per second (k6 ``vus``)
+or as user start/end records (Gatling ``USER START``/``END``); none of them
+holds a level exactly: threads start over a few hundred ms, all stop at once
+at the end (the count walks down through every lower level), Gatling logs a
+user's START a few ms after its first request and leaves ms gaps between one
+user's END and the next user's START.  The rule used here:
+
+* a **step** is a level that is *held*: its requests cover at least
+  ``min_dwell_s`` of time, and the level occupies at least half of the span
+  it is seen in.  Short visits to another level inside a held span
+  (``max_gap_s``) do not break the step: a level interrupted by a transient
+  is still one step, and the requests of the interruption belong to it;
+* everything else is a **transient** (thread start-up between two levels,
+  the shut-down walk at the end): its requests get step id -1 and are
+  counted in the result's notes, or, with ``transients="next"``, are
+  counted in the step that follows them (the start-up of its level);
+* a planned level is found once; a level held twice at different times
+  (a ramp up and down) is two steps.
+
+Open-loop tools (a request *rate* is planned, not a concurrency) are read
+with :func:`steps_from_groups` (vegeta attacks, oha files: one group per
+rate), :func:`steps_from_arrivals` (k6 ``ramping-arrival-rate``, Gatling
+``constantUsersPerSec``: levels of arrivals + dropped work per second, no
+plan needed) or :func:`steps_from_plan` (the planned durations and rates,
+stated by the user).  Each rate
+step says whether the generator *fell behind* its schedule (it sent less than
+planned or k6 dropped iterations): its latencies are then understated
+(coordinated omission).
+
+Everything is numpy on arrays a reader already has: int64 nanoseconds since
+the epoch for times, integer levels.  No plotting or statistics imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+NS_PER_S = 1_000_000_000
+
+#: default minimum time a level must be held to be a step
+MIN_DWELL_S = 1.0
+#: default longest visit to other levels that does not end a step
+MAX_GAP_S = 0.25
+#: default share of a rate below plan that counts as falling behind
+BEHIND_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Step:
+    """One held load step.
+
+    ``level`` is the concurrency (clients, threads, VUs, users) of a closed
+    loop or the intended rate (req/s) of an open loop.  ``start_ns`` is the
+    first request's start; ``end_ns`` is where the next level begins (the
+    last step: its last request's end, or start when ends are unknown).
+    For rate steps: ``sent_rps`` is the rate the generator started requests
+    (or arrivals) at, ``dropped`` the iterations the tool says it dropped
+    (None: the file cannot say), ``fell_behind`` whether the step missed its
+    schedule (None: the intended rate is unknown).
+    """
+
+    level: float
+    start_ns: int
+    end_ns: int
+    n_requests: int
+    intended_rps: float | None = None
+    sent_rps: float | None = None
+    dropped: int | None = None
+    fell_behind: bool | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / NS_PER_S
+
+    @property
+    def rps(self) -> float:
+        """Requests started per second over the step (0 for a zero-length step)."""
+        d = self.duration_s
+        return self.n_requests / d if d > 0 else 0.0
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.intended_rps is not None or self.sent_rps is not None:
+            behind = {None: "?", True: "yes", False: "no"}[self.fell_behind]
+            extra = f", sent {self.sent_rps:.1f}/s, behind {behind}"
+        return f"Step(level {self.level:g}, {self.duration_s:.2f} s, {self.n_requests} req{extra})"
+
+
+@dataclass(frozen=True, eq=False)
+class StepInference:
+    """The steps of one run and the step of every request.
+
+    ``step_id[i]`` is the index in ``steps`` of request ``i`` (input order),
+    -1 for a request left out as a transient.  ``notes`` say in words what
+    was left out or assigned, and why.
+    """
+
+    kind: str  # "concurrency" or "rate"
+    steps: tuple[Step, ...]
+    step_id: np.ndarray
+    n_transient: int
+    source: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        return tuple(s.level for s in self.steps)
+
+    def indices(self, k: int) -> np.ndarray:
+        """Input positions of the requests of step ``k``."""
+        return np.flatnonzero(self.step_id == k)
+
+    def __repr__(self) -> str:
+        lv = ", ".join(f"{v:g}" for v in self.levels)
+        return (
+            f"StepInference({self.kind}: {len(self.steps)} steps [{lv}], "
+            f"{self.n_transient} transient requests, from {self.source})"
+        )
+
+
+def _runs(t: np.ndarray, lv: np.ndarray, t_end: int):
+    """Runs of equal level in start order: (level, t0, t1, first index, count)."""
+    b = np.flatnonzero(lv[1:] != lv[:-1]) + 1
+    i0 = np.concatenate(([0], b))
+    i1 = np.concatenate((b, [len(t)]))
+    t0 = t[i0]
+    t1 = np.concatenate((t[b], [max(int(t_end), int(t[-1]) + 1)]))  # the last request inside
+    return lv[i0], t0, t1, i0, i1 - i0
+
+
+def _clusters(r_lv, r_t0, r_t1, r_n, max_gap_ns: int):
+    """Group the runs of each level whose gaps are at most ``max_gap_ns``.
+
+    Returns per cluster: level, span start, span end, time occupied, requests,
+    and the cluster id of every run.
+    """
+    order = np.lexsort((r_t0, r_lv))
+    lv, t0, t1 = r_lv[order], r_t0[order], r_t1[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (lv[1:] != lv[:-1]) | (t0[1:] - t1[:-1] > max_gap_ns)
+    cid_sorted = np.cumsum(new) - 1
+    cid = np.empty(len(order), np.int64)
+    cid[order] = cid_sorted
+    nc = int(cid_sorted[-1]) + 1 if len(order) else 0
+    starts = np.flatnonzero(new)
+    c_lv = lv[starts]
+    c_t0 = np.minimum.reduceat(t0, starts) if nc else t0[:0]
+    c_t1 = np.maximum.reduceat(t1, starts) if nc else t1[:0]
+    c_occ = np.bincount(cid_sorted, weights=(t1 - t0).astype(np.float64), minlength=nc)
+    c_n = np.bincount(cid, weights=r_n, minlength=nc).astype(np.int64)
+    return c_lv, c_t0, c_t1, c_occ, c_n, cid
+
+
+def _held_spans(c_lv, c_t0, c_t1, c_occ, min_dwell_ns: float):
+    """Held clusters in time order, overlaps cut, same-level neighbours merged."""
+    span = np.maximum(c_t1 - c_t0, 1)
+    held = np.flatnonzero((c_occ >= min_dwell_ns) & (c_occ >= 0.5 * span))
+    held = held[np.argsort(c_t0[held], kind="stable")]
+    out: list[list] = []  # [level, t0, t1]
+    for c in held:
+        lv, t0, t1 = c_lv[c], int(c_t0[c]), int(c_t1[c])
+        if out and out[-1][0] == lv:
+            out[-1][2] = max(out[-1][2], t1)  # same level again after a transient: one step
+            continue
+        if out and t0 < out[-1][2]:
+            if t1 <= out[-1][2]:
+                continue  # inside the previous step: a flicker, not a step
+            out[-1][2] = t0  # cut the earlier step where this one begins
+        out.append([lv, t0, t1])
+    return [s for s in out if s[2] > s[1]]
+
+
+def _assign(t: np.ndarray, s_t0: np.ndarray, s_t1: np.ndarray, transients: str) -> np.ndarray:
+    """Step of each (sorted) start time: the step whose span holds it, else -1 or the next step."""
+    k = np.searchsorted(s_t0, t, side="right") - 1
+    inside = (k >= 0) & (t < s_t1[np.maximum(k, 0)])
+    if transients == "next":
+        # a start-up belongs to the level being started; the shut-down after the last step to it
+        return np.where(inside, k, np.minimum(k + 1, len(s_t0) - 1))
+    return np.where(inside, k, -1)
+
+
+def _transient_note(lv_sorted: np.ndarray, outside: np.ndarray, n: int, mode: str) -> str | None:
+    """Say how many requests were outside every held level, at which levels, and where they went."""
+    if not outside.any():
+        return None
+    vals, counts = np.unique(lv_sorted[outside], return_counts=True)
+    shown = ", ".join(f"{v:g}: {c}" for v, c in list(zip(vals, counts))[:12])
+    more = f", ... ({len(vals)} levels)" if len(vals) > 12 else ""
+    where = "left out" if mode == "drop" else "counted in the step that follows them (the last step: in it)"
+    return (
+        f"{int(outside.sum())} of {n} requests ({100 * outside.sum() / n:.2f} %) started while the "
+        f"level was not held (start-up, shut-down): {where}; by level {shown}{more}"
+    )
+
+
+def steps_from_levels(
+    start_ns: np.ndarray,
+    level: np.ndarray,
+    *,
+    end_ns: np.ndarray | None = None,
+    min_dwell_s: float = MIN_DWELL_S,
+    max_gap_s: float = MAX_GAP_S,
+    transients: str = "drop",
+    source: str = "a level per request",
+) -> StepInference:
+    """Steps of a closed-loop ramp from the load level seen by every request.
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Start of every request, ns since the epoch (any order).
+    level : ndarray of int
+        Concurrency when the request started: JMeter ``allThreads``, k6 VUs
+        (:func:`levels_from_samples`), Gatling active users
+        (:func:`gatling_active_users`).
+    end_ns : ndarray of int64, optional
+        End of every request; only used to end the last step at its last
+        response rather than its last start.
+    min_dwell_s : float
+        Time a level must be held to be a step.
+    max_gap_s : float
+        Longest visit to other levels that does not split a held level.
+    transients : {"drop", "next"}
+        Requests outside every step: step id -1 (counted in the notes), or
+        counted in the following step (the start-up of its level; the
+        shut-down after the last step in the last step); with "next" the
+        steps tile the run (each starts where the previous one ends) and
+        every request has a step.
+    source : str
+        Where the levels came from, for the result's description.
+
+    Returns
+    -------
+    StepInference
+        Steps in time order, a step id per request (input order), notes.
+    """
+    if transients not in ("drop", "next"):
+        raise ValueError(f"transients must be 'drop' or 'next', not {transients!r}")
+    start_ns = np.asarray(start_ns, np.int64)
+    level = np.asarray(level)
+    n = len(start_ns)
+    if n == 0:
+        return StepInference("concurrency", (), np.zeros(0, np.int64), 0, source, ("no requests",))
+    order = np.argsort(start_ns, kind="stable")
+    t, lv = start_ns[order], level[order]
+    t_end = int(np.max(end_ns)) if end_ns is not None and len(end_ns) else int(t[-1])
+    r_lv, r_t0, r_t1, _, r_n = _runs(t, lv, t_end)
+    c_lv, c_t0, c_t1, c_occ, _, _ = _clusters(r_lv, r_t0, r_t1, r_n, int(max_gap_s * NS_PER_S))
+    spans = _held_spans(c_lv, c_t0, c_t1, c_occ, min_dwell_s * NS_PER_S)
+    s_t0 = np.array([s[1] for s in spans], np.int64)
+    s_t1 = np.array([s[2] for s in spans], np.int64)
+    sid_sorted = _assign(t, s_t0, s_t1, transients) if spans else np.full(n, -1, np.int64)
+    outside = _assign(t, s_t0, s_t1, "drop") < 0 if spans else np.ones(n, bool)
+    sid = np.empty(n, np.int64)
+    sid[order] = sid_sorted
+    counts = np.bincount(sid_sorted[sid_sorted >= 0], minlength=len(spans))
+    if transients == "next" and spans:
+        # the steps now tile the run: each starts where the one before ends
+        s_t0 = np.concatenate(([t[0]], s_t1[:-1]))
+        s_t1 = np.concatenate((s_t1[:-1], [max(int(s_t1[-1]), r_t1[-1])]))
+    steps = []
+    for k, lvk in enumerate(s[0] for s in spans):
+        steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
+    notes = [_transient_note(lv, outside, n, transients)]
+    lvls = [s.level for s in steps]
+    dup = sorted({v for v in lvls if lvls.count(v) > 1})
+    if dup:
+        notes.append(
+            f"level(s) {', '.join(f'{v:g}' for v in dup)} held at two separate times: two steps each"
+        )
+    if not steps:
+        notes.append(f"no level held for {min_dwell_s:g} s: no steps")
+    elif outside.sum() > 0.2 * n:
+        notes.append(
+            "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
+            "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
+        )
+    n_tr = int((sid_sorted < 0).sum())
+    return StepInference("concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x))
+
+
+def gatling_active_users(
+    user_start_ms: np.ndarray, user_end_ms: np.ndarray, at_ms: np.ndarray, *, window_ms: int = 100
+) -> np.ndarray:
+    """Active Gatling users around each time of ``at_ms``, robust to how Gatling logs users.
+
+    Gatling 3.x writes a user's ``USER START`` record when its first
+    request is already under way (from the same ms to ~100 ms later), and
+    in a closed model the next user starts a few ms after the previous
+    one's ``END``: the plain count ``#START <= t - #END <= t`` at a
+    request's start is often N - 1, N - 2 ... (at 16 users: anything from 0
+    to 16).  That count is never above the true one (a late START only
+    lowers it), so the level around ``t`` is its maximum over
+    ``[t - window_ms, t + window_ms]``: once in a while every slot is
+    between its START and END records.  A request up to ``window_ms`` before
+    a step up sees the higher level; the step inference's dwell rule keeps
+    such short stretches from becoming steps.
+
+    Parameters
+    ----------
+    user_start_ms, user_end_ms : ndarray of int64
+        Times of the ``USER ... START`` and ``USER ... END`` records (ms).
+    at_ms : ndarray of int64
+        Times to count at (request starts, ms), any order.
+    window_ms : int
+        Half-width of the window the maximum is taken over.
+
+    Returns
+    -------
+    ndarray of int64
+        Active users around each time of ``at_ms`` (same order).
+    """
+    us = np.sort(np.asarray(user_start_ms, np.int64))
+    ue = np.sort(np.asarray(user_end_ms, np.int64))
+    at = np.asarray(at_ms, np.int64)
+    out = np.zeros(len(at), np.int64)
+    if len(at) == 0:
+        return out
+    order = np.argsort(at, kind="stable")
+    q = at[order]
+    chunk_ms = 1 << 22  # grid of about 70 minutes per pass: bounded memory for any run length
+    i = 0
+    while i < len(q):
+        j = int(np.searchsorted(q, q[i] + chunk_ms, side="right"))
+        lo = int(q[i]) - window_ms
+        grid = np.arange(lo, int(q[j - 1]) + window_ms + 1, dtype=np.int64)
+        d = np.searchsorted(us, grid, side="right") - np.searchsorted(ue, grid, side="right")
+        m = _sliding_max(d, 2 * window_ms + 1)
+        out[order[i:j]] = m[q[i:j] - window_ms - lo]
+        i = j
+    return np.maximum(out, 0)
+
+
+def _sliding_max(a: np.ndarray, w: int) -> np.ndarray:
+    """``r[i] = max(a[i:i + w])`` for every full window, by doubling (O(n log w))."""
+    r, span = a, 1
+    while span * 2 <= w:
+        r = np.maximum(r[:-span], r[span:])
+        span *= 2
+    rest = w - span
+    if rest:
+        r = np.maximum(r[:-rest], r[rest:])
+    return r
+
+
+def levels_from_samples(
+    start_ns: np.ndarray, sample_ns: np.ndarray, sample_level: np.ndarray, *, refine: bool = True
+) -> np.ndarray:
+    """The level at each request from a level sampled now and then (k6's ``vus``, once a second).
+
+    Each request gets the level of the latest sample at or before its start
+    (the first sample's level before it).  A change between two samples
+    ``T_a < T_b`` happened somewhere in between; with ``refine`` it is put
+    where the request rate changes: with ``r_a`` and ``r_b`` the rates of
+    the sampling intervals before ``T_a`` and after ``T_b`` and ``m`` the
+    requests in ``(T_a, T_b]``, the change is at ``T_a + (m - r_b (T_b -
+    T_a)) / (r_a - r_b)`` (clamped to the interval), or mid-way when the two
+    rates differ by less than 10 % (a saturated server: the rate cannot tell).
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Request starts (any order).
+    sample_ns, sample_level : ndarray
+        Times and values of the level samples (any order).
+    refine : bool
+        Place each change by the request rate rather than at the next sample.
+
+    Returns
+    -------
+    ndarray of int64
+        The level at every request (input order).
+    """
+    st = np.asarray(start_ns, np.int64)
+    o = np.argsort(np.asarray(sample_ns, np.int64), kind="stable")
+    ts = np.asarray(sample_ns, np.int64)[o]
+    lv = np.rint(np.asarray(sample_level, np.float64)[o]).astype(np.int64)
+    if len(ts) == 0:
+        raise ValueError("no level samples")
+    i = np.searchsorted(ts, st, side="right") - 1
+    out = lv[np.maximum(i, 0)]
+    if not refine:
+        return out
+    srt = np.sort(st)
+    for a in np.flatnonzero(lv[1:] != lv[:-1]):
+        b = a + 1
+        m = _count(srt, ts[a], ts[b])
+        r_a = _rate(srt, ts[a - 1], ts[a]) if a >= 1 else None
+        r_b = _rate(srt, ts[b], ts[b + 1]) if b + 1 < len(ts) else None
+        width = int(ts[b] - ts[a])
+        cut = ts[a] + width // 2
+        if r_a is not None and r_b is not None and abs(r_a - r_b) > 0.1 * max(r_a, r_b):
+            x = (m - r_b * width) / (r_a - r_b)
+            cut = ts[a] + int(min(max(x, 0.0), width))
+        between = (st > ts[a]) & (st <= ts[b])
+        out[between] = np.where(st[between] < cut, lv[a], lv[b])
+    return out
+
+
+def _count(srt: np.ndarray, lo: int, hi: int) -> int:
+    """Requests with start in (lo, hi]."""
+    return int(np.searchsorted(srt, hi, side="right") - np.searchsorted(srt, lo, side="right"))
+
+
+def _rate(srt: np.ndarray, lo: int, hi: int) -> float:
+    """Requests per ns in (lo, hi]."""
+    return _count(srt, lo, hi) / max(int(hi - lo), 1)
+
+
+def rate_from_name(name: str) -> float | None:
+    """The request rate a step's name states, e.g. ``rate250`` or ``q-1000`` -> 250.0, 1000.0.
+
+    For vegeta attack names and oha file names; None when the name holds no number.
+    """
+    import re
+
+    nums = re.findall(r"\d+(?:\.\d+)?", name)
+    return float(nums[-1]) if nums else None
+
+
+def _behind(
+    intended: float | None, sent: float, dropped: int | None, planned_n: float, tolerance: float
+) -> bool | None:
+    """Fell behind: dropped more than ``tolerance`` of the planned work, or sent too slowly."""
+    if dropped is not None and dropped > tolerance * planned_n:
+        return True
+    if intended is None or not np.isfinite(intended):
+        return None if dropped is None else False
+    return bool(sent < intended * (1.0 - tolerance))
+
+
+def steps_from_groups(
+    start_ns: np.ndarray,
+    group: np.ndarray,
+    *,
+    intended_rps: list[float | None] | None = None,
+    tolerance: float = BEHIND_TOLERANCE,
+    source: str = "one group per rate",
+) -> StepInference:
+    """Rate steps of an open-loop ramp made of separate runs (vegeta attacks, oha files).
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Request starts (any order).
+    group : ndarray of int
+        Run of every request, codes 0 .. G-1 (e.g. the attack name's code).
+    intended_rps : list, optional
+        Planned rate of every group code (None: unknown), e.g. from
+        :func:`rate_from_name`.
+    tolerance : float
+        A step fell behind when it sent less than ``(1 - tolerance)`` of plan.
+    source : str
+        Where the groups came from, for the description.
+
+    Returns
+    -------
+    StepInference
+        One step per group in order of first request.  ``sent_rps`` is
+        requests / (last start - first start), vegeta's "rate"; the step's
+        ``end_ns`` is its last request's start.
+    """
+    st = np.asarray(start_ns, np.int64)
+    g = np.asarray(group, np.int64)
+    ng = int(g.max()) + 1 if len(g) else 0
+    first = np.full(ng, np.iinfo(np.int64).max)
+    last = np.full(ng, np.iinfo(np.int64).min)
+    np.minimum.at(first, g, st)
+    np.maximum.at(last, g, st)
+    n = np.bincount(g, minlength=ng)
+    present = np.flatnonzero(n > 0)
+    order = present[np.argsort(first[present], kind="stable")]
+    rank = np.full(ng, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    steps, late = [], []
+    for code in order:
+        span_s = (last[code] - first[code]) / NS_PER_S
+        sent = n[code] / span_s if span_s > 0 else float("nan")
+        want = intended_rps[code] if intended_rps is not None and code < len(intended_rps) else None
+        behind = _behind(want, sent, None, 0.0, tolerance)
+        if behind:
+            late.append(f"{want:g}/s sent {sent:.1f}/s")
+        steps.append(
+            Step(
+                level=float("nan") if want is None else float(want),
+                start_ns=int(first[code]),
+                end_ns=int(last[code]),
+                n_requests=int(n[code]),
+                intended_rps=want,
+                sent_rps=sent,
+                fell_behind=behind,
+            )  # fmt: skip
+        )
+    notes = []
+    if late:
+        notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
+    if intended_rps is None:
+        notes.append("intended rates unknown: no 'fell behind' verdict")
+    return StepInference("rate", tuple(steps), rank[g], 0, source, tuple(notes))
+
+
+def steps_from_plan(
+    start_ns: np.ndarray,
+    durations_s: list[float],
+    levels: list[float],
+    *,
+    kind: str = "concurrency",
+    t0_ns: int | None = None,
+    arrivals_ns: np.ndarray | None = None,
+    dropped_ns: np.ndarray | None = None,
+    tolerance: float = BEHIND_TOLERANCE,
+    source: str = "the stated plan",
+) -> StepInference:
+    """Steps from a stated plan: consecutive windows of ``durations_s`` from ``t0_ns``.
+
+    For a file that does not carry its plan (k6 ``ramping-arrival-rate``
+    stages, Gatling ``constantUsersPerSec`` steps, a hey ramp): step ``k``
+    holds the requests started in ``[t0 + sum(d[:k]), t0 + sum(d[:k+1]))``;
+    requests before or after the plan get step id -1.
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Request starts (any order).
+    durations_s, levels : list of float
+        Planned duration and level (concurrency, or req/s when
+        ``kind="rate"``) of every step.
+    kind : {"concurrency", "rate"}
+    t0_ns : int, optional
+        Start of the plan (default: the first request's start).
+    arrivals_ns : ndarray of int64, optional
+        For rates: the times the generator started work (Gatling ``USER
+        START``, k6 iterations); default the request starts.
+    dropped_ns : ndarray of int64, optional
+        For rates: times of the iterations the tool says it dropped (k6
+        ``dropped_iterations`` samples); None: the file cannot say.
+    tolerance : float
+        A rate step fell behind when it dropped more than ``tolerance`` of its
+        planned work or started less than ``(1 - tolerance)`` of plan; every
+        dropped iteration is counted in ``Step.dropped`` either way.
+    source : str
+        Where the plan came from, for the description.
+
+    Returns
+    -------
+    StepInference
+    """
+    if kind not in ("concurrency", "rate"):
+        raise ValueError(f"kind must be 'concurrency' or 'rate', not {kind!r}")
+    if len(durations_s) != len(levels) or not len(levels):
+        raise ValueError("durations_s and levels must be non-empty and of the same length")
+    st = np.asarray(start_ns, np.int64)
+    t0 = int(st.min()) if t0_ns is None else int(t0_ns)
+    edges = t0 + np.concatenate(([0], np.cumsum(np.rint(np.asarray(durations_s) * NS_PER_S)))).astype(
+        np.int64
+    )
+    k = np.searchsorted(edges, st, side="right") - 1
+    sid = np.where((k >= 0) & (k < len(levels)), k, -1)
+    counts = np.bincount(sid[sid >= 0], minlength=len(levels))
+    arr = st if arrivals_ns is None else np.sort(np.asarray(arrivals_ns, np.int64))
+    arr = np.sort(arr)
+    steps, late = [], []
+    for j, lvl in enumerate(levels):
+        a, b = int(edges[j]), int(edges[j + 1])
+        step = Step(level=float(lvl), start_ns=a, end_ns=b, n_requests=int(counts[j]))
+        if kind == "rate":
+            sent = _count(arr, a - 1, b - 1) / ((b - a) / NS_PER_S)
+            dropped = None if dropped_ns is None else _count(np.sort(np.asarray(dropped_ns)), a - 1, b - 1)
+            behind = _behind(float(lvl), sent, dropped, float(lvl) * (b - a) / NS_PER_S, tolerance)
+            if behind:
+                late.append(f"{lvl:g}/s sent {sent:.1f}/s" + (f", {dropped} dropped" if dropped else ""))
+            step = Step(float(lvl), a, b, int(counts[j]), float(lvl), sent, dropped, behind)
+        steps.append(step)
+    n_out = int((sid < 0).sum())
+    notes = []
+    if n_out:
+        notes.append(f"left out {n_out} of {len(st)} requests started outside the plan's windows")
+    if late:
+        notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
+    return StepInference(kind, tuple(steps), sid.astype(np.int64), n_out, source, tuple(notes))
+
+
+def _rate_levels(per_bin: np.ndarray, rel_tol: float) -> np.ndarray:
+    """Cluster per-bin counts: sorted values join a cluster while within ``rel_tol`` of its first."""
+    vals = np.unique(per_bin)
+    cid = np.zeros(len(vals), np.int64)
+    first = vals[0] if len(vals) else 0
+    for i in range(1, len(vals)):
+        new = vals[i] > first * (1 + rel_tol) + 1
+        cid[i] = cid[i - 1] + new
+        first = vals[i] if new else first
+    med = np.array([np.median(vals[cid == c]) for c in range(int(cid[-1]) + 1)]) if len(vals) else vals
+    return med[cid[np.searchsorted(vals, per_bin)]]
+
+
+def steps_from_arrivals(
+    start_ns: np.ndarray,
+    *,
+    arrivals_ns: np.ndarray | None = None,
+    dropped_ns: np.ndarray | None = None,
+    bin_s: float = 1.0,
+    rel_tol: float = 0.1,
+    min_dwell_s: float = 2.0,
+    tolerance: float = BEHIND_TOLERANCE,
+    transients: str = "drop",
+    source: str = "arrivals per second",
+) -> StepInference:
+    """Rate steps of an open-loop ramp found from its arrivals, without the plan.
+
+    The intended rate of each ``bin_s`` bin (from the first arrival) is its
+    arrivals plus the work the tool says it dropped there; bins whose
+    intended rates lie within ``rel_tol`` of each other form one level, and
+    a level held for ``min_dwell_s`` is a step (:func:`steps_from_levels`;
+    the bins where the rate changes are transients).  k6
+    ``ramping-arrival-rate``: iteration starts and ``dropped_iterations``;
+    Gatling ``constantUsersPerSec``: ``USER START`` times.  Without
+    ``dropped_ns`` a generator that fell behind shows its achieved rate as
+    the intended one: state the plan (:func:`steps_from_plan`) to judge it.
+
+    Parameters
+    ----------
+    start_ns : ndarray of int64
+        Request starts (any order).
+    arrivals_ns, dropped_ns : ndarray of int64, optional
+        Times work started (default: the request starts) and times of work
+        dropped by the tool.
+    bin_s, rel_tol, min_dwell_s, tolerance : float
+        Bin width, level clustering tolerance, minimum hold of a step,
+        share of plan missed that counts as falling behind.
+    transients : {"drop", "next"}
+        As in :func:`steps_from_levels`.
+    source : str
+        For the description.
+
+    Returns
+    -------
+    StepInference
+        ``kind="rate"``; ``level`` and ``intended_rps`` are the step's
+        intended rate: (arrivals + dropped) / duration.
+    """
+    st = np.asarray(start_ns, np.int64)
+    arr = np.sort(st if arrivals_ns is None else np.asarray(arrivals_ns, np.int64))
+    drop = np.sort(np.zeros(0, np.int64) if dropped_ns is None else np.asarray(dropped_ns, np.int64))
+    t0, w = int(arr[0]), int(bin_s * NS_PER_S)
+    nb = int((max(int(arr[-1]), int(st.max())) - t0) // w) + 1
+    per_bin = np.bincount((arr - t0) // w, minlength=nb)[:nb].astype(np.float64)
+    d = drop[(drop >= t0) & (drop < t0 + nb * w)]
+    per_bin += np.bincount((d - t0) // w, minlength=nb)[:nb]
+    rate = _rate_levels(per_bin / bin_s, rel_tol)
+    b = np.clip((st - t0) // w, 0, nb - 1)
+    inf = steps_from_levels(
+        st, rate[b], min_dwell_s=min_dwell_s, max_gap_s=0.0, transients=transients, source=source
+    )
+    steps, late = [], []
+    for s in inf.steps:
+        dur = (s.end_ns - s.start_ns) / NS_PER_S
+        sent = _count(arr, s.start_ns - 1, s.end_ns - 1) / dur if dur > 0 else float("nan")
+        dropped = None if dropped_ns is None else _count(drop, s.start_ns - 1, s.end_ns - 1)
+        want = sent + (dropped or 0) / dur if dur > 0 else float("nan")
+        # without dropped work the intended rate is the achieved one: no verdict
+        behind = None if dropped is None else _behind(want, sent, dropped, want * dur, tolerance)
+        if behind:
+            late.append(f"{want:.1f}/s sent {sent:.1f}/s" + (f", {dropped} dropped" if dropped else ""))
+        steps.append(Step(want, s.start_ns, s.end_ns, s.n_requests, want, sent, dropped, behind))
+    notes = list(inf.notes)
+    if late:
+        notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
+    return StepInference("rate", tuple(steps), inf.step_id, inf.n_transient, source, tuple(notes))
