@@ -30,7 +30,7 @@ import yaml
 
 from headroom import cli
 from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
-from headroom.ramp_engines import Hey, Oha, StepPlan, Vegeta, go_duration
+from headroom.ramp.engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE = os.environ.get("HEADROOM_REQUIRE_NGINX") == "1"

@@ -35,7 +35,6 @@ generator, unreachable server); 130 interrupted (143 on SIGTERM).
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import os
 import platform
@@ -53,40 +52,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__
-from .model import HeadroomError, parse_duration
-from .ramp_engines import ENGINES, Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
-
-EPILOG = """\
-examples:
-  headroom ramp http://127.0.0.1:8080/ -o runs/baseline --cpu-pid $(cat /run/nginx.pid)
-  headroom ramp http://127.0.0.1:8080/ -o runs/candidate --concurrency 1:40:3 --step-duration 3s \\
-      --cpu-pid 1234 --label v1.2-rc1
-  headroom ramp http://127.0.0.1:8080/ -o runs/n --concurrency 1:9:4 --requests-per-step 20000
-  headroom ramp http://127.0.0.1:8080/ -o runs/open --rate 1000:8000:1000 --engine vegeta
-  taskset -c 0 headroom ramp http://127.0.0.1:8080/ -o runs/pinned --cpu-pid 1234   # generator on CPU 0
-  headroom compare runs/baseline runs/candidate
-
-The ramp: --concurrency LOW:HIGH:STEP runs one closed-loop step per level
-(1:40:3 is 1, 4, 7 ... 40: 14 steps), each for --step-duration (or for
---requests-per-step requests).  --rate LOW:HIGH:STEP runs an open-loop ramp at
-fixed total rates instead (vegeta or oha).  Steps run back to back.
-
-CPU: --cpu-pid samples those processes and all their children once a second
-(percent of all the machine's cores; give the server's master PID).  Without it the whole
-machine is sampled, one column per CPU.  The generator's own CPU is recorded
-too, and a warning says when it, not the server, set the ceiling.
-
-Output: DIR/perfResults.csv (a section per step: start-time,response-time,
-status-code), cpuStats.csv, generatorCpuStats.csv, metadata.yml.  Read it with
-headroom summary DIR, compare, report.
-
-Ctrl-C stops after the current step (twice: at once, dropping that step) and
-leaves a valid run of the completed steps marked 'interrupted: true'.
-
-exit codes: 0 all steps recorded, 1 stopped early (completed steps kept),
-2 bad usage or missing generator, 130 interrupted
-"""
+from .. import __version__
+from ..model import HeadroomError, parse_duration
+from .engines import Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
 
 #: files headroom ramp writes (removed first with --force)
 OUTPUT_FILES = (
@@ -94,85 +62,13 @@ OUTPUT_FILES = (
     "perfResults.csv.gz",
     "cpuStats.csv",
     "generatorCpuStats.csv",
+    "hostCpuStats.csv",
     "metadata.yml",
 )
+HOST_FILE = "hostCpuStats.csv"
+#: warn when other processes used more than this share of the machine during the load
+FOREIGN_WARN_PCT = 10.0
 PERF_HEADER = "start-time,response-time,status-code\n"
-
-
-def add_parser(sub) -> argparse.ArgumentParser:
-    """Add the ``ramp`` subcommand to the CLI's subparsers."""
-    p = sub.add_parser(
-        "ramp",
-        help="record a ramp run: drive hey (or vegeta/oha) step by step, sample the server's CPU",
-        description="Record a load-test ramp against URL: one load-generator run per step (closed\n"
-        "loop at increasing concurrency, or open loop at increasing rate), the server's CPU\n"
-        "sampled with psutil, written as a run folder that headroom summary/compare/report read.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("url", metavar="URL", help="http:// or https:// URL to load")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="run folder to write (new or empty)")
-    p.add_argument(
-        "--concurrency",
-        metavar="LOW:HIGH:STEP",
-        help="closed-loop ramp: concurrency LOW, LOW+STEP, ... up to HIGH (default: 1:40:3)",
-    )
-    p.add_argument(
-        "--rate",
-        metavar="LOW:HIGH:STEP",
-        help="open-loop ramp instead: fixed total rates in req/s, e.g. 1000:8000:1000 (vegeta or oha)",
-    )
-    p.add_argument("--step-duration", default="3s", metavar="DUR", help="length of every step (default: 3s)")
-    p.add_argument(
-        "--requests-per-step",
-        metavar="N",
-        help="closed loop: send N requests per step instead of running for a duration (hey, oha)",
-    )
-    p.add_argument(
-        "--cpu-pid",
-        action="append",
-        default=[],
-        metavar="PID",
-        help="sample this process and its children (repeat, or PID,PID; default: the whole machine, per CPU)",
-    )
-    p.add_argument("--cpu-interval", default="1s", metavar="DUR", help="CPU sampling interval (default: 1s)")
-    p.add_argument(
-        "--label", metavar="TEXT", help="run label, written as sha and label (default: DIR's name)"
-    )
-    p.add_argument("--description", metavar="TEXT", help="free text for metadata.yml")
-    p.add_argument(
-        "--engine",
-        choices=ENGINES,
-        help="load generator (default: hey; with --rate: vegeta, else oha)",
-    )
-    p.add_argument(
-        "--engine-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra option for the generator, repeatable; use the = form: --engine-arg=-disable-keepalive",
-    )
-    p.add_argument(
-        "--timeout", default="10s", metavar="DUR", help="per-request timeout of the generator (default: 10s)"
-    )
-    p.add_argument(
-        "--step-timeout",
-        metavar="DUR",
-        help="kill a generator that runs longer than this (default: step duration + request timeout "
-        "+ 10s; 300s with --requests-per-step)",
-    )
-    p.add_argument(
-        "--max-workers",
-        metavar="N",
-        help="open loop: cap on the generator's workers/connections (default: vegeta unlimited, oha 200)",
-    )
-    p.add_argument("--gzip", action="store_true", help="write perfResults.csv.gz (gzip -9) at the end")
-    p.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
-    p.add_argument(
-        "--progress", action="store_true", help="print a line per step even when not on a terminal"
-    )
-    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    return p
 
 
 # --------------------------------------------------------------------------
@@ -449,6 +345,8 @@ class Recorder:
         self.cpu_interval = _duration(args.cpu_interval, "--cpu-interval")
         self.max_workers = _positive(args.max_workers, "--max-workers")
         self.pids = _pids(args.cpu_pid)
+        self.other_pids: list[int] = []  # an A/B job: the other side's server, not foreign load
+        self.extra_metadata: dict = {}  # an A/B job: its ``ab`` block
         if self.requests_per_step is not None:
             if self.open_loop:
                 raise HeadroomError("--requests-per-step is for a closed-loop (--concurrency) ramp")
@@ -616,6 +514,11 @@ class Recorder:
             f.write("timestamp,percentage\n")
             for ts, v in s.generator_rows:
                 f.write(f"{rfc3339_ns(ts)},{v:.6f}\n")
+        with open(self.out / HOST_FILE, "w", encoding="ascii", newline="") as f:
+            f.write("timestamp,foreign_pct,steal_pct\n")
+            for r in s.host.rows:
+                steal = "" if r.steal_pct is None else f"{r.steal_pct:.3f}"
+                f.write(f"{rfc3339_ns(r.end_ns)},{r.foreign_pct:.3f},{steal}\n")
 
     def metadata(self) -> dict:
         steps = self.steps
@@ -708,11 +611,13 @@ class Recorder:
                 "cpu_interval_s": self.cpu_interval,
                 "cpu_cores": self.sampler.n_cpus if self.sampler is not None else (os.cpu_count() or 1),
                 "generator_cpu": self.generator_summary(),
+                "foreign_cpu": self.foreign_summary(),
                 "host": self.host,
                 "headroom_affinity": self.affinity,
                 "warnings": self.warnings or None,
             }
         )
+        m.update(self.extra_metadata)
         optional = (
             "requests_per_step",
             "step_requested",
@@ -735,6 +640,51 @@ class Recorder:
             "saturated": bool(self._saturation()),
             "samples_file": "generatorCpuStats.csv",
         }
+
+    def foreign_summary(self) -> dict | None:
+        """``foreign_cpu`` in metadata.yml: the machine's CPU used by other processes, per step."""
+        from .cpu import overlap_mean
+
+        if self.sampler is None:
+            return None
+        rows = self.sampler.host.rows
+        steps = self.steps
+        per_step = [overlap_mean(rows, s.launch_ns, s.end_ns, "foreign_pct") for s in steps]
+        steal = [overlap_mean(rows, s.launch_ns, s.end_ns, "steal_pct") for s in steps]
+        load = (steps[0].launch_ns, steps[-1].end_ns) if steps else (0, 0)
+        mean = overlap_mean(rows, *load, "foreign_pct")
+        inside = [r.foreign_pct for r in rows if r.end_ns > load[0] and r.start_ns < load[1]]
+        no_steal = any(v is None for v in steal) or not steps
+        smean = None if no_steal else overlap_mean(rows, *load, "steal_pct")
+
+        def r1(v):
+            return None if v is None else round(v, 1)
+
+        out = {
+            "unit": "percent of the whole machine (all cores = 100)",
+            "per_step_percent": [r1(v) for v in per_step],
+            "mean_percent": r1(mean),
+            "max_percent": r1(max(inside)) if inside else None,
+            "steal_per_step_percent": None if no_steal else [r1(v) for v in steal],
+            "steal_mean_percent": r1(smean),
+            "samples_file": HOST_FILE,
+            "method": "busy CPU time of all CPUs (psutil.cpu_times, steal excluded) minus the CPU time of "
+            "the sampled server processes"
+            + (" (and the other side's server)" if self.sampler.host.others is not None else "")
+            + ", the load generator and headroom itself, per sample; below-zero samples written as 0",
+        }
+        if not self.pids:
+            out["note"] = "no --cpu-pid: the server is not separated, its CPU is inside the foreign share"
+        return out
+
+    def foreign_warning(self) -> str | None:
+        f = self.foreign_summary()
+        if not f or not self.pids or f["mean_percent"] is None or f["mean_percent"] <= FOREIGN_WARN_PCT:
+            return None
+        return (
+            f"other processes used {f['mean_percent']:.0f}% of the machine (max {f['max_percent']:.0f}%) "
+            f"during the load: the run was made under foreign load ({HOST_FILE}, foreign_cpu in metadata.yml)"
+        )
 
     def write_metadata(self) -> None:
         import yaml
@@ -811,18 +761,20 @@ class Recorder:
 
     def setup(self) -> None:
         """Check the PIDs and the server, and note versions, before anything is written."""
-        from .ramp_cpu import CpuSampler
+        from .cpu import CpuSampler
 
-        self.sampler = CpuSampler(self.pids, self.cpu_interval)
+        self.sampler = CpuSampler(self.pids, self.cpu_interval, other_pids=self.other_pids)
         w = preflight(self.url)
         if w:
             self.warnings.append(w)
         self.engine_version = self.engine.version()
         self.host = host_info()
 
-    def record(self) -> int:
+    def record(self, signals: _Signals | None = None) -> int:
+        """Record the ramp; ``signals``: an A/B job's handler, already installed (else our own)."""
         sampler = self.sampler
-        signals = _Signals()
+        own = signals is None
+        signals = _Signals() if own else signals
         say = self.progress
         if say is not None:
             what = (
@@ -846,7 +798,8 @@ class Recorder:
                 file=say,
                 flush=True,
             )
-        signals.install()
+        if own:
+            signals.install()
         self.start_ns = time.time_ns()
         sampler.start()
         try:
@@ -867,13 +820,17 @@ class Recorder:
                     self.progress_line(step)
         finally:
             sampler.finish()
-            signals.restore()
+            if own:
+                signals.restore()
             if self._perf is not None:
                 self._perf.close()
             self.interrupted = signals.signum is not None
             if not self.end_ns:
                 self.end_ns = time.time_ns()
             self.warnings.extend(self._saturation())
+            w = self.foreign_warning()
+            if w:
+                self.warnings.append(w)
             self.write_cpu()
             self.write_metadata()
             if self.args.gzip and (self.out / "perfResults.csv").exists():
@@ -906,17 +863,3 @@ class Recorder:
             print(f"headroom ramp: stopped early: {self.stopped_early}", file=sys.stderr)
             return 1
         return 0
-
-
-def run(args) -> int:
-    """Run ``headroom ramp`` from parsed arguments; returns the exit code."""
-    check_url(args.url)
-    out = Path(args.output)
-    rec = Recorder(args, out)  # validates every option and finds the generator
-    if out.is_dir() and any(out.iterdir()) and not args.force:
-        raise HeadroomError(f"{out}: folder exists and is not empty (use --force to write into it)")
-    if out.exists() and not out.is_dir():
-        raise HeadroomError(f"{out}: exists and is not a folder")
-    rec.setup()
-    prepare_output(out, args.force)
-    return rec.record()

@@ -17,17 +17,28 @@ which is what ``cpuStats.csv`` means (see FORMATS.md).
   one ``percentage`` column per CPU; 100 % in their mean is all CPUs.
 * The load generator: the current generator process and its descendants, as
   percent of one core, in ``generatorCpuStats.csv``.  The exact CPU time of a
-  whole step comes from ``getrusage(RUSAGE_CHILDREN)`` around it (see ramp.py).
+  whole step comes from ``getrusage(RUSAGE_CHILDREN)`` around it (see recorder.py).
+* Foreign load (``hostCpuStats.csv``): the machine's busy CPU time (all CPUs,
+  ``psutil.cpu_times()``, steal excluded) minus what the sampled server
+  processes (and, in an A/B job, the other side's server), the generator and
+  headroom itself used, as percent of the whole machine (all cores = 100),
+  with the kernel's steal time beside it (null where the kernel does not
+  report it).  A sample whose subtraction comes out below zero (clock-tick
+  rounding, the generator's last CPU time arriving one sample late) is written
+  as 0.  Without ``--cpu-pid`` the server is not known, so it is inside the
+  foreign share.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from dataclasses import dataclass
 
 import psutil
 
-from .model import HeadroomError
+from ..model import HeadroomError
 
 
 def _per_cpu_busy() -> list[tuple[float, float]]:
@@ -44,6 +55,82 @@ def _per_cpu_busy() -> list[tuple[float, float]]:
         idle = t.idle + getattr(t, "iowait", 0.0)
         out.append((total - idle, total))
     return out
+
+
+def _machine_times() -> tuple[float, float, float | None]:
+    """(busy without steal, total, steal) CPU seconds of all CPUs together since boot.
+
+    ``steal`` is None where the kernel does not report it.
+    """
+    t = psutil.cpu_times()
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    steal = getattr(t, "steal", None)
+    busy = total - t.idle - getattr(t, "iowait", 0.0) - (steal or 0.0)
+    return busy, total, steal
+
+
+@dataclass
+class HostSample:
+    """Foreign CPU and steal over one sampling interval, percent of the whole machine."""
+
+    start_ns: int
+    end_ns: int
+    foreign_pct: float
+    steal_pct: float | None
+
+
+def overlap_mean(rows: list[HostSample], start_ns: int, end_ns: int, attr: str) -> float | None:
+    """Mean of ``attr`` over (start_ns, end_ns], each sample weighted by its overlap with it."""
+    num = den = 0.0
+    for r in rows:
+        w = min(r.end_ns, end_ns) - max(r.start_ns, start_ns)
+        v = getattr(r, attr)
+        if w > 0 and v is not None:
+            num += w * v
+            den += w
+    return num / den if den > 0 else None
+
+
+class HostLoad:
+    """CPU of the machine used by processes other than ours, between calls."""
+
+    def __init__(self, others: ProcessTree | None):
+        self.others = others  # servers sampled too but not this run's (the other side of an A/B job)
+        self.me = psutil.Process(os.getpid())
+        self.rows: list[HostSample] = []
+        self.restart()
+
+    def _my_cpu(self) -> float:
+        t = self.me.cpu_times()
+        return t.user + t.system
+
+    def restart(self) -> None:
+        """Take the baselines now: the next sample covers the interval from here."""
+        self._prev_machine = _machine_times()
+        self._prev_me = self._my_cpu()
+        self._prev_ns = time.time_ns()
+        if self.others is not None:
+            self.others.delta()
+
+    def sample(self, ours_s: float) -> None:
+        """Record one interval; ``ours_s``: CPU seconds of the server and generator in it."""
+        busy, total, steal = _machine_times()
+        me = self._my_cpu()
+        ts = time.time_ns()
+        b0, t0, s0 = self._prev_machine
+        dt = total - t0
+        others = self.others.delta() if self.others is not None else 0.0
+        foreign = (busy - b0) - ours_s - (me - self._prev_me) - others
+        if dt > 0:
+            self.rows.append(
+                HostSample(
+                    self._prev_ns,
+                    ts,
+                    max(0.0, 100.0 * foreign / dt),
+                    None if steal is None else max(0.0, 100.0 * (steal - s0) / dt),
+                )
+            )
+        self._prev_machine, self._prev_me, self._prev_ns = (busy, total, steal), me, ts
 
 
 class ProcessTree:
@@ -101,10 +188,11 @@ class ProcessTree:
 class CpuSampler(threading.Thread):
     """Samples the server's CPU (processes or per-CPU) and the generator's, once per interval."""
 
-    def __init__(self, pids: list[int] | None, interval_s: float = 1.0):
+    def __init__(self, pids: list[int] | None, interval_s: float = 1.0, other_pids: list[int] | None = None):
         super().__init__(name="headroom-cpu", daemon=True)
         self.interval_s = interval_s
         self.server = ProcessTree(pids) if pids else None
+        self.host = HostLoad(ProcessTree(other_pids) if other_pids else None)
         self.n_cpus = psutil.cpu_count() or 1
         self.server_rows: list[tuple[int, list[float]]] = []
         self.generator_rows: list[tuple[int, float]] = []
@@ -151,6 +239,7 @@ class CpuSampler(threading.Thread):
         ts = time.time_ns()
         if wall <= 0:
             return
+        busy = 0.0
         if self.server is not None:
             busy = self.server.delta()
             self.server_pids_seen.update(self.server.pids())
@@ -170,6 +259,7 @@ class CpuSampler(threading.Thread):
             gen_busy = (gen.delta() if gen is not None else 0.0) + self._pending
             self._pending = 0.0
         self.generator_rows.append((ts, 100.0 * gen_busy / wall))
+        self.host.sample(busy + gen_busy)
 
     def start(self) -> None:
         """Take the baselines now (the first sample covers the interval from here) and start."""
@@ -179,6 +269,7 @@ class CpuSampler(threading.Thread):
             self.server.counted = 0.0
         else:
             self._cpu_prev = _per_cpu_busy()
+        self.host.restart()
         super().start()
 
     def run(self) -> None:

@@ -35,7 +35,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model import HeadroomError
+from ..model import HeadroomError
 
 #: hey keeps at most this many results per run (requester/report.go, maxRes).
 HEY_MAX_RESULTS = 1_000_000
