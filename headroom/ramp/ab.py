@@ -94,7 +94,8 @@ class AbJob:
         self.b = Side("b", url_b, _pids(args.cpu_pid_b), _label(args.label_b, "b", "--label-b"))
         if self.a.label == self.b.label:
             raise HeadroomError(f"--label-a and --label-b are both {self.a.label!r}: the folders would clash")
-        self.pause = _duration(args.pause, "--pause")
+        zero = re.fullmatch(r"\s*0+(\.0*)?\s*(s|ms)?\s*", args.pause or "")
+        self.pause = 0.0 if zero else _duration(args.pause, "--pause")
         self.confidence = _confidence(args.confidence)
         self.until_decided = bool(args.until_decided)
         if self.until_decided:
@@ -137,6 +138,7 @@ class AbJob:
         self.recorder("a", 1)
         for s in (self.a, self.b):
             ProcessTree(s.pids)  # no such process -> exit 2
+        for s in (self.a, self.b):
             preflight(s.url)
         if self.out.exists() and not self.out.is_dir():
             raise HeadroomError(f"{self.out}: exists and is not a folder")
