@@ -90,6 +90,9 @@ SETS = {
     "aa": ("keepalive", "keepalive", 6, 1701),
     "cpu25": ("keepalive", os.environ.get("CPU25_VARIANT", "gzip1-access-log-headers-sub-filter"), 4, 1702),
     "x2": ("keepalive", "no-keepalive", 4, 1703),
+    # second rounds of the two changes, recorded after the first, with their own hog seeds
+    "cpu25-2": ("keepalive", os.environ.get("CPU25_VARIANT", "gzip1-access-log-headers-sub-filter"), 4, 1704),
+    "x2-2": ("keepalive", "no-keepalive", 4, 1705),
 }
 
 

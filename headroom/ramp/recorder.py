@@ -54,7 +54,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..model import HeadroomError, parse_duration
+from . import metadata
 from .engines import Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
+from .metadata import HOST_FILE, rfc3339_ns
 
 #: files headroom ramp writes (removed first with --force)
 OUTPUT_FILES = (
@@ -65,9 +67,6 @@ OUTPUT_FILES = (
     "hostCpuStats.csv",
     "metadata.yml",
 )
-HOST_FILE = "hostCpuStats.csv"
-#: warn when other processes used more than this share of the machine during the load
-FOREIGN_WARN_PCT = 10.0
 PERF_HEADER = "start-time,response-time,status-code\n"
 
 
@@ -216,20 +215,6 @@ def _affinity() -> list[int]:
 
 # --------------------------------------------------------------------------
 # time and rows
-
-
-_prefix_cache: dict[int, str] = {}
-
-
-def rfc3339_ns(ns: int) -> str:
-    """UTC nanoseconds as RFC 3339 with 9 fractional digits: 2026-11-23T10:00:00.123456789Z."""
-    s, f = divmod(ns, 1_000_000_000)
-    pre = _prefix_cache.get(s)
-    if pre is None:
-        if len(_prefix_cache) > 100_000:
-            _prefix_cache.clear()
-        pre = _prefix_cache[s] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s))
-    return f"{pre}.{f:09d}Z"
 
 
 @dataclass
@@ -392,13 +377,12 @@ class Recorder:
 
     # ---- one step
 
-    def run_step(
-        self, k: int, level: int, tmp: Path, signals: _Signals
-    ) -> tuple[str, Step | None, StepRows | None]:
-        """Run step k; returns (outcome, step, rows); outcome: ok, aborted, overran, failed, empty."""
-        plan = self.plan(level)
-        workdir = tmp / f"step{k + 1:03d}"
-        workdir.mkdir()
+    def _run_generator(self, plan: StepPlan, workdir: Path, signals: _Signals):
+        """Run the generator for one step, bounded by the step limit.
+
+        Returns (outcome, exit code, launch ns, end ns, wall s, generator CPU s);
+        outcome: ok, aborted (second Ctrl-C) or overran (killed at the limit).
+        """
         self.engine.prepare(self.url, workdir)
         cmd = self.engine.command(self.url, plan, workdir, self.args.engine_arg)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -409,7 +393,7 @@ class Recorder:
                 cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True
             )
         self.sampler.set_generator(proc.pid)
-        outcome = "ok"
+        outcome, rc = "ok", None
         while True:
             try:
                 rc = proc.wait(timeout=0.05)
@@ -436,6 +420,16 @@ class Recorder:
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         gen_cpu_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         self.sampler.set_generator(None, gen_cpu_s)
+        return outcome, rc, launch_ns, end_ns, wall, gen_cpu_s
+
+    def run_step(
+        self, k: int, level: int, tmp: Path, signals: _Signals
+    ) -> tuple[str, Step | None, StepRows | None]:
+        """Run step k; returns (outcome, step, rows); outcome: ok, aborted, overran, failed, empty."""
+        plan = self.plan(level)
+        workdir = tmp / f"step{k + 1:03d}"
+        workdir.mkdir()
+        outcome, rc, launch_ns, end_ns, wall, gen_cpu_s = self._run_generator(plan, workdir, signals)
         what = f"step {k + 1} ({self._level_text(level)})"
         if outcome == "aborted":
             return outcome, None, None
@@ -521,189 +515,13 @@ class Recorder:
                 f.write(f"{rfc3339_ns(r.end_ns)},{r.foreign_pct:.3f},{steal}\n")
 
     def metadata(self) -> dict:
-        steps = self.steps
-        levels_done = [s.rate if self.open_loop else s.concurrency for s in steps]
-        planned = self.levels
-        m: dict = {
-            "label": self.label,
-            "sha": self.label,
-            "description": self.args.description
-            or (
-                f"headroom ramp: {self.engine.name} "
-                + (
-                    f"open loop at {self.low}..{self.high} req/s step {self.step}"
-                    if self.open_loop
-                    else f"closed loop at concurrency {self.low}..{self.high} step {self.step}"
-                )
-                + (
-                    f", {self.requests_per_step} requests per step"
-                    if self.requests_per_step
-                    else f", {self.step_duration:g} s steps"
-                )
-                + f", {self.url}"
-            ),
-            "tool": f"headroom ramp {__version__}",
-            "url": self.url,
-            "engine": self.engine.name,
-            "engine_version": self.engine_version,
-            "engine_path": self.engine.path,
-            "engine_args": list(self.args.engine_arg),
-            "mode": "open-loop" if self.open_loop else "closed-loop",
-        }
-        if self.open_loop:
-            m.update(
-                {
-                    "lower_rate": self.low,
-                    "upper_rate": int(levels_done[-1]) if levels_done else self.high,
-                    "rate_step": self.step,
-                    "rates": [int(x) for x in levels_done],
-                    "max_workers": self.max_workers,
-                }
-            )
-        else:
-            m.update(
-                {
-                    "lower_concurrency": self.low,
-                    "upper_concurrency": levels_done[-1] if levels_done else self.high,
-                    "concurrency_step": self.step,
-                    "concurrency": levels_done,
-                }
-            )
-        if levels_done != planned:
-            m["planned_" + ("rates" if self.open_loop else "concurrency")] = planned
-        m.update(
-            {
-                "step_duration_s": None if self.requests_per_step else self.step_duration,
-                "requests_per_step": self.requests_per_step,
-                "request_timeout_s": self.request_timeout,
-                "steps": len(steps),
-                "step_requests": [s.requests for s in steps],
-                "step_requested": [s.requested for s in steps] if self.requests_per_step else None,
-                "step_errors": [s.errors for s in steps],
-                "step_non2xx": [s.non2xx for s in steps],
-                "step_throughput_rps": [round(s.throughput, 1) for s in steps],
-                "step_start_times": [rfc3339_ns(s.launch_ns) for s in steps],
-                "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
-                "requests": sum(s.requests for s in steps),
-                "errors": None if any(s.errors is None for s in steps) else sum(s.errors for s in steps),
-                "errors_note": (
-                    "hey and oha write no row for a transport error: with a duration per step those "
-                    "are unknown (null); non-2xx responses are rows (step_non2xx)"
-                )
-                if any(s.errors is None for s in steps)
-                else None,
-                "row_order": "as the generator wrote them (hey: completion order)",
-                "time_axis": "step launch time (time.time_ns() just before the generator starts) plus "
-                "the generator's relative start offset"
-                if self.engine.name != "vegeta"
-                else "vegeta's absolute request timestamps",
-                "start_time": rfc3339_ns(self.start_ns) if self.start_ns else None,
-                "end_time": rfc3339_ns(self.end_ns) if self.end_ns else None,
-                "interrupted": self.interrupted,
-                "stopped_early": self.stopped_early,
-                "cpu_source": (
-                    f"CPU time (user+system, psutil) of PID(s) {', '.join(map(str, self.pids))} and their "
-                    "children, percent of all the machine's cores"
-                    if self.pids
-                    else "whole machine, psutil.cpu_percent per CPU (one percentage column per CPU)"
-                ),
-                "cpu_pids": self.pids or None,
-                "cpu_interval_s": self.cpu_interval,
-                "cpu_cores": self.sampler.n_cpus if self.sampler is not None else (os.cpu_count() or 1),
-                "generator_cpu": self.generator_summary(),
-                "foreign_cpu": self.foreign_summary(),
-                "host": self.host,
-                "headroom_affinity": self.affinity,
-                "warnings": self.warnings or None,
-            }
-        )
-        m.update(self.extra_metadata)
-        optional = (
-            "requests_per_step",
-            "step_requested",
-            "errors_note",
-            "warnings",
-            "cpu_pids",
-            "max_workers",
-        )
-        return {k: v for k, v in m.items() if v is not None or k not in optional}
-
-    def generator_summary(self) -> dict:
-        pct = [round(s.generator_cpu_pct, 1) for s in self.steps]
-        return {
-            "unit": "percent of one core (getrusage of the generator process per step)",
-            "cores_available": len(self.affinity),
-            "affinity": self.affinity,
-            "per_step_percent": pct,
-            "mean_percent": round(sum(pct) / len(pct), 1) if pct else None,
-            "max_percent": max(pct) if pct else None,
-            "saturated": bool(self._saturation()),
-            "samples_file": "generatorCpuStats.csv",
-        }
+        return metadata.build(self)
 
     def foreign_summary(self) -> dict | None:
-        """``foreign_cpu`` in metadata.yml: the machine's CPU used by other processes, per step."""
-        from .cpu import overlap_mean
-
-        if self.sampler is None:
-            return None
-        rows = self.sampler.host.rows
-        steps = self.steps
-        per_step = [overlap_mean(rows, s.launch_ns, s.end_ns, "foreign_pct") for s in steps]
-        steal = [overlap_mean(rows, s.launch_ns, s.end_ns, "steal_pct") for s in steps]
-        load = (steps[0].launch_ns, steps[-1].end_ns) if steps else (0, 0)
-        mean = overlap_mean(rows, *load, "foreign_pct")
-        inside = [r.foreign_pct for r in rows if r.end_ns > load[0] and r.start_ns < load[1]]
-        no_steal = any(v is None for v in steal) or not steps
-        smean = None if no_steal else overlap_mean(rows, *load, "steal_pct")
-
-        def r1(v):
-            return None if v is None else round(v, 1)
-
-        out = {
-            "unit": "percent of the whole machine (all cores = 100)",
-            "per_step_percent": [r1(v) for v in per_step],
-            "mean_percent": r1(mean),
-            "max_percent": r1(max(inside)) if inside else None,
-            "steal_per_step_percent": None if no_steal else [r1(v) for v in steal],
-            "steal_mean_percent": r1(smean),
-            "samples_file": HOST_FILE,
-            "method": "busy CPU time of all CPUs (psutil.cpu_times, steal excluded) minus the CPU time of "
-            "the sampled server processes"
-            + (" (and the other side's server)" if self.sampler.host.others is not None else "")
-            + ", the load generator and headroom itself, per sample; below-zero samples written as 0",
-        }
-        if not self.pids:
-            out["note"] = "no --cpu-pid: the server is not separated, its CPU is inside the foreign share"
-        return out
-
-    def foreign_warning(self) -> str | None:
-        f = self.foreign_summary()
-        if not f or not self.pids or f["mean_percent"] is None or f["mean_percent"] <= FOREIGN_WARN_PCT:
-            return None
-        return (
-            f"other processes used {f['mean_percent']:.0f}% of the machine (max {f['max_percent']:.0f}%) "
-            f"during the load: the run was made under foreign load ({HOST_FILE}, foreign_cpu in metadata.yml)"
-        )
+        return metadata.foreign_summary(self)
 
     def write_metadata(self) -> None:
-        import yaml
-
-        class _NoAliases(yaml.SafeDumper):
-            def ignore_aliases(self, data):
-                return True
-
-        text = "---\n" + yaml.dump(
-            self.metadata(),
-            Dumper=_NoAliases,
-            sort_keys=False,
-            default_flow_style=None,
-            allow_unicode=False,
-            width=100,
-        )
-        tmp = self.out / ".metadata.yml.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.out / "metadata.yml")
+        metadata.write(self)
 
     # ---- the generator as the ceiling
 
@@ -828,7 +646,7 @@ class Recorder:
             if not self.end_ns:
                 self.end_ns = time.time_ns()
             self.warnings.extend(self._saturation())
-            w = self.foreign_warning()
+            w = metadata.foreign_warning(self)
             if w:
                 self.warnings.append(w)
             self.write_cpu()
