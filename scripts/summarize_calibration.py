@@ -60,7 +60,7 @@ def headroom_figures(run: Path) -> dict:
     from headroom import analyze, reduce_run
 
     s = analyze(reduce_run(str(run)))
-    p50 = np.asarray(s.table.p50_s, dtype=float)
+    p50 = np.asarray(s.table.latency.pct["p50"], dtype=float)
     return {"plateau_rps": s.capacity.plateau_rps, "p50_ms": 1e3 * float(np.nanmedian(p50))}
 
 
