@@ -730,6 +730,9 @@ def test_ab_abba_order_and_folders(nginx_a, nginx_b, tmp_path, capsys):
     job = yaml.safe_load((out / "ab.yml").read_text())
     assert job["order"] == "ABBAAB" and job["status"] == "done"
     assert [r["folder"] for r in job["runs"]] == names
+    assert [r["foreign_cpu_mean_percent"] for r in job["runs"]] == [
+        meta(out / n)["foreign_cpu"]["mean_percent"] for n in names
+    ]
     starts = [ns(meta(out / n)["start_time"]) for n in names]
     ends = [ns(meta(out / n)["end_time"]) for n in names]
     assert all(e <= s for e, s in zip(ends, starts[1:]))  # recorded one after the other, in that order

@@ -217,6 +217,7 @@ def _record_one(job: AbJob, key: str, position: int, signals: _Signals) -> int:
     side.runs.append(rec.out)
     t0 = time.time()
     rc = rec.record(signals)
+    foreign = rec.foreign_summary() or {}
     job.records.append(
         {
             "position": position,
@@ -224,11 +225,24 @@ def _record_one(job: AbJob, key: str, position: int, signals: _Signals) -> int:
             "folder": rec.out.name,
             "exit_code": rc,
             "steps": len(rec.steps),
+            "foreign_cpu_mean_percent": foreign.get("mean_percent"),
             "started_unix_s": round(t0, 3),
             "seconds": round(time.time() - t0, 1),
         }
     )
     return rc
+
+
+def _say_foreign(job: AbJob) -> None:
+    """One line: the mean foreign CPU of each side's runs (drift that fell on one side shows here)."""
+    parts = []
+    for key in ("a", "b"):
+        v = [r["foreign_cpu_mean_percent"] for r in job.records if r["side"] == key]
+        v = [x for x in v if x is not None]
+        if v:
+            parts.append(f"{key.upper()} {sum(v) / len(v):.0f} % (runs {min(v):.0f}-{max(v):.0f} %)")
+    if parts:
+        _say("foreign CPU during the load, mean of the runs (percent of the machine): " + ", ".join(parts))
 
 
 def _pause(seconds: float, signals: _Signals) -> None:
@@ -313,6 +327,7 @@ def run_ab(args) -> int:
     if job.until_decided and failed is None:
         status = "decided" if job.looks and job.looks[-1]["verdict"] != "inconclusive" else "undecided"
     job.write_job(status)
+    _say_foreign(job)
     _say(f"{status}: {len(job.a.runs)} run(s) of A, {len(job.b.runs)} of B; compare them with")
     print(job.compare_command(), flush=True)
     if failed is not None:
