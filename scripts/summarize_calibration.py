@@ -69,12 +69,38 @@ def log_sd_pct(values: list[float]) -> float | None:
     return 100 * statistics.stdev(v) if len(v) >= 2 else None
 
 
+KEYS = ("cpu_us_per_req", "plateau_rps", "p50_ms")
+
+
+def pooled_sd(groups: list[list[dict]]) -> None:
+    """Between-run SD of the unchanged config, pooled over groups (deviations from each group's mean)."""
+    print("\n### Unchanged keep-alive config, pooled over the sets\n")
+    print("| figure | runs | groups | df | pooled SD of log, % |")
+    print("|---|---|---|---|---|")
+    for k in KEYS:
+        ss, df, n = 0.0, 0, 0
+        for g in groups:
+            v = [math.log(f[k]) for f in g if f[k]]
+            if len(v) >= 2:
+                m = statistics.fmean(v)
+                ss += sum((x - m) ** 2 for x in v)
+                df += len(v) - 1
+                n += len(v)
+        print(f"| {k} | {n} | {len(groups)} | {df} | {100 * math.sqrt(ss / df):.1f} |")
+
+
 def main(base: Path) -> int:
-    keys = ("cpu_us_per_req", "plateau_rps", "p50_ms")
+    keys = KEYS
+    unchanged: list[list[dict]] = []
     for set_dir in sorted(p for p in base.iterdir() if (p / "ab.yml").exists()):
         job = yaml.safe_load((set_dir / "ab.yml").read_text())
+        if job["status"] == "recording":
+            print(f"\n({set_dir.name}: still recording, skipped)")
+            continue
         print(f"\n### {set_dir.name} ({job['order']})\n")
-        print("| run | start (UTC) | requests | CPU us/req | plateau req/s | median step p50 ms | foreign CPU % |")
+        print(
+            "| run | start (UTC) | requests | CPU us/req | plateau req/s | median step p50 ms | foreign CPU % |"
+        )
         print("|---|---|---|---|---|---|---|")
         sides: dict[str, list[dict]] = {"a": [], "b": []}
         for r in job["runs"]:
@@ -95,10 +121,14 @@ def main(base: Path) -> int:
                 cells.append(f"{statistics.fmean(vals):,.1f} ({sd:.1f})" if sd is not None else "-")
             print(f"| {side} | {len(figs)} | " + " | ".join(cells) + " |")
         a, b = sides["a"], sides["b"]
+        unchanged.append(a)
+        if set_dir.name.startswith("aa"):
+            unchanged.append(b)  # a second, identical server pair: its own group
         for k in keys:
             ma, mb = (statistics.fmean([f[k] for f in s if f[k]]) for s in (a, b))
             print(f"\nB/A {k}: {100 * (mb / ma - 1):+.1f} %", end="")
         print()
+    pooled_sd(unchanged)
     return 0
 
 

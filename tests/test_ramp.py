@@ -324,6 +324,9 @@ def test_ramp_request_count_equals_hey(nginx, tmp_path):
     header = (out / "cpuStats.csv").read_text().splitlines()[0]
     assert header == "timestamp," + ",".join(["percentage"] * os.cpu_count())
     assert m["cpu_cores"] == os.cpu_count()
+    # the server is not known: it is inside the foreign share, said so, and no foreign-load warning
+    assert "inside the foreign share" in m["foreign_cpu"]["note"]
+    assert not any("other processes used" in w for w in m.get("warnings") or [])
 
 
 # --------------------------------------------------------------------------
