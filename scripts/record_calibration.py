@@ -93,6 +93,7 @@ SETS = {
     # second rounds of the two changes, recorded after the first, with their own hog seeds
     "cpu25-2": ("keepalive", os.environ.get("CPU25_VARIANT", "gzip1-access-log-headers-sub-filter"), 4, 1704),
     "x2-2": ("keepalive", "no-keepalive", 4, 1705),
+    "aa-2": ("keepalive", "keepalive", 5, 1706),
 }
 
 
