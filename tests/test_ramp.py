@@ -914,7 +914,11 @@ def test_until_decided_decides_a_slow_server(nginx, slow_nginx, tmp_path, capsys
         (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--pause", "soon"], "--pause"),
         (
             ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid-b", "999999999"],
-            "no such process",
+            "--cpu-pid-b 999999999: no such process",
+        ),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid-a", "x"],
+            "bad --cpu-pid-a 'x'",
         ),
         (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/"], "cannot reach"),
         (["http://127.0.0.1:1/", "--repeats", "2"], "--repeats is for an A/B job"),

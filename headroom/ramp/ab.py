@@ -90,8 +90,12 @@ class AbJob:
                 hint = {"URL": "give both URLs to --ab", "--cpu-pid": "use --cpu-pid-a/--cpu-pid-b"}
                 raise HeadroomError(f"{opt} is not for --ab: " + hint.get(opt, "use --label-a/--label-b"))
         url_a, url_b = (check_url(u) for u in args.ab)
-        self.a = Side("a", url_a, _pids(args.cpu_pid_a), _label(args.label_a, "a", "--label-a"))
-        self.b = Side("b", url_b, _pids(args.cpu_pid_b), _label(args.label_b, "b", "--label-b"))
+        self.a = Side(
+            "a", url_a, _pids(args.cpu_pid_a, "--cpu-pid-a"), _label(args.label_a, "a", "--label-a")
+        )
+        self.b = Side(
+            "b", url_b, _pids(args.cpu_pid_b, "--cpu-pid-b"), _label(args.label_b, "b", "--label-b")
+        )
         if self.a.label == self.b.label:
             raise HeadroomError(f"--label-a and --label-b are both {self.a.label!r}: the folders would clash")
         zero = re.fullmatch(r"\s*0+(\.0*)?\s*(s|ms)?\s*", args.pause or "")
@@ -137,7 +141,7 @@ class AbJob:
 
         self.recorder("a", 1)
         for s in (self.a, self.b):
-            ProcessTree(s.pids)  # no such process -> exit 2
+            ProcessTree(s.pids, option=f"--cpu-pid-{s.key}")  # no such process -> exit 2
         for s in (self.a, self.b):
             preflight(s.url)
         if self.out.exists() and not self.out.is_dir():
@@ -321,6 +325,9 @@ def run_ab(args) -> int:
     )
     try:
         failed, verdict_rc = _loop(job, signals)
+    except HeadroomError as e:  # compare refused the runs: say so in ab.yml, then exit 2
+        job.write_job(f"compare failed: {e}")
+        raise
     finally:
         signals.restore()
     status = "interrupted" if failed in (130, 143) else "stopped early" if failed else "done"

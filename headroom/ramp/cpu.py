@@ -136,16 +136,16 @@ class HostLoad:
 class ProcessTree:
     """CPU seconds of some processes and their descendants, between calls."""
 
-    def __init__(self, pids: list[int], *, strict: bool = True):
+    def __init__(self, pids: list[int], *, strict: bool = True, option: str = "--cpu-pid"):
         self.roots: list[psutil.Process] = []
         for pid in pids:
             try:
                 self.roots.append(psutil.Process(pid))
             except psutil.NoSuchProcess:
                 if strict:
-                    raise HeadroomError(f"--cpu-pid {pid}: no such process") from None
+                    raise HeadroomError(f"{option} {pid}: no such process") from None
             except psutil.AccessDenied:
-                raise HeadroomError(f"--cpu-pid {pid}: access denied") from None
+                raise HeadroomError(f"{option} {pid}: access denied") from None
         self._prev: dict[int, tuple[float, float]] = {}  # pid -> (create_time, cpu seconds)
         self.lost: set[int] = set()
         self.counted = 0.0  # CPU seconds handed out by delta() so far

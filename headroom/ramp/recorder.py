@@ -127,15 +127,15 @@ def _positive(text: str | None, option: str) -> int | None:
     return v
 
 
-def _pids(values: list[str]) -> list[int]:
+def _pids(values: list[str], option: str = "--cpu-pid") -> list[int]:
     out = []
     for v in (x.strip() for value in values for x in value.split(",")):
         try:
             pid = int(v)
         except ValueError:
-            raise HeadroomError(f"bad --cpu-pid {v!r}: expected a process id") from None
+            raise HeadroomError(f"bad {option} {v!r}: expected a process id") from None
         if pid < 1:
-            raise HeadroomError(f"bad --cpu-pid {v!r}: expected a process id")
+            raise HeadroomError(f"bad {option} {v!r}: expected a process id")
         out.append(pid)
     return out
 
