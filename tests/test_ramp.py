@@ -826,10 +826,10 @@ def slow_nginx(tmp_path_factory, nginx):
         up.stdout.close()
 
 
-def _compare_rc(out: Path, confidence: str) -> int:
+def _compare_rc(out: Path, confidence: str, a: str = "a", b: str = "b") -> int:
     r = subprocess.run(
-        [sys.executable, "-m", "headroom", "compare", "--baseline", *sorted(map(str, out.glob("a-*")))]
-        + ["--candidate", *sorted(map(str, out.glob("b-*"))), "--confidence", confidence],
+        [sys.executable, "-m", "headroom", "compare", "--baseline", *sorted(map(str, out.glob(f"{a}-*")))]
+        + ["--candidate", *sorted(map(str, out.glob(f"{b}-*"))), "--confidence", confidence],
         capture_output=True,
         text=True,
         timeout=120,
@@ -839,24 +839,26 @@ def _compare_rc(out: Path, confidence: str) -> int:
     return r.returncode
 
 
-def test_until_decided_stops_at_max_repeats(nginx, nginx_b, tmp_path):
+def test_until_decided_stops_at_max_repeats(nginx, nginx_b, tmp_path, capsys):
     """A/A, --max-repeats 2: one ABBA block, one look at 95 %, its exit code is compare's."""
     url_a, pid_a = nginx
     out = tmp_path / "seq"
     rc = cli.main(
         ["ramp", "--ab", url_a, nginx_b.url, "--until-decided", "--max-repeats", "2", "-o", str(out)]
         + ["--concurrency", "1:7:2", "--step-duration", "0.5s", "--pause", "0s"]
-        + ["--cpu-pid-a", str(pid_a), "--cpu-pid-b", str(nginx_b.pid)]
+        + ["--cpu-pid-a", str(pid_a), "--cpu-pid-b", str(nginx_b.pid), "--label-a", "v1", "--label-b", "v2"]
     )
     job = yaml.safe_load((out / "ab.yml").read_text())
-    assert [r["folder"] for r in job["runs"]] == ["a-01", "b-01", "b-02", "a-02"]
+    assert [r["folder"] for r in job["runs"]] == ["v1-01", "v2-01", "v2-02", "v1-02"]
+    assert meta(out / "v2-01")["label"] == "v2-01" and meta(out / "v2-01")["ab"]["side"] == "b"
+    assert capsys.readouterr().out.strip() == f"headroom compare --baseline {out}/v1-* --candidate {out}/v2-*"
     (look,) = job["looks"]
     assert look["runs_per_side"] == [2, 2] and look["confidence"] == 0.95
     assert job["sequential"]["max_looks"] == 1 and job["sequential"]["per_look_confidence"] == 0.95
     assert rc == look["exit_code"] in (0, 1, 3)
-    assert rc == _compare_rc(out, "0.95")
+    assert rc == _compare_rc(out, "0.95", "v1", "v2")
     assert job["status"] == ("undecided" if rc == 3 else "decided")
-    assert meta(out / "b-02")["ab"]["sequential"]["per_look_confidence"] == 0.95
+    assert meta(out / "v2-02")["ab"]["sequential"]["per_look_confidence"] == 0.95
 
 
 def test_until_decided_decides_a_slow_server(nginx, slow_nginx, tmp_path, capsys):
