@@ -30,7 +30,7 @@ import yaml
 
 from headroom import cli
 from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
-from headroom.ramp_engines import Hey, Oha, StepPlan, Vegeta, go_duration
+from headroom.ramp.engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE = os.environ.get("HEADROOM_REQUIRE_NGINX") == "1"
@@ -110,56 +110,79 @@ def _get(url: str, timeout: float = 1.0) -> int:
         return r.status
 
 
-@pytest.fixture(scope="module")
-def nginx(tmp_path_factory):
-    """A real nginx on 127.0.0.1:<free port> serving a 1024-byte file: yields (url, master pid)."""
-    _need(NGINX, "nginx")
-    _need(HEY, "hey")
-    d = tmp_path_factory.mktemp("nginx")
-    (d / "www").mkdir()
-    (d / "www" / "index.html").write_text("x" * 1023 + "\n")
-    port = _free_port()
-    user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the 0700 tmp folder
-    temp = "".join(
-        f"    {k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (d / "nginx.conf").write_text(
-        f"{user}daemon off;\nmaster_process on;\nworker_processes 1;\n"
-        f"pid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n"
-        "events { worker_connections 1024; }\n"
-        f"http {{\n    access_log {d}/access.log;\n{temp}"
-        f"    server {{\n        listen 127.0.0.1:{port};\n        root {d}/www;\n    }}\n}}\n"
-    )
-    proc = subprocess.Popen(
-        [NGINX, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/index.html"
-    try:
+class Nginx:
+    """A real nginx (master + 1 worker) on 127.0.0.1:<free port>, stopped by its PID."""
+
+    def __init__(self, d: Path, location: str = "", extra_http: str = ""):
+        (d / "www").mkdir(parents=True, exist_ok=True)
+        (d / "www" / "index.html").write_text("x" * 1023 + "\n")
+        self.port = _free_port()
+        self.dir = d
+        user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the 0700 tmp folder
+        temp = "".join(
+            f"    {k}_temp_path {d}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
+        (d / "nginx.conf").write_text(
+            f"{user}daemon off;\nmaster_process on;\nworker_processes 1;\n"
+            f"pid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n"
+            "events { worker_connections 1024; }\n"
+            f"http {{\n    access_log {d}/access.log;\n{temp}{extra_http}"
+            f"    server {{\n        listen 127.0.0.1:{self.port};\n        root {d}/www;\n"
+            f"        location / {{ {location} }}\n    }}\n}}\n"
+        )
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", str(d), "-c", str(d / "nginx.conf"), "-e", str(d / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.url = f"http://127.0.0.1:{self.port}/index.html"
+        self.pid = self.proc.pid
+
+    def wait(self) -> Nginx:
         deadline = time.monotonic() + 10
         while True:
-            if proc.poll() is not None:
-                pytest.fail(f"nginx exited: {proc.stderr.read().decode(errors='replace')}")
+            if self.proc.poll() is not None:
+                pytest.fail(f"nginx exited: {self.proc.stderr.read().decode(errors='replace')}")
             try:
-                if _get(url) == 200:
-                    break
+                if _get(self.url, timeout=2) == 200:
+                    return self
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 pytest.fail("nginx did not answer within 10 s")
             time.sleep(0.05)
-        yield url, proc.pid
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGQUIT)
+
+    def access_lines(self) -> int:
+        return len((self.dir / "access.log").read_text().splitlines())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGQUIT)
             try:
-                proc.wait(timeout=10)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        proc.stderr.close()
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def nginx_a(tmp_path_factory):
+    """A real nginx on 127.0.0.1:<free port> serving a 1024-byte file, logging every request."""
+    _need(NGINX, "nginx")
+    _need(HEY, "hey")
+    server = Nginx(tmp_path_factory.mktemp("nginx"))
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def nginx(nginx_a):
+    """The same nginx as (url, master pid)."""
+    return nginx_a.url, nginx_a.pid
 
 
 def _worker_cpu(master: int) -> float:
@@ -201,6 +224,7 @@ def test_ramp_metadata(ramp_run):
     assert sorted(p.name for p in out.iterdir()) == [
         "cpuStats.csv",
         "generatorCpuStats.csv",
+        "hostCpuStats.csv",
         "metadata.yml",
         "perfResults.csv",
     ]
@@ -300,6 +324,9 @@ def test_ramp_request_count_equals_hey(nginx, tmp_path):
     header = (out / "cpuStats.csv").read_text().splitlines()[0]
     assert header == "timestamp," + ",".join(["percentage"] * os.cpu_count())
     assert m["cpu_cores"] == os.cpu_count()
+    # the server is not known: it is inside the foreign share, said so, and no foreign-load warning
+    assert "inside the foreign share" in m["foreign_cpu"]["note"]
+    assert not any("other processes used" in w for w in m.get("warnings") or [])
 
 
 # --------------------------------------------------------------------------
@@ -565,3 +592,360 @@ def test_generator_saturation_warnings():
     (w,) = warn(flat)
     assert "flat" in w and "may have set the ceiling" in w
     assert warn([_step(k, min(1000 * (k + 1), 3000), 30) for k in range(6)]) == []  # server-bound
+
+
+# --------------------------------------------------------------------------
+# foreign load: a real CPU hog beside a recording
+
+
+def _machine_busy_s() -> float:
+    """Busy CPU seconds of all CPUs from /proc/stat (user nice system irq softirq; not idle, iowait, steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s(pid: int) -> float:
+    root = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)])
+
+
+def _host_rows(folder: Path) -> list[tuple[int, float, str]]:
+    with open(folder / "hostCpuStats.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["timestamp", "foreign_pct", "steal_pct"]
+    return [(ns(r[0]), float(r[1]), r[2]) for r in rows[1:]]
+
+
+def test_foreign_cpu_sees_a_real_hog(nginx, tmp_path, capsys):
+    """A process spinning on one core beside the ramp is foreign load, and the file says how much.
+
+    Two independent checks of the CPU seconds in hostCpuStats.csv over the ramp:
+    * at least the hog's own CPU time (psutil of the hog) in the sampled window: the hog is one
+      thread, so outside that window it used at most the window's slack; 10 % + 0.1 s for the
+      1 s samples cut at the step edges and 10 ms clock ticks;
+    * the machine's busy time (/proc/stat, read here) minus nginx (psutil), this process and its
+      waited children (os.times: headroom and hey), over the test's window: the other engineers'
+      jobs on this machine are in both; the slack outside the sampled window can hold at most
+      slack x cores of it, plus 10 % + 0.2 s for sampling and ticks.
+    """
+    url, master = nginx
+    out = tmp_path / "hog"
+    hog = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "cpu_hog.py"), "--seed", "5", "--duration", "60"]
+        + ["--min-duty", "1", "--max-duty", "1", "--min-burst", "60", "--max-burst", "60", "--quiet"],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        time.sleep(0.3)
+        hog_p = psutil.Process(hog.pid)
+        t0, busy0, nginx0, me0 = time.time_ns(), _machine_busy_s(), _tree_cpu_s(master), os.times()
+        hog0 = sum(hog_p.cpu_times()[:2])
+        rc = cli.main(
+            [
+                "ramp",
+                url,
+                "-o",
+                str(out),
+                "--concurrency",
+                "1:9:4",
+                "--step-duration",
+                "1s",
+                "--cpu-pid",
+                str(master),
+            ]
+        )
+        hog1 = sum(hog_p.cpu_times()[:2])
+        t1, busy1, nginx1, me1 = time.time_ns(), _machine_busy_s(), _tree_cpu_s(master), os.times()
+    finally:
+        hog.terminate()
+        hog.wait(timeout=10)
+    assert rc == 0
+    m = meta(out)
+    f = m["foreign_cpu"]
+    assert f["unit"] == "percent of the whole machine (all cores = 100)"
+    assert f["samples_file"] == "hostCpuStats.csv" and len(f["per_step_percent"]) == 3
+    rows = _host_rows(out)
+    cores = m["cpu_cores"]
+    prev, file_s, weights = ns(m["start_time"]), 0.0, []
+    for t, pct, _ in rows:
+        file_s += pct / 100 * cores * (t - prev) / 1e9
+        weights.append((prev, t, pct))
+        prev = t
+    sampled_s = (rows[-1][0] - ns(m["start_time"])) / 1e9
+    slack_s = (t1 - t0) / 1e9 - sampled_s
+    assert 0 <= slack_s < 5
+    hog_s = hog1 - hog0
+    assert hog_s > 0.5  # it really ran
+    assert file_s >= 0.9 * (hog_s - slack_s) - 0.1
+    me = (me1.user + me1.system + me1.children_user + me1.children_system) - (
+        me0.user + me0.system + me0.children_user + me0.children_system
+    )
+    expected_s = (busy1 - busy0) - (nginx1 - nginx0) - me
+    assert abs(file_s - expected_s) <= slack_s * cores + 0.1 * expected_s + 0.2
+    # the step means are the time-weighted means of the file's samples over each step
+    for k, (a, b) in enumerate(zip(m["step_start_times"], m["step_end_times"])):
+        lo, hi = ns(a), ns(b)
+        w = [(min(e, hi) - max(s, lo), p) for s, e, p in weights if min(e, hi) > max(s, lo)]
+        mean = sum(x * p for x, p in w) / sum(x for x, _ in w)
+        assert f["per_step_percent"][k] == pytest.approx(mean, abs=0.051)
+    assert f["mean_percent"] > 10 and f["max_percent"] >= f["mean_percent"]
+    assert "other processes used" in capsys.readouterr().err
+    steal = [r[2] for r in rows]
+    if f["steal_per_step_percent"] is None:
+        assert all(s == "" for s in steal)
+    else:
+        assert all(float(s) >= 0 for s in steal) and f["steal_mean_percent"] >= 0
+
+
+# --------------------------------------------------------------------------
+# interleaved A/B
+
+
+@pytest.fixture(scope="module")
+def nginx_b(tmp_path_factory, nginx):
+    """A second, identical nginx (the B side of an A/A job)."""
+    server = Nginx(tmp_path_factory.mktemp("nginx_b"))
+    try:
+        yield server.wait()
+    finally:
+        server.stop()
+
+
+def test_ab_abba_order_and_folders(nginx_a, nginx_b, tmp_path, capsys):
+    """--repeats 3: A B B A A B, one folder per run, each run against its own server."""
+    url_a, pid_a = nginx_a.url, nginx_a.pid
+    before = (nginx_a.access_lines(), nginx_b.access_lines())
+    out = tmp_path / "ab"
+    rc = cli.main(
+        ["ramp", "--ab", url_a, nginx_b.url, "--repeats", "3", "-o", str(out), "--pause", "0s"]
+        + ["--concurrency", "2:4:2", "--step-duration", "0.5s", "--cpu-pid-a", str(pid_a)]
+        + ["--cpu-pid-b", str(nginx_b.pid)]
+    )
+    after = (nginx_a.access_lines(), nginx_b.access_lines())
+    assert rc == 0
+    stdout = capsys.readouterr().out
+    assert stdout.strip() == f"headroom compare --baseline {out}/a-* --candidate {out}/b-*"
+    names = ["a-01", "b-01", "b-02", "a-02", "a-03", "b-03"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([*names, "ab.yml"])
+    job = yaml.safe_load((out / "ab.yml").read_text())
+    assert job["order"] == "ABBAAB" and job["status"] == "done"
+    assert [r["folder"] for r in job["runs"]] == names
+    assert [r["foreign_cpu_mean_percent"] for r in job["runs"]] == [
+        meta(out / n)["foreign_cpu"]["mean_percent"] for n in names
+    ]
+    starts = [ns(meta(out / n)["start_time"]) for n in names]
+    ends = [ns(meta(out / n)["end_time"]) for n in names]
+    assert all(e <= s for e, s in zip(ends, starts[1:]))  # recorded one after the other, in that order
+    served = {"a": 0, "b": 0}
+    for pos, n in enumerate(names, start=1):
+        m = meta(out / n)
+        side = n[0]
+        assert m["label"] == n and m["ab"]["side"] == side and m["ab"]["position"] == pos
+        assert m["url"] == (url_a if side == "a" else nginx_b.url)
+        assert m["cpu_pids"] == [pid_a if side == "a" else nginx_b.pid]
+        assert m["ab"]["other_cpu_pids"] == [nginx_b.pid if side == "a" else pid_a]
+        assert [len(s) for s in sections(out / n)] == m["step_requests"]
+        served[side] += sum(m["step_requests"])
+    # each server's own access log: the rows of its side's runs, plus one check GET per run and
+    # one before the job, plus at most the requests in flight when hey stopped (concurrency)
+    for k, side in enumerate("ab"):
+        logged = after[k] - before[k]
+        assert served[side] + 4 <= logged <= served[side] + 4 + 3 * (2 + 4)
+
+
+def test_ab_ctrl_c_keeps_completed_runs(nginx, nginx_b, tmp_path):
+    url_a, pid_a = nginx
+    out = tmp_path / "abint"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "headroom", "ramp", "--ab", url_a, nginx_b.url, "-o", str(out), "--progress"]
+        + ["--concurrency", "1:9:4", "--step-duration", "1s", "--pause", "0s", "--cpu-pid-a", str(pid_a)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    try:
+        _wait_for_line(proc, "headroom ramp --ab: run 2/4")
+        _wait_for_line(proc, "step 1/3")
+        time.sleep(0.4)  # well inside b-01's second step (1 s): it completes, then all stops
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert sorted(p.name for p in out.iterdir()) == ["a-01", "ab.yml", "b-01"]
+    assert meta(out / "a-01")["interrupted"] is False and meta(out / "a-01")["steps"] == 3
+    b = meta(out / "b-01")
+    assert b["interrupted"] is True and b["steps"] == 2
+    assert yaml.safe_load((out / "ab.yml").read_text())["status"] == "interrupted"
+    assert f"--baseline {out}/a-* --candidate {out}/b-*" in stdout
+
+
+SLOW_SERVER = """
+import http.server, sys, threading, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(0.01)
+        body = b"y" * 1024
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+threading.Timer(float(sys.argv[1]), srv.shutdown).start()
+srv.serve_forever()
+"""
+
+
+@pytest.fixture(scope="module")
+def slow_nginx(tmp_path_factory, nginx):
+    """nginx proxying to an upstream that sleeps 10 ms per request (at most 300 s)."""
+    up = subprocess.Popen(
+        [sys.executable, "-c", SLOW_SERVER, "300"], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    server = None
+    try:
+        port = int(up.stdout.readline())
+        server = Nginx(tmp_path_factory.mktemp("slow"), location=f"proxy_pass http://127.0.0.1:{port};")
+        yield server.wait()
+    finally:
+        if server is not None:
+            server.stop()
+        up.terminate()
+        up.wait(timeout=10)
+        up.stdout.close()
+
+
+def _compare_rc(out: Path, confidence: str, a: str = "a", b: str = "b") -> int:
+    r = subprocess.run(
+        [sys.executable, "-m", "headroom", "compare", "--baseline", *sorted(map(str, out.glob(f"{a}-*")))]
+        + ["--candidate", *sorted(map(str, out.glob(f"{b}-*"))), "--confidence", confidence],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    return r.returncode
+
+
+def test_until_decided_stops_at_max_repeats(nginx, nginx_b, tmp_path, capsys):
+    """A/A, --max-repeats 2: one ABBA block, one look at 95 %, its exit code is compare's."""
+    url_a, pid_a = nginx
+    out = tmp_path / "seq"
+    rc = cli.main(
+        ["ramp", "--ab", url_a, nginx_b.url, "--until-decided", "--max-repeats", "2", "-o", str(out)]
+        + ["--concurrency", "1:7:2", "--step-duration", "0.5s", "--pause", "0s"]
+        + ["--cpu-pid-a", str(pid_a), "--cpu-pid-b", str(nginx_b.pid), "--label-a", "v1", "--label-b", "v2"]
+    )
+    job = yaml.safe_load((out / "ab.yml").read_text())
+    assert [r["folder"] for r in job["runs"]] == ["v1-01", "v2-01", "v2-02", "v1-02"]
+    assert meta(out / "v2-01")["label"] == "v2-01" and meta(out / "v2-01")["ab"]["side"] == "b"
+    assert capsys.readouterr().out.strip() == f"headroom compare --baseline {out}/v1-* --candidate {out}/v2-*"
+    (look,) = job["looks"]
+    assert look["runs_per_side"] == [2, 2] and look["confidence"] == 0.95
+    assert job["sequential"]["max_looks"] == 1 and job["sequential"]["per_look_confidence"] == 0.95
+    assert rc == look["exit_code"] in (0, 1, 3)
+    assert rc == _compare_rc(out, "0.95", "v1", "v2")
+    assert job["status"] == ("undecided" if rc == 3 else "decided")
+    assert meta(out / "v2-02")["ab"]["sequential"]["per_look_confidence"] == 0.95
+
+
+def test_until_decided_decides_a_slow_server(nginx, slow_nginx, tmp_path, capsys):
+    """A 1 KB file against a 10 ms upstream: regressed at the first look, no more runs recorded."""
+    url_a, pid_a = nginx
+    out = tmp_path / "slow"
+    rc = cli.main(
+        ["ramp", "--ab", url_a, slow_nginx.url, "--until-decided", "--max-repeats", "4", "-o", str(out)]
+        + ["--concurrency", "2:8:2", "--step-duration", "1s", "--pause", "0s"]
+        + ["--cpu-pid-a", str(pid_a), "--cpu-pid-b", str(slow_nginx.pid)]
+    )
+    err = capsys.readouterr().err
+    job = yaml.safe_load((out / "ab.yml").read_text())
+    assert rc == 1, err
+    assert [r["folder"] for r in job["runs"]] == ["a-01", "b-01", "b-02", "a-02"]  # stopped at look 1 of 2
+    (look,) = job["looks"]
+    assert look["verdict"] == "regressed" and look["confidence"] == pytest.approx(0.975)
+    assert job["status"] == "decided" and "look 1/2" in err
+    assert _compare_rc(out, "0.975") == 1
+    # independent: the slow side's median latency is far above the fast side's
+    fast = sorted(r[1] for s in sections(out / "a-01") for r in s)
+    slow = sorted(r[1] for s in sections(out / "b-01") for r in s)
+    assert slow[len(slow) // 2] > 0.0095 > 5 * fast[len(fast) // 2]
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--ab", "http://127.0.0.1:1/", "ftp://x/"], "bad URL"),
+        (
+            ["http://127.0.0.1:1/", "--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/"],
+            "URL is not for --ab",
+        ),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid", "1"], "--cpu-pid-a/--cpu-pid-b"),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--label-a", "x", "--label-b", "x"], "clash"),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--label-a", "a/b"], "bad --label-a"),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--repeats", "0"], "bad --repeats"),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--repeats", "101"], "at most 100"),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--max-repeats", "4"],
+            "is for --until-decided",
+        ),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--until-decided", "--repeats", "2"],
+            "--max-repeats",
+        ),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--until-decided", "--max-repeats", "1"],
+            "at least 2",
+        ),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--until-decided", "--confidence", "1.5"],
+            "bad --confidence",
+        ),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--pause", "soon"], "--pause"),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid-b", "999999999"],
+            "--cpu-pid-b 999999999: no such process",
+        ),
+        (
+            ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid-a", "x"],
+            "bad --cpu-pid-a 'x'",
+        ),
+        (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/"], "cannot reach"),
+        (["http://127.0.0.1:1/", "--repeats", "2"], "--repeats is for an A/B job"),
+        (["http://127.0.0.1:1/", "--cpu-pid-a", "1"], "--cpu-pid-a is for an A/B job"),
+        ([], "give the URL"),
+    ],
+)
+def test_ab_bad_usage(tmp_path, capsys, args, fragment):
+    _need(HEY, "hey")
+    assert cli.main(["ramp", *args, "-o", str(tmp_path / "x")]) == 2
+    assert fragment in _one_line_error(capsys)
+    assert not (tmp_path / "x").exists()
+
+
+def test_ab_server_b_down_writes_nothing(nginx, tmp_path, capsys):
+    url_a, _ = nginx
+    port = _free_port()
+    assert cli.main(["ramp", "--ab", url_a, f"http://127.0.0.1:{port}/", "-o", str(tmp_path / "x")]) == 2
+    assert f"cannot reach http://127.0.0.1:{port}/" in _one_line_error(capsys)
+    assert not (tmp_path / "x").exists()
+
+
+def test_abba_order_and_look_confidence():
+    from headroom.ramp.ab import abba_order, per_look_confidence
+
+    assert "".join(abba_order(4)) == "abbaabba"
+    assert "".join(abba_order(3)) == "abbaab"
+    assert per_look_confidence(0.95, 3) == pytest.approx(1 - 0.05 / 3)

@@ -1,0 +1,369 @@
+"""Load generators that ``headroom ramp`` drives: hey, vegeta, oha.
+
+headroom does not send HTTP load itself.  Each engine knows how to build the
+command line of one step (a fixed concurrency for a duration or a number of
+requests, or a fixed total rate for a duration), and how to read what the
+generator wrote into rows of the throughputramp file: absolute start time in
+UTC nanoseconds, response time in seconds (as text, as the generator gave
+it), and the HTTP status.
+
+Time axis.  hey and oha write each request's start *relative* to their own
+start (hey: ``offset``, seconds since the process's ``requester`` package was
+initialised; oha: ``request-start``, seconds since its run started).  The
+step's rows are placed on the absolute axis at ``launch_ns + offset``, where
+``launch_ns`` is ``time.time_ns()`` taken just before the generator process
+is launched.  The recorded starts are therefore early by the generator's
+start-up time (exec and runtime start, a few milliseconds), the same for
+every row of a step, and a step never overlaps the one before: it is
+launched only after the previous generator has exited.  vegeta writes
+absolute Unix-nanosecond timestamps; they are used as they are.
+
+Errors.  hey and oha write no row for a transport error (connection refused,
+reset, timeout): with a number of requests per step they are counted as
+requested minus rows; with a duration they are unknown (None).  vegeta
+writes a row with code 0 and the error text: such rows are kept with
+status-code 0 (headroom counts every non-2xx row as an error, never as a
+latency).  Non-2xx responses are rows with their status everywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..model import HeadroomError
+
+#: hey keeps at most this many results per run (requester/report.go, maxRes).
+HEY_MAX_RESULTS = 1_000_000
+
+INSTALL_HINT = {
+    "hey": "install it with 'apt-get install hey' (Debian/Ubuntu) or 'go install github.com/rakyll/hey@latest'",
+    "vegeta": "install it with 'go install github.com/tsenart/vegeta/v12@latest' (then put $(go env GOPATH)/bin on PATH)",
+    "oha": "install it with 'cargo install oha' (or a release binary from github.com/hatoo/oha)",
+}
+
+ENGINES = ("hey", "vegeta", "oha")
+
+
+@dataclass
+class StepPlan:
+    """What one step asks of the generator."""
+
+    concurrency: int | None = None  # closed loop: workers / connections
+    rate: float | None = None  # open loop: requests per second, all workers together
+    duration_s: float | None = None  # run for this long ...
+    requests: int | None = None  # ... or send this many requests (closed loop only)
+    timeout_s: float = 10.0  # per-request timeout
+    max_workers: int | None = None  # open loop: cap on workers / connections
+
+
+@dataclass
+class StepRows:
+    """The rows of one step, ready to be written."""
+
+    start_ns: list[int] = field(default_factory=list)
+    response_time: list[str] = field(default_factory=list)  # seconds, as text
+    status: list[int] = field(default_factory=list)
+    transport_errors: int | None = None  # rows the generator did not write, when known
+    warnings: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
+def go_duration(seconds: float) -> str:
+    """A Go duration string for ``seconds`` (millisecond resolution): ``3s``, ``1500ms``."""
+    ms = max(1, round(seconds * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def _run_quiet(cmd: list[str], timeout: float = 5.0) -> str:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (r.stdout or "") + (r.stderr or "") if r.returncode == 0 else ""
+
+
+def _go_module_version(path: str) -> str:
+    """The main module's version from a Go binary's build info (``go version -m``), if any."""
+    if not shutil.which("go"):
+        return ""
+    for line in _run_quiet(["go", "version", "-m", path]).splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == "mod" and parts[2] != "(devel)":
+            return parts[2]
+    return ""
+
+
+def _debian_version(path: str) -> str:
+    """``<version> (Debian package <name>)`` when dpkg owns the binary."""
+    if not shutil.which("dpkg-query"):
+        return ""
+    real = os.path.realpath(path)
+    owner = _run_quiet(["dpkg-query", "-S", real]).split(":", 1)[0].strip()
+    if not owner or " " in owner:
+        return ""
+    v = _run_quiet(["dpkg-query", "-W", "-f=${Version}", owner]).strip()
+    return f"{v} (Debian package {owner})" if v else ""
+
+
+class Engine:
+    """One load generator."""
+
+    name = ""
+    supports_rate = False
+    supports_requests = True
+    #: the generator's own limit on kept results per run, if it has one
+    max_results: int | None = None
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @classmethod
+    def find(cls) -> Engine:
+        path = shutil.which(cls.name)
+        if path is None:
+            raise HeadroomError(f"{cls.name} not found on PATH: {INSTALL_HINT[cls.name]}")
+        return cls(path)
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def command(self, url: str, plan: StepPlan, workdir: Path, extra: list[str] | None = None) -> list[str]:
+        """The command of one step (``extra``: more generator options); stdout goes to ``workdir / 'out'``."""
+        raise NotImplementedError
+
+    def prepare(self, url: str, workdir: Path) -> None:
+        """Write what the step's command reads (vegeta: the targets file)."""
+
+    def postprocess(self, workdir: Path, timeout: float) -> None:
+        """Convert the generator's output after it exited (vegeta: encode to CSV)."""
+
+    def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        raise NotImplementedError
+
+
+class Hey(Engine):
+    """hey (github.com/rakyll/hey): ``hey -z D -c N -o csv URL`` or ``hey -n R -c N -o csv URL``.
+
+    CSV columns: ``response-time,DNS+dialup,DNS,Request-write,Response-delay,
+    Response-read,status-code,offset``, 4 decimals, in completion order;
+    no row for a transport error; at most 1,000,000 rows per run.  With ``-n``
+    hey sends ``(R // N) * N`` requests (each worker sends ``R // N``).
+    """
+
+    name = "hey"
+    max_results = HEY_MAX_RESULTS
+
+    def version(self) -> str:
+        # hey has no version flag; ask the package manager, then the Go build info
+        return (
+            _debian_version(self.path) or _go_module_version(self.path) or "unknown (hey has no version flag)"
+        )
+
+    def command(self, url: str, plan: StepPlan, workdir: Path, extra: list[str] | None = None) -> list[str]:
+        if plan.concurrency is None:
+            raise HeadroomError(
+                "hey cannot hold a fixed total rate (its -q is per worker): use vegeta or oha"
+            )
+        cmd = [self.path]
+        if plan.requests is not None:
+            cmd += ["-n", str(plan.requests)]
+        else:
+            cmd += ["-z", go_duration(plan.duration_s or 1.0)]
+        cmd += ["-c", str(plan.concurrency), "-t", str(max(1, round(plan.timeout_s))), "-o", "csv"]
+        return [*cmd, *(extra or []), url]
+
+    @staticmethod
+    def requested(plan: StepPlan) -> int | None:
+        """How many requests hey sends with ``-n``: each of the N workers sends R // N."""
+        if plan.requests is None or plan.concurrency is None:
+            return None
+        return (plan.requests // plan.concurrency) * plan.concurrency
+
+    def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        path = workdir / "out"
+        rows = StepRows()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            header = f.readline().strip()
+            cols = header.split(",")
+            try:
+                ri, si, oi = cols.index("response-time"), cols.index("status-code"), cols.index("offset")
+            except ValueError:
+                raise HeadroomError(f"hey wrote an unexpected CSV header {header[:120]!r}") from None
+            starts, rts, codes = rows.start_ns, rows.response_time, rows.status
+            for n, line in enumerate(f, start=2):
+                if not line.strip():
+                    continue
+                p = line.rstrip("\r\n").split(",")
+                try:
+                    starts.append(launch_ns + round(float(p[oi]) * 1e9))
+                    float(p[ri])
+                    rts.append(p[ri])
+                    codes.append(int(p[si]))
+                except (ValueError, IndexError):
+                    raise HeadroomError(f"hey output line {n}: cannot read {line.strip()[:120]!r}") from None
+        requested = self.requested(plan)
+        if requested is not None:
+            rows.transport_errors = max(0, requested - len(rows))
+        if len(rows) >= HEY_MAX_RESULTS:
+            rows.warnings.append(
+                f"hey keeps at most {HEY_MAX_RESULTS:,} results per run: this step was cut there "
+                "(use shorter steps or --requests-per-step)"
+            )
+        return rows
+
+
+class Vegeta(Engine):
+    """vegeta (github.com/tsenart/vegeta): ``vegeta attack`` then ``vegeta encode -to csv``.
+
+    Closed loop: ``-rate=0 -workers=N -max-workers=N`` (N workers sending back
+    to back).  Open loop: ``-rate=R/1s``.  CSV (no header): Unix-ns timestamp
+    of the request start, code, latency ns, bytes out, bytes in, error,
+    base64 body, attack, seq, method, url, base64 headers.
+    """
+
+    name = "vegeta"
+    supports_rate = True
+    supports_requests = False
+
+    def version(self) -> str:
+        out = _run_quiet([self.path, "-version"])
+        for line in out.splitlines():
+            if line.startswith("Version:") and line.split(":", 1)[1].strip():
+                return line.split(":", 1)[1].strip()
+        return _go_module_version(self.path) or "unknown"
+
+    def command(self, url: str, plan: StepPlan, workdir: Path, extra: list[str] | None = None) -> list[str]:
+        cmd = [
+            self.path,
+            "attack",
+            f"-targets={workdir / 'targets'}",
+            f"-output={workdir / 'results.bin'}",
+            f"-duration={go_duration(plan.duration_s or 1.0)}",
+            f"-timeout={go_duration(plan.timeout_s)}",
+            "-max-body=0",
+        ]
+        if plan.rate is not None:
+            cmd.append(f"-rate={plan.rate:g}/1s")
+            if plan.max_workers:
+                cmd.append(f"-max-workers={plan.max_workers}")
+        else:
+            n = plan.concurrency or 1
+            cmd += ["-rate=0", f"-workers={n}", f"-max-workers={n}"]
+        return [*cmd, *(extra or [])]
+
+    def prepare(self, url: str, workdir: Path) -> None:
+        (workdir / "targets").write_text(f"GET {url}\n", encoding="utf-8")
+
+    def postprocess(self, workdir: Path, timeout: float) -> None:
+        with open(workdir / "out", "wb") as out:
+            r = subprocess.run(
+                [self.path, "encode", "-to", "csv", str(workdir / "results.bin")],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                start_new_session=True,  # a terminal's Ctrl-C must not kill it mid-step
+            )
+        if r.returncode != 0:
+            msg = r.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise HeadroomError(f"vegeta encode failed: {msg[0] if msg else f'exit {r.returncode}'}")
+
+    def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        rows = StepRows()
+        with open(workdir / "out", encoding="utf-8", errors="replace", newline="") as f:
+            for n, rec in enumerate(csv.reader(f), start=1):
+                if not rec:
+                    continue
+                try:
+                    rows.start_ns.append(int(rec[0]))
+                    rows.status.append(int(rec[1]))
+                    rows.response_time.append(f"{int(rec[2]) / 1e9:.6f}")
+                except (ValueError, IndexError):
+                    raise HeadroomError(f"vegeta CSV line {n}: cannot read {','.join(rec)[:120]!r}") from None
+        rows.transport_errors = sum(1 for c in rows.status if c == 0)
+        return rows
+
+
+class Oha(Engine):
+    """oha (github.com/hatoo/oha): ``oha -z D -c N --no-tui --output-format csv URL``.
+
+    Open loop: ``-q R`` (all connections together) with ``--latency-correction``.
+    CSV header ``request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status``
+    (seconds; start relative to the run), successful requests only, sorted by start.
+    """
+
+    name = "oha"
+    supports_rate = True
+
+    def version(self) -> str:
+        out = _run_quiet([self.path, "--version"]).strip()
+        return out.split()[-1] if out else "unknown"
+
+    def command(self, url: str, plan: StepPlan, workdir: Path, extra: list[str] | None = None) -> list[str]:
+        cmd = [self.path, "--no-tui", "--output-format", "csv", "-t", go_duration(plan.timeout_s)]
+        if plan.requests is not None:
+            cmd += ["-n", str(plan.requests)]
+        else:
+            cmd += ["-z", go_duration(plan.duration_s or 1.0)]
+        if plan.rate is not None:
+            cmd += ["-q", f"{plan.rate:g}", "--latency-correction", "-c", str(plan.max_workers or 200)]
+        else:
+            cmd += ["-c", str(plan.concurrency or 1)]
+        return [*cmd, *(extra or []), url]
+
+    def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        rows = StepRows()
+        with open(workdir / "out", encoding="utf-8", errors="replace") as f:
+            header = f.readline().strip()
+            cols = header.split(",")
+            try:
+                ti, di, si = cols.index("request-start"), cols.index("request-duration"), cols.index("status")
+            except ValueError:
+                raise HeadroomError(
+                    f"oha wrote an unexpected CSV header {header[:120]!r} (oha >= 1.5 needed for --output-format csv)"
+                ) from None
+            for n, line in enumerate(f, start=2):
+                if not line.strip():
+                    continue
+                p = line.rstrip("\r\n").split(",")
+                try:
+                    rows.start_ns.append(launch_ns + round(float(p[ti]) * 1e9))
+                    rows.response_time.append(f"{float(p[di]):.6f}")
+                    rows.status.append(int(p[si]))
+                except (ValueError, IndexError):
+                    raise HeadroomError(f"oha output line {n}: cannot read {line.strip()[:120]!r}") from None
+        if plan.requests is not None:
+            rows.transport_errors = max(0, plan.requests - len(rows))
+        return rows
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called ``name``, found on PATH (exit 2 with an install hint otherwise)."""
+    cls = {"hey": Hey, "vegeta": Vegeta, "oha": Oha}.get(name)
+    if cls is None:
+        raise HeadroomError(f"unknown engine {name!r}: expected one of {', '.join(ENGINES)}")
+    return cls.find()
+
+
+def rate_engine(name: str | None) -> Engine:
+    """The engine for an open-loop ``--rate`` ramp: vegeta or oha."""
+    if name == "hey":
+        raise HeadroomError(
+            "--rate needs vegeta or oha: hey cannot hold a fixed total rate (its -q is per worker)"
+        )
+    if name is not None:
+        return get_engine(name)
+    for cls in (Vegeta, Oha):
+        if shutil.which(cls.name):
+            return cls(shutil.which(cls.name))
+    raise HeadroomError(
+        "--rate needs vegeta or oha on PATH: install one with "
+        "'go install github.com/tsenart/vegeta/v12@latest' or 'cargo install oha'"
+    )
