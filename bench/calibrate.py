@@ -8,9 +8,11 @@ Two sources:
   is 1.25x and 2x slower; comparisons drawn from the pools;
 * **real** (``--real DIR``): interleaved sets recorded with
   ``headroom ramp --ab`` on a loaded machine, DIR/<set>/{a,b}-NN
-  (data/calibration): every A/A pair of the A runs, every A/B pair of each
-  changed set; learned noise from the other A runs of the set (never the
-  compared ones).
+  (data/calibration): A/A sets ("aa...", both sides unchanged) and changed
+  sets; every 1 vs 1 pair within a set, every 3 vs 3 combination, the
+  unchanged runs in recording order 3 against the next 3 (no interleaving),
+  the sequential design per set; learned noise from the A/A set recorded
+  apart from the compared runs.
 
 Modes: 1 vs 1 with the default noise; 1 vs 1 with noise learned from 8
 other A runs; 3 vs 3 interleaved (repeats measure the noise); 3 vs 3 with
@@ -119,59 +121,55 @@ def synthetic_rows(seeds: int) -> list[str]:
     return rows
 
 
+def _start(s) -> str:
+    return str(s.run.meta.fields.get("start_time", ""))
+
+
 def _sets(root: Path) -> dict[str, tuple[list, list]]:
-    """{set name: (A runs, B runs)} of a calibration folder; the A/A set ("aa") has no B runs."""
+    """{set name: (A runs, B runs)}, each in recording order; an A/A set ("aa...") has no B runs."""
     load = lambda paths: [analyze(reduce_run(p)) for p in paths]  # noqa: E731
     out = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         a, b = load(sorted(folder.glob("a-*"))), load(sorted(folder.glob("b-*")))
-        out[folder.name] = (a + b, []) if folder.name == "aa" else (a, b)
+        if folder.name.startswith("aa"):
+            a, b = a + b, []
+        out[folder.name] = (sorted(a, key=_start), sorted(b, key=_start))
     return out
 
 
+def _learned_for(sets, name):
+    """Earlier A/A runs of the project: the A/A set recorded apart from the compared runs."""
+    aa = sorted(n for n, (_a, b) in sets.items() if not b)
+    other = next((n for n in aa if n != name), None)
+    return sets[other][0] if other else None
+
+
 def real_rows(root: Path) -> list[str]:
-    """Every 1 vs 1 pair, and 3 vs 3 draws, of the real sets; learned noise from the A/A set."""
+    """Real sets: every 1 vs 1 pair, 3 vs 3 combinations, all-baseline-first windows, sequential."""
     sets = _sets(root)
-    aa = sets.get("aa", ([], []))[0]
-    rows = []
+    got = collections.defaultdict(list)
     for name, (a, b) in sets.items():
-        what = "none" if not b else name
-        if not b:
-            pairs = list(itertools.combinations(range(len(a)), 2))
-            others = lambda x, y, a=a: [r for i, r in enumerate(a) if i not in (x, y)]  # noqa: E731
-            cand = a
-        else:
-            pairs = list(itertools.product(range(len(a)), range(len(b))))
-            others = lambda x, y: aa  # noqa: E731
-            cand = b
-        for mode in ("1v1 default", "1v1 learned"):
-            v = [
-                compare_runs(a[x], cand[y], noise_from=others(x, y) if "learned" in mode else None).verdict
-                for x, y in pairs
-            ]
-            rows.append(_row(what, f"real {name}: {mode}", v))
-        if b:
-            rows += _real_3v3(name, a, b, aa)
-        else:
-            rows += _real_3v3(name, a[0::2], a[1::2], None)
-    return rows
-
-
-def _real_3v3(name, a, b, aa) -> list[str]:
-    what = "none" if aa is None else name
-    combos = [(list(x), list(y)) for x in itertools.combinations(a, 3) for y in itertools.combinations(b, 3)]
-    out = [_row(what, f"real {name}: 3v3 repeats", [compare_runs(x, y).verdict for x, y in combos])]
-    if aa:
-        out.append(
-            _row(
-                what,
-                f"real {name}: 3v3 learned",
-                [compare_runs(x, y, noise_from=aa).verdict for x, y in combos],
-            )
+        what = "none" if not b else name.split("-")[0]
+        learned = _learned_for(sets, name)
+        pairs = itertools.combinations(a, 2) if not b else itertools.product(a, b)
+        for x, y in pairs:
+            got[(what, "1v1 default")].append(compare_runs(x, y).verdict)
+            got[(what, "1v1 learned")].append(compare_runs(x, y, noise_from=learned).verdict)
+        sa, sb = (a[0::2], a[1::2]) if not b else (a, b)
+        for x in itertools.combinations(sa, 3):
+            for y in itertools.combinations(sb, 3):
+                got[(what, "3v3 repeats")].append(compare_runs(list(x), list(y)).verdict)
+                got[(what, "3v3 learned")].append(compare_runs(list(x), list(y), noise_from=learned).verdict)
+        got[(what, "sequential")].append(sequential(sa, sb))
+    unchanged = sorted([r for a, b in sets.values() for r in (a if b else a)], key=_start)
+    for i in range(len(unchanged) - 5):  # 3 baseline runs, then the next 3: no interleaving
+        got[("none", "3v3 baseline first")].append(
+            compare_runs(unchanged[i : i + 3], unchanged[i + 3 : i + 6]).verdict
         )
-    # all baseline runs recorded first: the first three A runs against the last three
-    first = _row(what, f"real {name}: 3v3 first vs last", [compare_runs(a[:3], b[-3:]).verdict])
-    return out + [first]
+    return [
+        _row(w, f"real: {m}", v)
+        for (w, m), v in sorted(got.items(), key=lambda kv: (kv[0][0] != "none", kv[0]))
+    ]
 
 
 def main() -> None:

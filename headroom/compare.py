@@ -895,15 +895,18 @@ def _verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str
         return "regressed", f"{describe(worse[0])}{more(worse)}"
     if better:
         return "improved", f"{describe(better[0])}{more(better)}"
-    if judged and all(m.decision == "same" for m in judged):
-        return "no change", f"all {len(judged)} judged metrics within their thresholds"
     p = next((m for m in judged if m.key == primary), None)
-    if p is not None and p.bound is not None and _within(p, threshold):
+    if p is None:  # no data is never a pass, whatever the error rate says
+        name = next((m.name for m in dec if m.key == primary), primary)
+        return "inconclusive", f"{name} could not be judged (too few matched steps): no data is no pass"
+    if all(m.decision == "same" for m in judged):
+        return "no change", f"all {len(judged)} judged metrics within their thresholds"
+    if p.bound is not None and _within(p, threshold):
         return "no regression", (
             f"{p.name} {_pct(p.change)}, at worst {_pct(p.bound)} (one-sided 95 %): "
             f"not {threshold:.0%} worse; nothing worse"
         )
-    if p is not None and p.bound is not None:
+    if p.bound is not None:
         return "inconclusive", (
             f"{p.name} {_pct(p.change)} could still be {threshold:.0%} worse (at worst {_pct(p.bound)})"
         )

@@ -356,14 +356,23 @@ def test_unknown_transport_errors_are_not_judged():
     assert m.decision == "not judged" and "transport errors not recorded" in m.note
 
 
-def test_few_saturated_pairs_are_named_in_the_reason():
+def first_steps(run, k):
+    """The same ramp stopped after k steps."""
     from headroom.model import Requests
 
-    def first_steps(run, k):  # the same ramp stopped after k steps
-        r, end = run.requests, int(run.requests.step_offsets[k])
-        req = Requests(r.start_ns[:end], r.latency_s[:end], r.step_offsets[: k + 1])
-        return dataclasses.replace(run, requests=req, step_errors=run.step_errors[:k])
+    r, end = run.requests, int(run.requests.step_offsets[k])
+    req = Requests(r.start_ns[:end], r.latency_s[:end], r.step_offsets[: k + 1])
+    return dataclasses.replace(run, requests=req, step_errors=run.step_errors[:k])
 
+
+def test_no_data_is_never_a_pass():
+    # two steps: no ratio metric can be judged, only the error rate (0 = 0): inconclusive, exit 3
+    c = compare_runs(first_steps(synthetic.ramp(1), 2), first_steps(synthetic.ramp(2), 2))
+    assert c.metric("error_rate").decision == "same"
+    assert c.verdict == "inconclusive" and c.exit_code == 3 and "could not be judged" in c.reason
+
+
+def test_few_saturated_pairs_are_named_in_the_reason():
     c = compare_runs(first_steps(synthetic.ramp(1), 7), first_steps(synthetic.ramp(2), 7))
     n = sum(p.plateau for p in c.pairs)
     assert 0 < n < 5 and len(c.pairs) == 7
