@@ -106,7 +106,7 @@ def _times_arrow(col, path: Path, lines) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .. import io as hio
+    from ._scan import TS_UTC
 
     if len(col) == 0:
         return np.zeros(0, np.int64)
@@ -118,7 +118,7 @@ def _times_arrow(col, path: Path, lines) -> np.ndarray:
             if scale is not None and same:
                 return np.asarray(col.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64) * scale
         elif "." in v0:
-            return np.asarray(col.cast(hio._TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+            return np.asarray(col.cast(TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     return _times_ns([("" if v is None else str(v)) for v in col.to_pylist()], path, lines)

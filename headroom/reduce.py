@@ -1,0 +1,332 @@
+"""One reduction for every format: requests -> steps, time buckets, exact latency histograms.
+
+The bucket rule is :mod:`headroom.aggregate`'s.  A file is reduced step by
+step and chunk by chunk: a step's requests are cut into buckets anchored
+at its first start, and each bucket keeps an exact integer histogram of its
+latencies (:class:`LatencyHist`).  Histograms merge by addition over the
+union of their values, so chunks, files (several load generators of one
+ramp) and machines (:mod:`headroom.dask`-style ``client``) reduce
+independently and add up to the same result, bit for bit.
+
+Memory is bounded by the chunk size and the histograms, not the file, for
+throughputramp and hey-fork files (streamed); the other formats, hey with
+relative offsets and ``--steps`` runs are parsed whole, then reduced here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .aggregate import Buckets, Steps, bucket_lengths_ns, make_buckets, step_rps
+from .binning import BucketHist, encode_latency, sparse_counts
+from .formats._checks import add_codes, check_plausible, failed_codes
+from .model import HeadroomError
+
+NS = 1_000_000_000
+
+
+# --------------------------------------------------------------------------
+# the histogram
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyHist:
+    """Exact integer latency histogram of every group (a bucket, a step): sparse counts.
+
+    Entries ``(group, index, count)`` are sorted by group, then index, with
+    no zero counts; ``values[index]`` is the latency in seconds (``values``
+    ascending and distinct).  Two histograms add over the union of their
+    values; equal histograms compare equal whatever order they were built in.
+    """
+
+    group: np.ndarray  # int64
+    index: np.ndarray  # int64 into values
+    count: np.ndarray  # int64
+    values: np.ndarray  # float64, ascending, distinct
+
+    @classmethod
+    def empty(cls) -> LatencyHist:
+        """A histogram with no requests."""
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, np.zeros(0))
+
+    @classmethod
+    def of(cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int) -> LatencyHist:
+        """Count each request (its group, its latency) once."""
+        codes = encode_latency(latency_s)
+        g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
+        return cls(g.astype(np.int64), v.astype(np.int64), c, codes.values)
+
+    @classmethod
+    def sum(cls, hists: Iterable[LatencyHist]) -> LatencyHist:
+        """The sum of several histograms (one sort over all their entries)."""
+        hists = [h for h in hists if len(h.count)]
+        if not hists:
+            return cls.empty()
+        if len(hists) == 1:
+            return hists[0]
+        values = np.unique(np.concatenate([h.values for h in hists]))
+        group = np.concatenate([h.group for h in hists])
+        index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
+        count = np.concatenate([h.count for h in hists])
+        d = max(len(values), 1)
+        key = group * d + index
+        order = np.argsort(key, kind="stable")
+        key, count = key[order], count[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        count = np.add.reduceat(count, first)
+        key = key[first]
+        return cls(key // d, key % d, count.astype(np.int64), values)
+
+    def add(self, other: LatencyHist) -> LatencyHist:
+        """This histogram plus ``other``."""
+        return LatencyHist.sum([self, other])
+
+    __add__ = add
+
+    def shifted(self, offset: int) -> LatencyHist:
+        """The same counts with every group moved by ``offset``."""
+        return dataclasses.replace(self, group=self.group + np.int64(offset))
+
+    @property
+    def total(self) -> int:
+        """Requests counted."""
+        return int(self.count.sum())
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LatencyHist):
+            return NotImplemented
+        return all(
+            np.array_equal(a, b)
+            for a, b in zip(
+                (self.group, self.index, self.count, self.values),
+                (other.group, other.index, other.count, other.values),
+            )
+        )
+
+    __hash__ = None  # mutable arrays inside: not hashable
+
+
+# --------------------------------------------------------------------------
+# one file's contribution
+
+
+@dataclass
+class StepPart:
+    """One step of one file: its span, and its buckets' counts, latency sums and histograms."""
+
+    t0: int = 0
+    t1: int = 0
+    n: int = 0
+    lengths: np.ndarray | None = None  # ns, per bucket of the step's frame
+    counts: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    hist: LatencyHist | None = None  # group = bucket within the step
+    loose: LatencyHist | None = None  # requests of a step too short to bucket (group: the step)
+
+
+@dataclass
+class Partial:
+    """What one file (or part of one) contributes to a run; partials of one run add up."""
+
+    source: str
+    kind: str
+    n_steps: int
+    steps: dict[int, StepPart] = field(default_factory=dict)
+    step_errors: np.ndarray | None = None
+    error_codes: dict[int, int] = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    step_concurrency: tuple | None = None
+    failures_said: bool = False  # the reader already warned about failed requests
+
+    def span(self) -> tuple[int, int] | None:
+        """First start and last response of the file (None without requests)."""
+        parts = [p for p in self.steps.values() if p.n]
+        if not parts:
+            return None
+        return min(p.t0 for p in parts), max(p.t1 for p in parts)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a step's buckets lie: its first start, last response, requests (of all files)."""
+
+    t0: int
+    t1: int
+    n: int
+
+
+def span_of(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> Frame:
+    """First start, last response and count of requests given as (start ns, latency s) batches."""
+    t0 = t1 = None
+    n = 0
+    for st, lat in batches:
+        if len(st):
+            end = st + np.rint(lat * 1e9).astype(np.int64)
+            t0 = int(st.min()) if t0 is None else min(t0, int(st.min()))
+            t1 = int(end.max()) if t1 is None else max(t1, int(end.max()))
+            n += len(st)
+    return Frame(t0 or 0, t1 or 0, n)
+
+
+def bucket_step(
+    batches: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]],
+    frame: Frame,
+    *,
+    bucket_ns: int,
+    min_partial: float,
+    where: str,
+    step: int,
+) -> StepPart:
+    """Reduce one step's requests (``batches()`` iterates them) into the buckets of ``frame``."""
+    part = StepPart(frame.t0, frame.t1, frame.n)
+    if frame.n == 0:
+        return part
+    if frame.n < 2 or frame.t1 <= frame.t0:  # too short to bucket: kept for the step statistics
+        lats = [lat for _, lat in batches()]
+        lat = np.concatenate(lats)
+        part.loose = LatencyHist.of(np.full(len(lat), step, np.int64), lat, step + 1)
+        return part
+    if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:  # bounded by rows, not the span
+        raise HeadroomError(
+            f"{where}: step {step} has {frame.n:,} requests spread over {(frame.t1 - frame.t0) / 1e9:,.0f} s: "
+            "its timestamps are damaged or from different clocks"
+        )
+    part.lengths = np.asarray(bucket_lengths_ns(frame.t1 - frame.t0, bucket_ns, min_partial), np.int64)
+    m = len(part.lengths)
+    counts, sums, hists = np.zeros(m, np.int64), np.zeros(m), []
+    for st, lat in batches():
+        if len(st) == 0:
+            continue
+        idx = np.minimum((st - frame.t0) // bucket_ns, m - 1)
+        counts += np.bincount(idx, minlength=m)
+        sums += np.bincount(idx, weights=lat, minlength=m)
+        hists.append(LatencyHist.of(idx, lat, m))
+    part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
+    return part
+
+
+def add_step_parts(parts: list[StepPart], frame: Frame) -> StepPart:
+    """Parts of one step from several files, reduced in the same frame, added (in file order)."""
+    out = StepPart(frame.t0, frame.t1, frame.n)
+    bucketed = [p for p in parts if p.counts is not None]
+    if bucketed:
+        out.lengths = bucketed[0].lengths
+        out.counts = np.sum([p.counts for p in bucketed], axis=0)
+        sums = bucketed[0].sums.copy()
+        for p in bucketed[1:]:
+            sums += p.sums
+        out.sums = sums
+        out.hist = LatencyHist.sum(p.hist for p in bucketed)
+    loose = [p.loose for p in parts if p.loose is not None]
+    out.loose = LatencyHist.sum(loose) if loose else None
+    return out
+
+
+# --------------------------------------------------------------------------
+# accounting of one batch of parsed rows
+
+
+def accept(
+    acc: Partial, step: int, start_ns, latency_s, status, ok, line_of, *, record: bool, check_shift: int = 0
+):
+    """Check a batch, count its failed requests into ``acc`` (when ``record``); return the good rows."""
+    if record:
+        check_plausible(acc.source, start_ns + np.int64(check_shift), latency_s, line_of)
+    failed = None
+    if ok is not None:
+        failed = ~ok
+    elif status is not None:
+        failed = (status < 200) | (status > 299)
+    if failed is None or not failed.any():
+        return start_ns, latency_s
+    if record:
+        acc.step_errors[step] += int(failed.sum())
+        codes = status[failed] if status is not None else np.full(int(failed.sum()), -1, np.int64)
+        add_codes(acc.error_codes, failed_codes(codes))
+    return start_ns[~failed], latency_s[~failed]
+
+
+# --------------------------------------------------------------------------
+# assembling a run
+
+
+@dataclass(frozen=True, eq=False)
+class ReducedRun:
+    """A run reduced to steps, time buckets (with CPU) and their latency histograms.
+
+    Unpacks as ``steps, buckets, hist`` (what :func:`headroom.analyze`
+    reads).  Saved and loaded by :mod:`headroom.reduced_file` functions
+    :func:`save_reduced` / :func:`load_reduced`.
+    """
+
+    steps: Steps
+    buckets: Buckets
+    hist: BucketHist
+
+    def __iter__(self):
+        return iter((self.steps, self.buckets, self.hist))
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReducedRun: {len(self.steps)} steps, {len(self.buckets)} buckets of {self.buckets.bucket_s:g} s, "
+            f"{int(self.steps.requests.sum()):,} requests, {len(self.hist.values):,} distinct latencies>"
+        )
+
+
+def assemble(parts: dict[int, StepPart], n_steps: int, concurrency: list, cpu, bucket_s: float) -> ReducedRun:
+    """Steps, buckets and histograms of a run from its reduced steps (in step order)."""
+    b_ns = int(round(bucket_s * NS))
+    st_start, st_end, st_count = (np.zeros(n_steps, np.int64) for _ in range(3))
+    pieces = ([], [], [], [])  # step, start, length, count of buckets
+    sums, hists, loose = [], [], []
+    nb = 0
+    for k in range(n_steps):
+        p = parts.get(k)
+        if p is None or p.n == 0:
+            continue
+        st_start[k], st_end[k], st_count[k] = p.t0, p.t1, p.n
+        if p.loose is not None:
+            loose.append(p.loose)
+        if p.counts is None:
+            continue
+        m = len(p.counts)
+        pieces[0].append(np.full(m, k, np.int32))
+        pieces[1].append(p.t0 + np.arange(m, dtype=np.int64) * b_ns)
+        pieces[2].append(p.lengths.astype(np.float64) / 1e9)
+        pieces[3].append(p.counts)
+        sums.append(p.sums)
+        hists.append(p.hist.shifted(nb))
+        nb += m
+    steps = Steps(
+        index=np.arange(n_steps),
+        concurrency=list(concurrency),
+        start_ns=st_start,
+        end_ns=st_end,
+        requests=st_count,
+        rps=step_rps(st_count, st_start, st_end),
+    )
+    buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
+    return ReducedRun(steps, buckets, _bucket_hist(LatencyHist.sum(hists), LatencyHist.sum(loose), sums))
+
+
+def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> BucketHist:
+    """The analysis' histogram table: bucket entries and loose requests over one set of values."""
+    values = np.unique(np.concatenate([h.values, loose.values]))
+    hv = np.searchsorted(values, h.values)[h.index] if len(h.index) else np.zeros(0, np.int64)
+    lv = np.searchsorted(values, loose.values)[loose.index] if len(loose.index) else np.zeros(0, np.int64)
+    return BucketHist(
+        bucket=h.group,
+        value=hv.astype(np.int64),
+        count=h.count,
+        sums=np.concatenate(sums) if sums else np.zeros(0),
+        values=values,
+        loose_step=np.repeat(loose.group, loose.count).astype(np.int64),
+        loose_value=np.repeat(lv, loose.count).astype(np.int64),
+    )
