@@ -439,13 +439,23 @@ def reduce_run(
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings(bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps)
     if isinstance(client, str):
-        from distributed import Client
-
-        with Client(client) as c:
+        with _connect(client) as c:
             p = reduce_partial(files, settings, c)
     else:
         p = reduce_partial(files, settings, client)
     return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores)
+
+
+def _connect(address: str):
+    """A Dask client of the scheduler at ``address``, or a one-line error."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise HeadroomError("--dask needs the dask extra: python3 -m pip install 'headroom-plot[dask]'") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as e:
+        raise HeadroomError(f"--dask {address}: cannot reach the Dask scheduler ({str(e).splitlines()[0]})") from None
 
 
 def run_from_partial(p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None) -> Run:

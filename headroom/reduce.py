@@ -16,6 +16,8 @@ relative offsets and ``--steps`` runs are parsed whole, then reduced here.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +27,7 @@ import numpy as np
 from .aggregate import Buckets, Steps, bucket_lengths_ns, make_buckets, step_rps
 from .binning import BucketHist, encode_latency, sparse_counts
 from .formats._checks import add_codes, check_plausible, failed_codes
-from .model import HeadroomError
+from .model import CpuSamples, HeadroomError, Run, RunMeta
 
 NS = 1_000_000_000
 
@@ -262,13 +264,15 @@ class ReducedRun:
     """A run reduced to steps, time buckets (with CPU) and their latency histograms.
 
     Unpacks as ``steps, buckets, hist`` (what :func:`headroom.analyze`
-    reads).  Saved and loaded by :mod:`headroom.reduced_file` functions
-    :func:`save_reduced` / :func:`load_reduced`.
+    reads).  :meth:`save` writes it (with the run's labels, failed requests
+    and warnings: :func:`save_run`) to a small versioned file that a CI job
+    can keep instead of the raw log; :func:`load_run_file` reads it back.
     """
 
     steps: Steps
     buckets: Buckets
     hist: BucketHist
+    cpu: CpuSamples | None = None
 
     def __iter__(self):
         return iter((self.steps, self.buckets, self.hist))
@@ -313,7 +317,7 @@ def assemble(parts: dict[int, StepPart], n_steps: int, concurrency: list, cpu, b
         rps=step_rps(st_count, st_start, st_end),
     )
     buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
-    return ReducedRun(steps, buckets, _bucket_hist(LatencyHist.sum(hists), LatencyHist.sum(loose), sums))
+    return ReducedRun(steps, buckets, _bucket_hist(LatencyHist.sum(hists), LatencyHist.sum(loose), sums), cpu)
 
 
 def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> BucketHist:
@@ -330,3 +334,95 @@ def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> 
         loose_step=np.repeat(loose.group, loose.count).astype(np.int64),
         loose_value=np.repeat(lv, loose.count).astype(np.int64),
     )
+
+
+# --------------------------------------------------------------------------
+# saving and loading a reduced run
+
+#: Version of the reduced-run file; :data:`_READERS` reads every version up to it.
+REDUCED_VERSION = 1
+_MAGIC = "headroom-reduced-run"
+_ARRAYS = {
+    "steps": ("index", "start_ns", "end_ns", "requests", "rps"),
+    "buckets": ("step", "start_ns", "length_s", "count", "rps", "cpu_pct"),
+    "hist": ("bucket", "value", "count", "sums", "values", "loose_step", "loose_value"),
+    "cpu": ("time_ns", "pct"),
+}
+
+
+def save_run(run: Run, path: str | os.PathLike) -> None:
+    """Write a reduced run (from :func:`headroom.reduce_run`) to ``path`` (a compressed ``.npz``).
+
+    The file holds the steps, buckets, histograms and CPU samples, and the
+    run's labels, failed requests and warnings; its size is that of the
+    histograms, not of the requests.
+    """
+    r = run.reduced
+    if r is None:
+        raise HeadroomError(f"{run.meta.source}: only a reduced run (reduce_run) can be saved")
+    arrays = {f"{part}.{name}": getattr(getattr(r, part), name) for part in ("steps", "buckets", "hist")
+              for name in _ARRAYS[part]}  # fmt: skip
+    if r.cpu is not None:
+        arrays.update({f"cpu.{n}": getattr(r.cpu, n) for n in _ARRAYS["cpu"]})
+        if r.cpu.per_cpu is not None:
+            arrays["cpu.per_cpu"] = r.cpu.per_cpu
+    head = {
+        "magic": _MAGIC, "version": REDUCED_VERSION, "bucket_s": r.buckets.bucket_s,
+        "concurrency": list(r.steps.concurrency),
+        "cpu": None if r.cpu is None else {"cores": r.cpu.cores, "source": r.cpu.source},
+        "run": {"label": run.meta.label, "source": run.meta.source, "fields": run.meta.fields,
+                "step_concurrency": run.meta.step_concurrency, "errors": run.errors,
+                "error_codes": {str(k): v for k, v in run.error_codes.items()},
+                "warnings": list(run.warnings), "format": run.format,
+                "step_errors": None if run.step_errors is None else [int(x) for x in run.step_errors]},
+    }  # fmt: skip
+    arrays["header"] = np.frombuffer(json.dumps(head, default=str).encode(), np.uint8)
+    try:
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **arrays)
+    except OSError as e:
+        raise HeadroomError(f"{path}: cannot write ({e.strerror})") from None
+
+
+def load_run_file(path: str | os.PathLike) -> Run:
+    """Read a run written by :func:`save_run` (any version up to :data:`REDUCED_VERSION`)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        head = json.loads(bytes(data.pop("header")).decode())
+    except (OSError, ValueError, KeyError) as e:
+        raise HeadroomError(f"{path}: not a reduced run file ({e})") from None
+    if not isinstance(head, dict) or head.get("magic") != _MAGIC:
+        raise HeadroomError(f"{path}: not a reduced run file (no {_MAGIC} header)")
+    version = head.get("version")
+    if version not in _READERS:
+        raise HeadroomError(
+            f"{path}: reduced run file version {version!r}; this headroom reads versions "
+            f"{', '.join(map(str, _READERS))}: upgrade headroom"
+        )
+    return _READERS[version](head, data)
+
+
+def _read_v1(head: dict, a: dict) -> Run:
+    def part(name):
+        return {n: a[f"{name}.{n}"] for n in _ARRAYS[name]}
+
+    cpu = None
+    if head["cpu"] is not None:
+        c = part("cpu")
+        cpu = CpuSamples(c["time_ns"], c["pct"], a.get("cpu.per_cpu"), float(head["cpu"]["cores"]),
+                         head["cpu"]["source"])  # fmt: skip
+    steps = Steps(concurrency=list(head["concurrency"]), **part("steps"))
+    buckets = Buckets(of_request=np.empty(0, np.int32), bucket_s=float(head["bucket_s"]), **part("buckets"))
+    reduced = ReducedRun(steps, buckets, BucketHist(**part("hist")), cpu)
+    r = head["run"]
+    conc = tuple(r["step_concurrency"]) if r["step_concurrency"] is not None else None
+    meta = RunMeta(label=r["label"], source=r["source"], fields=r["fields"], step_concurrency=conc)
+    step_errors = None if r["step_errors"] is None else np.asarray(r["step_errors"], np.int64)
+    return Run(requests=None, cpu=cpu, meta=meta, errors=int(r["errors"]),
+               error_codes={int(k): int(v) for k, v in r["error_codes"].items()}, warnings=tuple(r["warnings"]),
+               format=r["format"], reduced=reduced, step_errors=step_errors)  # fmt: skip
+
+
+#: A reader for every file version (an old file stays readable when the format moves on).
+_READERS = {1: _read_v1}

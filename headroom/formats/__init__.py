@@ -151,9 +151,9 @@ def detect(path: Path, head: bytes | None = None) -> str:
     if not is_text(data):
         raise HeadroomError(f"{path}:1: not a CSV text file (binary data in the first line)")
     raise HeadroomError(
-        f"{path}:1: unknown format, first line '{short(first_line(data), 80)}': expected throughputramp or hey CSV, "
-        "vegeta, k6, JMeter, Gatling or oha output (tried: " + ", ".join(FORMATS) + "; see docs/formats.md; "
-        "--format NAME forces one)"
+        f"{path}:1: unknown format, first line '{short(first_line(data), 60)}': tried "
+        + ", ".join(FORMATS)
+        + " (docs/formats.md; --format NAME forces one)"
     )
 
 
