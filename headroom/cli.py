@@ -180,7 +180,9 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         metavar="NAME",
-        help="input format, instead of detecting it from the content: " + _format_names() + " (docs/formats.md)",
+        help="input format, instead of detecting it from the content: "
+        + _format_names()
+        + " (docs/formats.md)",
     )
     p.add_argument(
         "--steps",

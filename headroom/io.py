@@ -25,6 +25,7 @@ from .formats._checks import (  # noqa: F401 - public limits, documented here be
 )
 from .formats._scan import Buffer as _Buffer  # noqa: F401 - kept for old imports
 from .formats._scan import Progress as _Progress  # noqa: F401
+from .formats._scan import short as _short
 from .formats.hey import read_requests
 from .model import HeadroomError, Run, RunMeta
 from .reading import ReadSettings, TableSource, reduce_run
@@ -40,7 +41,6 @@ from .runfolder import (
     run_label,
 )
 from .tables import CSV_FAMILY, detect_format
-from .formats._scan import short as _short
 
 __all__ = [
     "CPU_TOLERANCE",
@@ -81,9 +81,8 @@ def load_run(
     Parameters
     ----------
     path
-        A throughputramp run folder, a ``perfResults.csv[.gz]`` file (also
-        ``old_perfResults.csv``), a file prefix such as ``runs/x/old_``, a
-        request file of any format (:data:`headroom.formats.FORMATS`), or a
+        A run folder, a ``perfResults.csv[.gz]`` file (also ``old_``), a file
+        prefix such as ``runs/x/old_``, a request file of any format, or a
         folder of one request file per step.
     label
         Overrides the label taken from metadata (``sha``) or the folder name.
@@ -117,7 +116,9 @@ def load_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    settings = ReadSettings(skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps)
+    settings = ReadSettings(
+        skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps
+    )
     fmt = detect_format(files.perf, format)
     if files.steps and len(files.steps) > 1:
         if fmt in CSV_FAMILY:

@@ -213,7 +213,9 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
     fmts = [detect_format(p, s.format) for p in files.steps]
     if any(f != fmts[0] for f in fmts):
         k = next(i for i, f in enumerate(fmts) if f != fmts[0])
-        raise HeadroomError(f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run")
+        raise HeadroomError(
+            f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run"
+        )
     relative = fmts[0] == "oha-csv" or any(_relative_offsets(p) for p in files.steps if fmts[0] in CSV_FAMILY)
     if relative or fmts[0] not in CSV_FAMILY:
         tables = [TableSource(files, s, fmts[0], p) for p in files.steps]
@@ -347,7 +349,9 @@ def _generators(sources: list, runner) -> Partial:
                 conc[j] += c
     out.step_concurrency = tuple(conc) if conc is not None else None
     for j, fr in enumerate(frames):
-        parts = [r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps]
+        parts = [
+            r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
+        ]
         out.steps[j] = add_step_parts(parts, fr)
     out.warnings.append(
         f"{first.source}: {len(sources)} files whose times overlap are read as load generators of one ramp "
@@ -437,7 +441,9 @@ def reduce_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    settings = ReadSettings(bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps)
+    settings = ReadSettings(
+        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps
+    )
     if isinstance(client, str):
         with _connect(client) as c:
             p = reduce_partial(files, settings, c)
@@ -451,14 +457,20 @@ def _connect(address: str):
     try:
         from distributed import Client
     except ImportError:
-        raise HeadroomError("--dask needs the dask extra: python3 -m pip install 'headroom-plot[dask]'") from None
+        raise HeadroomError(
+            "--dask needs the dask extra: python3 -m pip install 'headroom-plot[dask]'"
+        ) from None
     try:
         return Client(address, timeout="10s")
     except (OSError, TimeoutError, ValueError) as e:
-        raise HeadroomError(f"--dask {address}: cannot reach the Dask scheduler ({str(e).splitlines()[0]})") from None
+        raise HeadroomError(
+            f"--dask {address}: cannot reach the Dask scheduler ({str(e).splitlines()[0]})"
+        ) from None
 
 
-def run_from_partial(p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None) -> Run:
+def run_from_partial(
+    p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None
+) -> Run:
     """The reduced run: steps, buckets, histograms, CPU, failed requests and warnings."""
     warnings = list(p.warnings)
     cpu = cpu_for(files, fields, cpu_cores, warnings)

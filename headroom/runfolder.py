@@ -246,7 +246,9 @@ def _check_metadata_values(path: Path, text: str, fields: dict) -> None:
     """Core counts and ramp parameters that would make numbers up: exit 2 with file and line."""
     v = fields.get("cpu_cores")
     if v is not None:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and 0.01 <= v <= 100_000
+        ok = (
+            isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) and 0.01 <= v <= 100_000
+        )
         if not ok:
             raise HeadroomError(
                 f"{path}{_key_line(text, 'cpu_cores')}: cpu_cores {short(repr(v), 60)} must be a finite number "
@@ -293,7 +295,9 @@ def _cpu_table(buf: Buffer, path: Path):
             pa.BufferReader(pa.py_buffer(chunk)),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
             parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, null_values=[""], strings_can_be_null=False
+            ),
         )
     except pa.ArrowInvalid as exc:
         raise diagnose(path, buf.raw, s, e, 1, names, checks, str(exc).splitlines()[0]) from None
@@ -325,7 +329,11 @@ def _check_cpu_limits(time_ns: np.ndarray, per: np.ndarray, cores: float | None,
     if over.any():
         i = int(np.argmax(over.any(axis=1)))
         v = float(per[i][over[i]][0])
-        hint = "" if per.shape[1] > 1 else " (100 % is one core unless --cpu-cores or metadata cpu_cores says more)"
+        hint = (
+            ""
+            if per.shape[1] > 1
+            else " (100 % is one core unless --cpu-cores or metadata cpu_cores says more)"
+        )
         raise HeadroomError(
             f"{path}:{i + 2}: CPU {v:.6g} % is above {limit / CPU_TOLERANCE:.6g} %{hint}: a damaged value"
         )
@@ -379,7 +387,9 @@ def _parse_go_times(col: pa.ChunkedArray, path: Path) -> np.ndarray:
     return np_column(pa.chunked_array([arr]), np.int64).copy()
 
 
-def cpu_for(files: RunFiles, fields: dict, cpu_cores: float | None, warnings: list | None = None) -> CpuSamples | None:
+def cpu_for(
+    files: RunFiles, fields: dict, cpu_cores: float | None, warnings: list | None = None
+) -> CpuSamples | None:
     """The run's CPU samples (None without a CPU file), cores from the option or metadata."""
     if files.cpu is None:
         return None

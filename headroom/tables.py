@@ -213,7 +213,8 @@ def _join_tables(files: RunFiles, tables: list[Table], fmt: str) -> Table:
         step=np.repeat(np.arange(len(tables)), [len(t.start_ns) for t in tables]),
         step_names=[f.name for f in files.steps],
         step_concurrency=conc,
-        steps_source=f"one file per step ({len(tables)} files)" + ("; concurrency from the file names" if conc else ""),
+        steps_source=f"one file per step ({len(tables)} files)"
+        + ("; concurrency from the file names" if conc else ""),
         relative=relative,
         line=None,
         warnings=warnings,

@@ -141,7 +141,15 @@ def test_chunked_reading_counts_no_lines(tmp_path, monkeypatch):
 def test_forced_format_that_does_not_fit_is_one_line(tmp_path):
     data = RUNS.parent.parent / "tests" / "data" / "formats"
     p = subprocess.run(
-        [sys.executable, "-m", "headroom", "summary", str(data / "gatling-simulation.log"), "--format", "jmeter-csv"],
+        [
+            sys.executable,
+            "-m",
+            "headroom",
+            "summary",
+            str(data / "gatling-simulation.log"),
+            "--format",
+            "jmeter-csv",
+        ],
         capture_output=True,
         text=True,
     )
@@ -152,9 +160,15 @@ def test_forced_format_that_does_not_fit_is_one_line(tmp_path):
 def test_dask_local_cluster_gives_the_same_json(tmp_path):
     distributed = pytest.importorskip("distributed")
     _split(tmp_path / "gens", 2)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cl:
         with distributed.Client(cl) as client:
-            for path in (RUN, tmp_path / "gens", RUNS.parent.parent / "tests" / "data" / "formats" / "k6.json"):
+            for path in (
+                RUN,
+                tmp_path / "gens",
+                RUNS.parent.parent / "tests" / "data" / "formats" / "k6.json",
+            ):
                 local = to_json(analyze(reduce_run(path)))
                 remote = to_json(analyze(reduce_run(path, client=client)))
                 assert json.dumps(remote) == json.dumps(local), path

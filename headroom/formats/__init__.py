@@ -99,7 +99,9 @@ def format_help() -> str:
 def summary_only(head: bytes) -> str | None:
     """Files that hold one summary per run (or a binary log): which tool, and what to export instead."""
     text = head[:16384]
-    if text[:4] == b"\xff\x96\x7f\x03" or (b"Result" in text[:64] and b"Attack" in text[:128] and not is_text(text)):
+    if text[:4] == b"\xff\x96\x7f\x03" or (
+        b"Result" in text[:64] and b"Attack" in text[:128] and not is_text(text)
+    ):
         return ("looks like vegeta's binary (gob) output of 'vegeta attack': convert it with "
                 "'vegeta encode -to csv' (or -to json) and read that")  # fmt: skip
     if gatling.looks_binary_gatling(text):
@@ -118,7 +120,11 @@ def summary_only(head: bytes) -> str | None:
     if b"Percentage served" in text[:200]:
         return ("looks like 'ab -e' output (one percentile table per run): ab cannot write per-request data; "
                 "use hey -o csv, vegeta or oha --output-format csv")  # fmt: skip
-    if (b"Running " in text[:200] and b"threads and" in text) or b"Thread Stats" in text or b"Requests/sec:" in text:
+    if (
+        (b"Running " in text[:200] and b"threads and" in text)
+        or b"Thread Stats" in text
+        or b"Requests/sec:" in text
+    ):
         return ("looks like wrk/wrk2 text output (one summary per run): record per-request data with "
                 "hey -o csv, vegeta or oha --output-format csv instead")  # fmt: skip
     if b"Summary:" in text[:200] and b"Requests/sec:" in text:
@@ -164,7 +170,9 @@ def resolve(name: str, path: Path, head: bytes) -> str:
         data = head.lstrip(b"\xef\xbb\xbf")
         family = CSV_FAMILY if name in CSV_FAMILY else (name,)
         if any(FORMATS[f].guess_can_open(data) for f in family):
-            return name if name not in CSV_FAMILY else next(f for f in family if FORMATS[f].guess_can_open(data))
+            return (
+                name if name not in CSV_FAMILY else next(f for f in family if FORMATS[f].guess_can_open(data))
+            )
         f = FORMATS[name]
         raise HeadroomError(
             f"{path}: --format {name}, but the file does not look like {f.tool} output: expected {f.expects}, "
@@ -174,7 +182,9 @@ def resolve(name: str, path: Path, head: bytes) -> str:
         found = detect(path, head)
         if found.startswith(name):
             return found
-        raise HeadroomError(f"{path}: --format {name}, but the file does not look like {name} output ({found}?)")
+        raise HeadroomError(
+            f"{path}: --format {name}, but the file does not look like {name} output ({found}?)"
+        )
     raise HeadroomError(f"unknown --format {name!r}: one of {', '.join([*FORMATS, *ALIASES])}")
 
 

@@ -26,7 +26,6 @@ COARSE_MS = "per request, millisecond times"
 SUMMARY = "not usable: one summary per run"
 
 
-
 @dataclass
 class Table:
     """The request table every reader produces (one row per request, any order).
@@ -191,4 +190,3 @@ def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
     pos = np.empty(len(labels), np.int64)
     pos[rank] = np.arange(len(labels))
     return pos[idx], [labels[r] for r in rank]
-

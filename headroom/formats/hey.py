@@ -90,7 +90,13 @@ def _collect(f: CsvFile, warnings: list[str]):
     if skipped:
         warnings.append(skipped_warning(path, skipped))
     status = (np.concatenate(codes) if codes else np.zeros(0, np.int64)) if f.layout.status_col else None
-    return _join(starts, np.int64), _join(lats, np.float64), status, np.asarray(offsets, np.int64), hey_sections
+    return (
+        _join(starts, np.int64),
+        _join(lats, np.float64),
+        status,
+        np.asarray(offsets, np.int64),
+        hey_sections,
+    )
 
 
 def _drop_failed(path, start, lat, status, offsets, warnings):

@@ -190,7 +190,10 @@ class CsvFile:
         if first:
             data, line0 = self.buf.data[cs:ce], lambda: line_at(self.buf.data, cs)
         else:  # give pyarrow the header again; the line before the chunk stands for it
-            data, line0 = self.header + b"\n" + bytes(self.buf.data[cs:ce]), lambda: line_at(self.buf.data, cs) - 1
+            data, line0 = (
+                self.header + b"\n" + bytes(self.buf.data[cs:ce]),
+                lambda: line_at(self.buf.data, cs) - 1,
+            )
         try:
             st, lat, code = self._parse_fast(data, line0)
         except HeadroomError:
@@ -249,7 +252,9 @@ class CsvFile:
             if si is not None:
                 codes.append(int(fields[si]))
         if lay.time_col == "start-time":
-            st = np_column(pa.chunked_array([pa.array(times, pa.string()).cast(TS_UTC)], type=TS_UTC), np.int64)
+            st = np_column(
+                pa.chunked_array([pa.array(times, pa.string()).cast(TS_UTC)], type=TS_UTC), np.int64
+            )
         else:
             st = np.rint(np.array([float(t) for t in times]) * 1e9).astype(np.int64)
         code = np.array(codes, dtype=np.int64) if si is not None else None
