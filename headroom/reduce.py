@@ -206,9 +206,10 @@ def bucket_step(
         if len(st) == 0:
             continue
         idx = np.minimum((st - frame.t0) // bucket_ns, m - 1)
-        counts += np.bincount(idx, minlength=m)
         sums += np.bincount(idx, weights=lat, minlength=m)
-        hists.append(LatencyHist.of(idx, lat, m))
+        h = LatencyHist.of(idx, lat, m)
+        counts += np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)  # from the entries
+        hists.append(h)
     part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
     return part
 

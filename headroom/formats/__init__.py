@@ -193,4 +193,10 @@ def read_table(path: Path, fmt: str) -> Table:
     f = FORMATS[fmt]
     if f.read is None:
         raise ValueError(f"{fmt} is streamed by headroom.reading")
-    return f.read(path, read_bytes(path))
+    stream = _STREAMED.get(fmt)
+    table = stream(path) if stream is not None else None  # None: read whole (gzip, or to name a bad line)
+    return table if table is not None else f.read(path, read_bytes(path))
+
+
+#: Readers that read a plain file in blocks, keeping only the columns they need.
+_STREAMED = {"vegeta-csv": vegeta.stream_csv}

@@ -70,6 +70,52 @@ def read_csv(path: Path, data: bytes) -> Table:
     return _table(path, t, warnings, "vegeta-csv")
 
 
+def stream_csv(path: Path) -> Table | None:
+    """Read a plain (not gzipped) vegeta CSV in blocks, keeping only the columns it needs.
+
+    Memory follows the kept columns (about 20 bytes a request), not the file
+    (bodies and headers make vegeta's lines long).  None when pyarrow refuses
+    the file: then the whole-file reader names the bad line.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from ._scan import truncated_tail, truncated_warning
+
+    warnings: list[str] = []
+    with open(path, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            return None
+        size = f.seek(0, 2)
+        f.seek(max(0, size - (1 << 16)))
+        tail = f.read()
+    cut = truncated_tail(tail, len(tail))
+    if cut is not None and tail.rfind(b"\n", 0, cut) < 0 and size > len(tail):
+        return None  # a cut line longer than 64 kB: the whole-file reader decides
+    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
+    opts = (
+        pacsv.ReadOptions(column_names=CSV_COLUMNS, block_size=8 << 20),
+        pacsv.ParseOptions(newlines_in_values=True),
+        pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
+                             strings_can_be_null=False, quoted_strings_can_be_null=False),
+    )  # fmt: skip
+    batches = []
+    try:
+        with pacsv.open_csv(str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]) as r:
+            batches = list(r)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if not batches:
+        return None
+    t = pa.Table.from_batches(batches)
+    if cut is not None:  # drop the cut-off last line, as the whole-file reader does
+        end = len(tail.rstrip(b" \t"))
+        lines = t.num_rows + 1
+        warnings.append(truncated_warning(path, lines, end - cut, tail[cut:end]))
+        t = t.slice(0, t.num_rows - 1)
+    return _table(path, t, warnings, "vegeta-csv")
+
+
 def _table(path, t, warnings, fmt) -> Table:
     from ._common import as_np, null_check
 
