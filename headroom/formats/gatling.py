@@ -29,6 +29,20 @@ def looks_binary_gatling(head: bytes) -> bool:
     return head[:1] == b"\x00" and b"simulation" in head[:512].lower()
 
 
+def steps_of(st: np.ndarray, u_start: list[int], u_end: list[int]):
+    """The steps of the requests (start ms): one per level of active users at each start.
+
+    Returns (step of every request, step names, concurrency per step or None, how steps were found).
+    """
+    if not u_start:
+        return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step"
+    us = np.sort(np.array(u_start, np.int64))
+    ue = np.sort(np.array(u_end, np.int64)) if u_end else np.zeros(0, np.int64)
+    active = np.searchsorted(us, st, side="right") - np.searchsorted(ue, st, side="right")
+    step, names, conc = steps_from_concurrency(np.maximum(active, 1))
+    return step, names, conc, f"active users from USER START/END records ({len(names)} levels)"
+
+
 def read(path: Path, data: bytes) -> Table:
     warnings: list[str] = []
     data = drop_truncated_tail(data, path, warnings)
@@ -75,14 +89,7 @@ def read(path: Path, data: bytes) -> Table:
         raise fail(path, None, "no REQUEST records in this Gatling simulation.log")
     st = np.array(starts, np.int64)
     en = np.array(ends, np.int64)
-    step, names, conc, src = np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step"
-    if u_start:
-        us = np.sort(np.array(u_start, np.int64))
-        ue = np.sort(np.array(u_end, np.int64)) if u_end else np.zeros(0, np.int64)
-        active = np.searchsorted(us, st, side="right") - np.searchsorted(ue, st, side="right")
-        active = np.maximum(active, 1)
-        step, names, conc = steps_from_concurrency(active)
-        src = f"active users from USER START/END records ({len(names)} levels)"
+    step, names, conc, src = steps_of(st, u_start, u_end)
     return Table(
         fmt="gatling",
         fidelity=COARSE_MS,

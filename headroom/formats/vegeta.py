@@ -101,7 +101,9 @@ def stream_csv(path: Path) -> Table | None:
     )  # fmt: skip
     batches = []
     try:
-        with pacsv.open_csv(str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]) as r:
+        with pacsv.open_csv(
+            str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]
+        ) as r:
             batches = list(r)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
