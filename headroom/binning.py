@@ -62,6 +62,28 @@ def encode_latency(latency_s: np.ndarray) -> LatencyCodes:
     return LatencyCodes(inverse.astype(np.int32), values)
 
 
+def latency_ticks(latency_s: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Latencies as integer ticks of a decimal grid (0.1 ms, 10 us, 1 us, 0.1 us) and the ticks per
+    second, or None off the grid; ``tick / scale`` is bit-for-bit the parsed double (as in
+    :func:`encode_latency`)."""
+    lat = np.asarray(latency_s, dtype=np.float64)
+    if len(lat) == 0:
+        return None
+    top = float(lat.max())
+    for decimals in (4, 5, 6, 7):
+        scale = 10.0**decimals
+        if top * scale >= _DENSE_LIMIT:
+            return None
+        scaled = lat * scale
+        ticks = np.rint(scaled)
+        np.subtract(scaled, ticks, out=scaled)
+        np.abs(scaled, out=scaled)
+        if scaled.max() > 1e-3:  # not on this grid
+            continue
+        return ticks.astype(np.int64), scale
+    return None
+
+
 def rank(n: int | np.ndarray, num: int, den: int):
     """1-based nearest rank of the num/den quantile among n values: ceil(n*num/den)."""
     return np.maximum(1, -((-np.asarray(n) * num) // den))

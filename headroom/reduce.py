@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aggregate import Buckets, Steps, bucket_lengths_ns, make_buckets, step_rps
-from .binning import BucketHist, encode_latency, sparse_counts
+from .binning import BucketHist, encode_latency, latency_ticks, sparse_counts
 from .formats._checks import add_codes, check_plausible, failed_codes
 from .model import CpuSamples, HeadroomError, Run, RunMeta
 
@@ -59,6 +59,13 @@ class LatencyHist:
     @classmethod
     def of(cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int) -> LatencyHist:
         """Count each request (its group, its latency) once."""
+        grid = latency_ticks(latency_s)
+        if grid is not None:  # one count over (group, tick): no table of distinct values first
+            ticks, scale = grid
+            d = int(ticks.max()) + 1 if len(ticks) else 1
+            g, t, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), ticks, d)
+            present = np.unique(t)
+            return cls(g.astype(np.int64), np.searchsorted(present, t), c, present / scale)
         codes = encode_latency(latency_s)
         g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
         return cls(g.astype(np.int64), v.astype(np.int64), c, codes.values)
