@@ -48,10 +48,9 @@ def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
     (starts, ends, ok, lines, user starts, user ends)."""
     starts, ends, ok, lines = [], [], [], []
     u_start, u_end = [], []
-    for ln, raw in enumerate(data.split(b"\n"), start=1):
-        if only is not None and ln not in only:
-            continue
-        raw = raw.rstrip(b"\r")
+    every = data.split(b"\n")
+    for ln in range(1, len(every) + 1) if only is None else sorted(only):
+        raw = every[ln - 1].rstrip(b"\r")
         if not raw:
             continue
         f = raw.split(b"\t")
