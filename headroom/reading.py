@@ -24,7 +24,17 @@ from .formats._checks import add_codes, all_failed, failed_warning, skipped_warn
 from .formats._scan import Progress
 from .formats.throughputramp import CsvFile
 from .model import HeadroomError, Run, RunMeta
-from .reduce import Frame, Partial, StepPart, accept, add_step_parts, assemble, bucket_step, span_of
+from .reduce import (
+    RESOLUTION_S,
+    Frame,
+    Partial,
+    StepPart,
+    accept,
+    add_step_parts,
+    assemble,
+    bucket_step,
+    span_of,
+)
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
 
 
@@ -484,6 +494,11 @@ def run_from_partial(
         warnings.append(failed_warning(p.source, errors, errors + total, p.error_codes))
     if total == 0:
         raise HeadroomError(f"{p.source}: no requests (the file has a header but no data rows)")
+    if any(q.rounded for q in p.steps.values()):
+        warnings.append(
+            f"{p.source}: latencies finer than 0.1 us (nanoseconds) are counted at "
+            f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
+        )
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
                    step_concurrency=p.step_concurrency)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)

@@ -29,6 +29,9 @@ from .formats._checks import add_codes, check_plausible, failed_codes
 from .model import CpuSamples, HeadroomError, Run, RunMeta
 
 NS = 1_000_000_000
+#: Latencies that are not on a decimal grid of at most 7 decimals (vegeta, k6 and oha record
+#: nanoseconds) are counted at this resolution, so that histograms stay sparse; means stay exact.
+RESOLUTION_S = 1e-6
 
 
 # --------------------------------------------------------------------------
@@ -57,9 +60,19 @@ class LatencyHist:
         return cls(z, z, z, np.zeros(0))
 
     @classmethod
-    def of(cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int) -> LatencyHist:
-        """Count each request (its group, its latency) once."""
+    def of(
+        cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int, *, resolution_s: float | None = None
+    ) -> LatencyHist:
+        """Count each request (its group, its latency) once.
+
+        Latencies on a decimal grid (0.1 ms ... 0.1 us) are counted exactly;
+        others are rounded to ``resolution_s`` when given (nanosecond
+        latencies: millions of distinct values), else counted exactly.
+        """
         grid = latency_ticks(latency_s)
+        if grid is None and resolution_s is not None:
+            scale = 1.0 / resolution_s
+            grid = np.rint(np.asarray(latency_s, np.float64) * scale).astype(np.int64), scale
         if grid is not None:  # one count over (group, tick): no table of distinct values first
             ticks, scale = grid
             d = int(ticks.max()) + 1 if len(ticks) else 1
@@ -136,6 +149,7 @@ class StepPart:
     sums: np.ndarray | None = None
     hist: LatencyHist | None = None  # group = bucket within the step
     loose: LatencyHist | None = None  # requests of a step too short to bucket (group: the step)
+    rounded: bool = False  # latencies were rounded to RESOLUTION_S
 
 
 @dataclass
@@ -199,7 +213,10 @@ def bucket_step(
     if frame.n < 2 or frame.t1 <= frame.t0:  # too short to bucket: kept for the step statistics
         lats = [lat for _, lat in batches()]
         lat = np.concatenate(lats)
-        part.loose = LatencyHist.of(np.full(len(lat), step, np.int64), lat, step + 1)
+        part.loose = LatencyHist.of(
+            np.full(len(lat), step, np.int64), lat, step + 1, resolution_s=RESOLUTION_S
+        )
+        part.rounded = latency_ticks(lat) is None
         return part
     if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:  # bounded by rows, not the span
         raise HeadroomError(
@@ -214,7 +231,8 @@ def bucket_step(
             continue
         idx = np.minimum((st - frame.t0) // bucket_ns, m - 1)
         sums += np.bincount(idx, weights=lat, minlength=m)
-        h = LatencyHist.of(idx, lat, m)
+        h = LatencyHist.of(idx, lat, m, resolution_s=RESOLUTION_S)
+        part.rounded |= len(lat) > 0 and latency_ticks(lat) is None
         counts += np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)  # from the entries
         hists.append(h)
     part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
@@ -223,7 +241,7 @@ def bucket_step(
 
 def add_step_parts(parts: list[StepPart], frame: Frame) -> StepPart:
     """Parts of one step from several files, reduced in the same frame, added (in file order)."""
-    out = StepPart(frame.t0, frame.t1, frame.n)
+    out = StepPart(frame.t0, frame.t1, frame.n, rounded=any(p.rounded for p in parts))
     bucketed = [p for p in parts if p.counts is not None]
     if bucketed:
         out.lengths = bucketed[0].lengths

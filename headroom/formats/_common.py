@@ -132,7 +132,15 @@ def diagnose_csv(data: bytes, path: Path, ncols: int, header: bool, row_problem,
 
 
 def as_np(col, dtype) -> np.ndarray:
-    """A numpy copy of a pyarrow column with no nulls."""
+    """A numpy copy of a pyarrow column with no nulls (by its buffers: ``to_numpy`` imports pandas)."""
+    import pyarrow as pa
+
+    from ._scan import np_column
+
+    chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    physical = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}.get(chunked.type)
+    if chunked.null_count == 0 and physical is not None:
+        return np.asarray(np_column(chunked, physical), dtype=dtype).copy()
     return np.asarray(col.to_numpy(), dtype=dtype)
 
 

@@ -24,7 +24,7 @@ from ._common import (
     rfc3339_ns,
     short,
 )
-from ._scan import TS_UTC
+from ._scan import TS_UTC, np_column
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -95,22 +95,35 @@ def stream_csv(path: Path) -> Table | None:
         return None  # a cut line longer than 64 kB: the whole-file reader decides
     types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
     opts = (
-        pacsv.ReadOptions(column_names=CSV_COLUMNS, block_size=8 << 20),
+        pacsv.ReadOptions(column_names=CSV_COLUMNS, block_size=1 << 20),
         pacsv.ParseOptions(newlines_in_values=True),
         pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
                              strings_can_be_null=False, quoted_strings_can_be_null=False),
     )  # fmt: skip
-    batches = []
+    cols: list[list[np.ndarray]] = [[], [], [], []]
+    labels: dict[str, int] = {}
     try:
         with pacsv.open_csv(
             str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]
         ) as r:
-            batches = list(r)
+            for b in r:  # keep compact numpy copies, let pyarrow's block go
+                if any(b.column(i).null_count for i in range(3)):
+                    return None
+                for i in range(3):
+                    cols[i].append(np_column(pa.chunked_array([b.column(i)]), np.int64).copy())
+                enc = b.column(3).dictionary_encode()
+                ids = np.array(
+                    [labels.setdefault(str(v), len(labels)) for v in enc.dictionary.to_pylist()], np.int32
+                )
+                cols[3].append(ids[np_column(pa.chunked_array([enc.indices]), np.int32)])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if not batches:
+    if not cols[0]:
         return None
-    t = pa.Table.from_batches(batches)
+    names = pa.array(list(labels), pa.string())
+    attack = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(cols[3])), names).cast(pa.string())
+    t = pa.table({"timestamp": np.concatenate(cols[0]), "code": np.concatenate(cols[1]),
+                  "latency": np.concatenate(cols[2]), "attack": attack})  # fmt: skip
     if cut is not None:  # drop the cut-off last line, as the whole-file reader does
         end = len(tail.rstrip(b" \t"))
         lines = t.num_rows + 1
