@@ -62,6 +62,28 @@ def encode_latency(latency_s: np.ndarray) -> LatencyCodes:
     return LatencyCodes(inverse.astype(np.int32), values)
 
 
+def latency_ticks(latency_s: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Latencies as integer ticks of a decimal grid (0.1 ms, 10 us, 1 us, 0.1 us) and the ticks per
+    second, or None off the grid; ``tick / scale`` is bit-for-bit the parsed double (as in
+    :func:`encode_latency`)."""
+    lat = np.asarray(latency_s, dtype=np.float64)
+    if len(lat) == 0:
+        return None
+    top = float(lat.max())
+    for decimals in (4, 5, 6, 7):
+        scale = 10.0**decimals
+        if top * scale >= _DENSE_LIMIT:
+            return None
+        scaled = lat * scale
+        ticks = np.rint(scaled)
+        np.subtract(scaled, ticks, out=scaled)
+        np.abs(scaled, out=scaled)
+        if scaled.max() > 1e-3:  # not on this grid
+            continue
+        return ticks.astype(np.int64), scale
+    return None
+
+
 def rank(n: int | np.ndarray, num: int, den: int):
     """1-based nearest rank of the num/den quantile among n values: ceil(n*num/den)."""
     return np.maximum(1, -((-np.asarray(n) * num) // den))
@@ -89,7 +111,19 @@ class LatencyStats:
     max_s: np.ndarray
     pct: dict[str, np.ndarray]  # "p50" -> seconds per group
     thin: dict[str, np.ndarray]  # "p99" -> bool: fewer than MIN_TAIL_REQUESTS above it
-    counts: np.ndarray = field(repr=False)  # the histograms themselves
+    #: the histograms themselves: (group, value index, count) entries, or a dense (groups, values) table
+    entries: tuple | np.ndarray = field(repr=False)
+    values: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The histograms as a dense (groups, values) table (built on demand: it can be large)."""
+        if isinstance(self.entries, np.ndarray):
+            return self.entries
+        g, v, c = self.entries
+        out = np.zeros((len(self.requests), len(self.values)), np.int64)
+        out[g, v] = c
+        return out
 
 
 def stats_from_counts(
@@ -115,7 +149,41 @@ def stats_from_counts(
         pct[name] = quantiles(counts, values, num, den)
         # requests strictly above the rank that the percentile stands on
         thin[name] = (n - rank(n, num, den)) < MIN_TAIL_REQUESTS
-    return LatencyStats(n, mean, mx, pct, thin, counts)
+    return LatencyStats(n, mean, mx, pct, thin, counts, values)
+
+
+def stats_from_entries(
+    entries: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n_groups: int,
+    sums: np.ndarray,
+    values: np.ndarray,
+    *,
+    extra: tuple[tuple[str, int, int], ...] = (),
+) -> LatencyStats:
+    """Like :func:`stats_from_counts`, from sparse ``(group, value index, count)`` entries sorted by
+    group, then value: memory follows the entries, not groups x distinct values."""
+    g, v, c = entries
+    n = np.bincount(g, weights=c, minlength=n_groups).astype(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, sums / np.maximum(n, 1), np.nan)
+    has = n > 0
+    groups = np.arange(n_groups)
+    first = np.searchsorted(g, groups, side="left")
+    last = np.searchsorted(g, groups, side="right") - 1
+    mx = np.full(n_groups, np.nan)
+    mx[has] = values[v[last[has]]]
+    cum = np.cumsum(c)
+    before = (
+        np.where(first > 0, cum[np.maximum(first - 1, 0)], 0) if len(cum) else np.zeros(n_groups, np.int64)
+    )
+    pct, thin = {}, {}
+    for name, num, den in PERCENTILES + tuple(extra):
+        r = rank(n, num, den)
+        out = np.full(n_groups, np.nan)
+        out[has] = values[v[np.searchsorted(cum, (before + r)[has])]]
+        pct[name] = out
+        thin[name] = (n - r) < MIN_TAIL_REQUESTS
+    return LatencyStats(n, mean, mx, pct, thin, (g, v, c), values)
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +205,25 @@ class BucketHist:
     values: np.ndarray  # float64, ascending
     loose_step: np.ndarray  # int64: step of each request that is in no bucket
     loose_value: np.ndarray  # int64: its value index
+
+    def grouped_entries(self, group_of_bucket: np.ndarray, n_groups: int, *, loose: bool = False):
+        """((group, value, count) entries sorted by group then value, latency sums per group) of buckets
+        grouped (group < 0 left out); ``loose`` adds the unbucketed requests with their step as group."""
+        d = max(len(self.values), 1)
+        gb = np.asarray(group_of_bucket)
+        g = gb[self.bucket] if len(self.bucket) else np.zeros(0, np.int64)
+        ok = g >= 0
+        keys = [g[ok].astype(np.int64) * d + self.value[ok]]
+        weights = [self.count[ok]]
+        okb = gb >= 0
+        sums = np.bincount(gb[okb], weights=self.sums[okb], minlength=n_groups)
+        if loose and len(self.loose_step):
+            keys.append(self.loose_step * d + self.loose_value)
+            weights.append(np.ones(len(self.loose_step), np.int64))
+            np.add.at(sums, self.loose_step, self.values[self.loose_value])
+        key, inv = np.unique(np.concatenate(keys), return_inverse=True)
+        count = np.bincount(inv, weights=np.concatenate(weights), minlength=len(key))
+        return (key // d, key % d, np.rint(count).astype(np.int64)), sums
 
     def grouped(self, group_of_bucket: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
         """(counts (n_groups, n_values), latency sums (n_groups,)) of buckets grouped; group < 0 left out."""
@@ -205,11 +292,8 @@ def step_stats(
     hist: BucketHist, buckets: Buckets, n_steps: int, *, extra: tuple[tuple[str, int, int], ...] = ()
 ) -> LatencyStats:
     """Latency per step: its buckets' histograms plus any unbucketed request."""
-    counts, sums = hist.grouped(buckets.step, n_steps)
-    if len(hist.loose_step):
-        np.add.at(counts, (hist.loose_step, hist.loose_value), 1)
-        np.add.at(sums, hist.loose_step, hist.values[hist.loose_value])
-    return stats_from_counts(counts, sums, hist.values, extra=extra)
+    entries, sums = hist.grouped_entries(buckets.step, n_steps, loose=True)
+    return stats_from_entries(entries, n_steps, sums, hist.values, extra=extra)
 
 
 # --------------------------------------------------------------------------
@@ -298,8 +382,8 @@ def by_throughput(
     edges = bin_edges(buckets.rps, bins=bins, width=width)
     nbins = len(edges) - 1
     of_bucket = np.clip(np.searchsorted(edges, buckets.rps, side="right") - 1, 0, nbins - 1)
-    counts, sums = hist.grouped(of_bucket, nbins)
-    lat = stats_from_counts(counts, sums, hist.values, extra=extra)
+    entries, sums = hist.grouped_entries(of_bucket, nbins)
+    lat = stats_from_entries(entries, nbins, sums, hist.values, extra=extra)
     nb = np.bincount(of_bucket, minlength=nbins)
     secs = np.bincount(of_bucket, weights=buckets.length_s, minlength=nbins)
     has_cpu = np.isfinite(buckets.cpu_pct)

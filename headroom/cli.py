@@ -158,6 +158,12 @@ def _bucket_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _format_names() -> str:
+    from .formats import format_help
+
+    return format_help()
+
+
 def _input_options(p: argparse.ArgumentParser) -> None:
     """How to read the input files, and --debug."""
     p.add_argument(
@@ -181,8 +187,9 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         metavar="NAME",
-        help="input format, instead of detecting it from the content: throughputramp (also hey), "
-        "vegeta-csv, vegeta-json, k6-json, k6-csv, jmeter-csv, jmeter-xml, gatling, oha-csv (docs/formats.md)",
+        help="input format, instead of detecting it from the content: "
+        + _format_names()
+        + " (docs/formats.md)",
     )
     p.add_argument(
         "--steps",
@@ -239,9 +246,18 @@ def _summary_parser(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(
-        "run", metavar="RUN", help="run folder, perfResults.csv[.gz] file, old_ prefix, or hey CSV"
+        "run",
+        metavar="RUN",
+        nargs="+",
+        help="run folder, perfResults.csv[.gz] file, old_ prefix, or request file of any format; "
+        "several files are one run (load generators of one ramp when their times overlap, else steps)",
     )
     _analysis_options(s)
+    s.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="reduce the run's files (or sections) on this Dask scheduler (needs [dask]); same result",
+    )
     _cpu_target(s)
     s.add_argument(
         "--current-load",
@@ -495,6 +511,7 @@ def _summary(args) -> int:
 
     run = reduce_run(
         args.run,
+        client=args.dask,
         bucket_s=args.bucket,
         label=args.label,
         cpu_cores=args.cpu_cores,

@@ -35,6 +35,19 @@ class HeadroomError(Exception):
     """A problem with the user's input, reported in one line (CLI exit code 2)."""
 
 
+#: Notebook display of the result classes: class name -> (module, function) that renders it as HTML.
+#: A registry by name, so that this module (imported by everything) imports no renderer.
+HTML_RENDERERS: dict[str, tuple[str, str]] = {"Run": ("headroom.html", "run_table")}
+
+
+def render_html(kind: str, obj) -> str:
+    """The HTML of a result object, by its renderer in :data:`HTML_RENDERERS`."""
+    import importlib
+
+    module, name = HTML_RENDERERS[kind]
+    return getattr(importlib.import_module(module), name)(obj)
+
+
 @dataclass(frozen=True, eq=False)
 class RunMeta:
     """Labels of a run: where it came from and what the metadata file said."""
@@ -120,8 +133,9 @@ class CpuSamples:
 class Run:
     """One load-test run: its requests, CPU samples (if any) and metadata.
 
-    A run read by :func:`headroom.io.reduce_run` has ``requests=None`` and
-    ``reduced = (steps, buckets, bucket histograms)`` instead.
+    A run read by :func:`headroom.reduce_run` has ``requests=None`` and
+    ``reduced`` (a :class:`headroom.reduce.ReducedRun`: steps, buckets,
+    bucket histograms) instead.
     """
 
     requests: Requests | None
@@ -148,14 +162,14 @@ class Run:
         """Successful requests read (failed ones are counted in ``errors``)."""
         if self.requests is not None:
             return len(self.requests)
-        return int(self.reduced[0].requests.sum()) if self.reduced is not None else 0
+        return int(self.reduced.steps.requests.sum()) if self.reduced is not None else 0
 
     @property
     def n_steps(self) -> int:
         """Load steps (sections of the request file)."""
         if self.requests is not None:
             return self.requests.n_steps
-        return len(self.reduced[0]) if self.reduced is not None else 0
+        return len(self.reduced.steps) if self.reduced is not None else 0
 
     def __repr__(self) -> str:
         return (
@@ -164,9 +178,7 @@ class Run:
         )
 
     def _repr_html_(self) -> str:
-        from .html import run_table
-
-        return run_table(self)
+        return render_html("Run", self)
 
     def requests_frame(self):
         """The requests as a pandas DataFrame (start time, latency, step)."""

@@ -5,14 +5,15 @@ import gzip
 from conftest import RUNS
 
 from headroom import io
+from headroom.formats import _scan
 
 
 def test_decompression_progress_line(tmp_path, monkeypatch, capsys):
     raw = gzip.decompress((RUNS / "nginx-keepalive" / "perfResults.csv.gz").read_bytes())
     gz = tmp_path / "perfResults.csv.gz"
     gz.write_bytes(gzip.compress(raw, compresslevel=1))
-    monkeypatch.setattr(io, "_DECOMPRESS_NOTE_S", 0.0)  # show it at once, however fast the machine
-    buf = io._StreamBuffer(gz, progress=True)
+    monkeypatch.setattr(_scan, "DECOMPRESS_NOTE_S", 0.0)  # show it at once, however fast the machine
+    buf = _scan.Buffer(gz, stream=True, progress=True)
     try:
         assert bytes(buf.data) == raw
     finally:
@@ -22,7 +23,7 @@ def test_decompression_progress_line(tmp_path, monkeypatch, capsys):
     last = err.rstrip("\n").split("\r")[-1]
     assert "100%" in last and f"/{gz.stat().st_size / 2**20:,.0f} MB" in last
     # off the terminal (progress=None and stderr captured): silent
-    buf = io._StreamBuffer(gz)
+    buf = _scan.Buffer(gz, stream=True)
     buf.close()
     assert capsys.readouterr().err == ""
     # and reduce_run hands its progress flag through

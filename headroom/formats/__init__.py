@@ -2,14 +2,16 @@
 
 Every format is detected from the file's content (header, first line, magic
 bytes, also inside gzip), never from its name alone; ``--format NAME``
-overrides.  Each reader returns the same request table
-(:class:`~headroom.formats._common.Table`) and declares its fidelity.  Like
-xarray's backends, each entry has a ``guess_can_open(head)`` that looks only
-at the first bytes.
+overrides, and a forced format that does not fit the file is one line
+naming the file and what was expected.  Each entry has, like xarray's
+backends, a ``guess_can_open(head)`` that looks only at the first bytes,
+a fidelity note, and a reader.  throughputramp and hey CSV
+(:mod:`.throughputramp`, :mod:`.hey`) are streamed section by section by
+:mod:`headroom.reading`; the other readers return a whole request table
+(:class:`~headroom.formats._common.Table`).
 
-throughputramp and hey CSV are read by :mod:`headroom.io` (streamed, chunk by
-chunk, for files of any size); the other formats are read in memory (their
-files are modest: a few million requests at most).
+Adding a format: one module with ``guess_*`` and ``read_*`` functions, one
+entry in :data:`FORMATS`, one sample in ``tests/data/formats``.
 """
 
 from __future__ import annotations
@@ -19,54 +21,82 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..model import HeadroomError
-from . import gatling, jmeter, k6, oha, vegeta
-from ._common import COARSE_MS, EXACT, SUMMARY, Table, head_bytes, is_text, read_bytes, short
+from . import gatling, hey, jmeter, k6, oha, throughputramp, vegeta
+from ._common import COARSE_MS, EXACT, SUMMARY, Table
+from ._scan import first_line, head_bytes, is_text, read_bytes, short
 
-__all__ = ["FORMATS", "Format", "Table", "detect", "read_table", "EXACT", "COARSE_MS", "SUMMARY"]
-
-
-def _tr_guess(head: bytes) -> bool:
-    line = head.lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
-    return b"response-time" in line.split(b",")
+__all__ = [
+    "COARSE_MS",
+    "EXACT",
+    "FORMATS",
+    "SUMMARY",
+    "Format",
+    "Table",
+    "detect",
+    "format_help",
+    "head_bytes",
+    "read_table",
+    "resolve",
+    "summary_only",
+]
 
 
 @dataclass(frozen=True)
 class Format:
+    """One input format: how to recognise it, how exact it is, how to read it and how to make it."""
+
     name: str
     tool: str
     fidelity: str
     guess_can_open: Callable[[bytes], bool]
-    read: Callable[[Path, bytes], Table] | None  # None: read by headroom.io (streamed)
+    read: Callable[[Path, bytes], Table] | None  # None: streamed by headroom.reading
     export: str  # how to make this file
+    expects: str  # what its beginning looks like, for "does not look like" messages
 
 
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("throughputramp", "Cloud Foundry throughputramp / hey (perfResults.csv, hey -o csv)", EXACT,
-               _tr_guess, None, "throughputramp, or hey -o csv"),
+        Format("throughputramp", throughputramp.TOOL, EXACT, throughputramp.guess_can_open, None,
+               throughputramp.EXPORT, "a first line 'start-time,response-time'"),
+        Format("hey", hey.TOOL, EXACT, hey.guess_can_open, None, hey.EXPORT,
+               "hey's CSV header with response-time and offset (or start-time)"),
         Format("vegeta-csv", "vegeta", EXACT, vegeta.guess_csv, vegeta.read_csv,
-               "vegeta attack ... | vegeta encode -to csv > results.csv"),
+               "vegeta attack ... | vegeta encode -to csv > results.csv",
+               "headerless rows 'unix-ns,code,latency-ns,bytes-out,bytes-in,...'"),
         Format("vegeta-json", "vegeta", EXACT, vegeta.guess_json, vegeta.read_json,
-               "vegeta attack ... | vegeta encode -to json > results.json"),
-        Format("k6-json", "k6", EXACT, k6.guess_json, k6.read_json, "k6 run --out json=results.json script.js"),
+               "vegeta attack ... | vegeta encode -to json > results.json",
+               "JSON lines with attack, seq, code, timestamp and latency"),
+        Format("k6-json", "k6", EXACT, k6.guess_json, k6.read_json, "k6 run --out json=results.json script.js",
+               "JSON lines with type Metric or Point"),
         Format("k6-csv", "k6", EXACT, k6.guess_csv, k6.read_csv,
-               "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js"),
+               "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js",
+               "a header 'metric_name,timestamp,metric_value,...'"),
         Format("jmeter-csv", "JMeter", COARSE_MS, jmeter.guess_csv, jmeter.read_csv,
-               "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)"),
+               "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)",
+               "a JTL header with timeStamp and elapsed"),
         Format("jmeter-xml", "JMeter", COARSE_MS, jmeter.guess_xml, jmeter.read_xml,
-               "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml"),
-        Format("gatling", "Gatling 3.0-3.11", COARSE_MS, gatling.guess, gatling.read, "simulation.log of Gatling <= 3.11"),
-        Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv, "oha --no-tui --output-format csv URL > results.csv"),
+               "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
+               "an XML <testResults> document"),
+        Format("gatling", "Gatling 3.0-3.11", COARSE_MS, gatling.guess, gatling.read,
+               "simulation.log of Gatling <= 3.11", "tab-separated RUN/USER/REQUEST records"),
+        Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv,
+               "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
     )
 }  # fmt: skip
 
-#: Aliases accepted by ``--format``.
-ALIASES = {"hey": "throughputramp", "hey-fork": "throughputramp", "vegeta": None, "k6": None, "jmeter": None,
-           "oha": "oha-csv"}  # fmt: skip
+#: Aliases accepted by ``--format``: a tool name whose variant is detected (None), or a format.
+ALIASES = {"hey-fork": "hey", "vegeta": None, "k6": None, "jmeter": None, "oha": "oha-csv"}
+#: Formats read by the same streamed CSV reader (either name reads both).
+CSV_FAMILY = ("throughputramp", "hey")
 
 
-def _summary_only(head: bytes) -> str | None:
+def format_help() -> str:
+    """The list of ``--format`` names for the command-line help."""
+    return ", ".join(FORMATS)
+
+
+def summary_only(head: bytes) -> str | None:
     """Files that hold one summary per run (or a binary log): which tool, and what to export instead."""
     text = head[:16384]
     if text[:4] == b"\xff\x96\x7f\x03" or (
@@ -77,8 +107,7 @@ def _summary_only(head: bytes) -> str | None:
     if gatling.looks_binary_gatling(text):
         return ("looks like the binary simulation.log of Gatling 3.12 or later, which headroom cannot read: "
                 "use Gatling <= 3.11 (text simulation.log)")  # fmt: skip
-    stripped = text.lstrip()
-    if stripped.startswith(b"{"):
+    if text.lstrip().startswith(b"{"):
         if b'"summary"' in text and (b'"successRate"' in text or b'"requestsPerSec"' in text):
             return ("looks like oha's JSON summary (one summary per run, no requests): run oha with "
                     "--output-format csv for one row per request")  # fmt: skip
@@ -110,13 +139,13 @@ def _summary_only(head: bytes) -> str | None:
 
 
 def detect(path: Path, head: bytes | None = None) -> str:
-    """The name of the format of ``path``, from its first bytes."""
+    """The name of the format of ``path``, from its first bytes; else a one-line error saying what was tried."""
     if head is None:
         head = head_bytes(path)
     data = head.lstrip(b"\xef\xbb\xbf")
     if not data.strip():
         raise HeadroomError(f"{path}: the file is empty")
-    why = _summary_only(data)
+    why = summary_only(data)
     if why:
         raise HeadroomError(f"{path}: {why}")
     for f in FORMATS.values():
@@ -127,20 +156,29 @@ def detect(path: Path, head: bytes | None = None) -> str:
         raise HeadroomError(f"{path}: {hint}")
     if not is_text(data):
         raise HeadroomError(f"{path}:1: not a CSV text file (binary data in the first line)")
-    first = data.split(b"\n", 1)[0]
     raise HeadroomError(
-        f"{path}:1: unknown format, first line '{short(first, 80)}': expected throughputramp or hey CSV, "
-        "vegeta, k6, JMeter, Gatling or oha output (see docs/formats.md; --format NAME forces one)"
+        f"{path}:1: unknown format, first line '{short(first_line(data), 60)}': tried "
+        + ", ".join(FORMATS)
+        + " (docs/formats.md; --format NAME forces one)"
     )
 
 
 def resolve(name: str, path: Path, head: bytes) -> str:
-    """``--format NAME``: a format name or a tool name (then the variant is detected)."""
+    """``--format NAME``: a format or a tool name (then the variant is detected), checked against the file."""
+    name = ALIASES.get(name) or name
     if name in FORMATS:
-        return name
+        data = head.lstrip(b"\xef\xbb\xbf")
+        family = CSV_FAMILY if name in CSV_FAMILY else (name,)
+        if any(FORMATS[f].guess_can_open(data) for f in family):
+            return (
+                name if name not in CSV_FAMILY else next(f for f in family if FORMATS[f].guess_can_open(data))
+            )
+        f = FORMATS[name]
+        raise HeadroomError(
+            f"{path}: --format {name}, but the file does not look like {f.tool} output: expected {f.expects}, "
+            f"first line '{short(first_line(data), 60)}'"
+        )
     if name in ALIASES:
-        if ALIASES[name]:
-            return ALIASES[name]
         found = detect(path, head)
         if found.startswith(name):
             return found
@@ -151,7 +189,14 @@ def resolve(name: str, path: Path, head: bytes) -> str:
 
 
 def read_table(path: Path, fmt: str) -> Table:
+    """Read a whole file of format ``fmt`` (not the streamed CSV family) into a request table."""
     f = FORMATS[fmt]
     if f.read is None:
-        raise ValueError(f"{fmt} is read by headroom.io")
-    return f.read(path, read_bytes(path))
+        raise ValueError(f"{fmt} is streamed by headroom.reading")
+    stream = _STREAMED.get(fmt)
+    table = stream(path) if stream is not None else None  # None: read whole (gzip, or to name a bad line)
+    return table if table is not None else f.read(path, read_bytes(path))
+
+
+#: Readers that read a plain file in blocks, keeping only the columns they need.
+_STREAMED = {"vegeta-csv": vegeta.stream_csv}

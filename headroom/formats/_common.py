@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..model import HeadroomError
+from ._checks import fail
+from ._scan import (  # noqa: F401 - the readers' shared helpers, one import place
+    HEAD_BYTES,
+    drop_truncated_tail,
+    first_line,
+    head_bytes,
+    is_text,
+    read_bytes,
+    rfc3339_ns,
+    short,
+    strip_bom,
+)
 
 #: How exact a format is.
 EXACT = "exact per request"
 COARSE_MS = "per request, millisecond times"
 SUMMARY = "not usable: one summary per run"
-
-#: Bytes of a file's beginning that detection looks at.
-HEAD_BYTES = 64 << 10
 
 
 @dataclass
@@ -45,104 +51,6 @@ class Table:
     relative: bool = False
     line: np.ndarray | None = None  # file line of every row, for messages (None: unknown)
     warnings: list[str] = field(default_factory=list)
-
-
-def short(s, n: int = 100) -> str:
-    """At most n characters of a value from a file, printable ASCII only."""
-    if isinstance(s, bytes):
-        s = s[: n * 4].decode("utf-8", "replace")
-    s = str(s)
-    s = s if len(s) <= n else s[:n] + "..."
-    return ascii(s)[1:-1]
-
-
-def fail(path: Path, line: int | None, msg: str) -> HeadroomError:
-    return HeadroomError(f"{path}{f':{line}' if line else ''}: {msg}")
-
-
-def read_bytes(path: Path) -> bytes:
-    """The whole file, decompressed when gzipped (whatever its name)."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise HeadroomError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise HeadroomError(f"{path}: is a folder, expected a file") from None
-    except PermissionError:
-        raise HeadroomError(f"{path}: permission denied") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as e:
-            raise HeadroomError(
-                f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
-            ) from None
-    return raw
-
-
-def head_bytes(path: Path, n: int = HEAD_BYTES) -> bytes:
-    """The first ``n`` bytes of a file, decompressed when gzipped."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(n)
-            if raw[:2] == b"\x1f\x8b":
-                f.seek(0)
-                try:
-                    with gzip.GzipFile(fileobj=f) as g:
-                        return g.read(n)
-                except (EOFError, OSError, zlib.error) as e:
-                    raise HeadroomError(
-                        f"{path}: damaged or truncated gzip file ({e}); re-copy or re-compress it"
-                    ) from None
-            return raw
-    except FileNotFoundError:
-        raise HeadroomError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise HeadroomError(f"{path}: is a folder, expected a file") from None
-    except PermissionError:
-        raise HeadroomError(f"{path}: permission denied") from None
-
-
-def strip_bom(data: bytes) -> bytes:
-    return data[3:] if data[:3] == b"\xef\xbb\xbf" else data
-
-
-def drop_truncated_tail(data: bytes, path: Path, warnings: list[str]) -> bytes:
-    """A file that does not end with a line end was cut mid-write: drop its last line, with a warning.
-
-    Decided by the missing line end alone, never by whether the fragment parses.
-    """
-    end = len(data)
-    while end and data[end - 1 : end] in (b" ", b"\t"):
-        end -= 1
-    if end == 0 or data[end - 1 : end] in (b"\n", b"\r"):
-        return data
-    nl = data.rfind(b"\n", 0, end)
-    if nl < 0:
-        return data  # a single line: nothing to keep
-    line = data.count(b"\n", 0, nl) + 2
-    warnings.append(
-        f"{path}:{line}: dropped a truncated last line of {end - nl - 1} bytes without a line end "
-        f"'{short(data[nl + 1 : end], 60)}' (the load generator was probably stopped mid-write)"
-    )
-    return data[: nl + 1]
-
-
-def first_line(data: bytes) -> bytes:
-    nl = data.find(b"\n")
-    return (data if nl < 0 else data[:nl]).rstrip(b"\r")
-
-
-def is_text(head: bytes) -> bool:
-    sample = head[:4096]
-    if b"\x00" in sample:
-        return False
-    try:
-        sample.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(sample) - 4:  # not just a character cut at the end of the sample
-            return False
-    return True
 
 
 def line_of_row(row_lines: np.ndarray | None, i: int) -> int | None:
@@ -224,7 +132,15 @@ def diagnose_csv(data: bytes, path: Path, ncols: int, header: bool, row_problem,
 
 
 def as_np(col, dtype) -> np.ndarray:
-    """A numpy copy of a pyarrow column with no nulls."""
+    """A numpy copy of a pyarrow column with no nulls (by its buffers: ``to_numpy`` imports pandas)."""
+    import pyarrow as pa
+
+    from ._scan import np_column
+
+    chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    physical = {pa.int64(): np.int64, pa.int32(): np.int32, pa.float64(): np.float64}.get(chunked.type)
+    if chunked.null_count == 0 and physical is not None:
+        return np.asarray(np_column(chunked, physical), dtype=dtype).copy()
     return np.asarray(col.to_numpy(), dtype=dtype)
 
 
@@ -282,21 +198,3 @@ def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
     pos = np.empty(len(labels), np.int64)
     pos[rank] = np.arange(len(labels))
     return pos[idx], [labels[r] for r in rank]
-
-
-def rfc3339_ns(values: list[str], path: Path, line_of) -> np.ndarray:
-    """RFC 3339 strings as UTC nanoseconds; a bad one is an error at its line (``line_of(i)``)."""
-    import pyarrow as pa
-
-    from ..io import _TS_UTC
-
-    try:
-        arr = pa.array(values, pa.string()).cast(_TS_UTC)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        for i, v in enumerate(values):  # find the culprit only when the fast cast fails
-            try:
-                pa.array([v], pa.string()).cast(_TS_UTC)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise fail(path, line_of(i), f"bad timestamp '{short(v, 40)}' (expected RFC 3339)") from None
-        raise
-    return np.asarray(arr.cast(pa.int64()).to_numpy(), np.int64)

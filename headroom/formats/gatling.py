@@ -29,13 +29,28 @@ def looks_binary_gatling(head: bytes) -> bool:
     return head[:1] == b"\x00" and b"simulation" in head[:512].lower()
 
 
-def read(path: Path, data: bytes) -> Table:
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
+def steps_of(st: np.ndarray, u_start: list[int], u_end: list[int]):
+    """The steps of the requests (start ms): one per level of active users at each start.
+
+    Returns (step of every request, step names, concurrency per step or None, how steps were found).
+    """
+    if not u_start:
+        return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step"
+    us = np.sort(np.array(u_start, np.int64))
+    ue = np.sort(np.array(u_end, np.int64)) if u_end else np.zeros(0, np.int64)
+    active = np.searchsorted(us, st, side="right") - np.searchsorted(ue, st, side="right")
+    step, names, conc = steps_from_concurrency(np.maximum(active, 1))
+    return step, names, conc, f"active users from USER START/END records ({len(names)} levels)"
+
+
+def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
+    """The records line by line (only the lines in ``only`` when given):
+    (starts, ends, ok, lines, user starts, user ends)."""
     starts, ends, ok, lines = [], [], [], []
     u_start, u_end = [], []
-    for ln, raw in enumerate(data.split(b"\n"), start=1):
-        raw = raw.rstrip(b"\r")
+    every = data.split(b"\n")
+    for ln in range(1, len(every) + 1) if only is None else sorted(only):
+        raw = every[ln - 1].rstrip(b"\r")
         if not raw:
             continue
         f = raw.split(b"\t")
@@ -57,43 +72,98 @@ def read(path: Path, data: bytes) -> Table:
             ok.append(f[k] == b"OK")
             lines.append(ln)
         elif kind == b"USER":
-            what = next((x for x in f[1:] if x in (b"START", b"END")), None)
-            try:
-                if what is None or len(f) < 4:
-                    raise ValueError
-                t = int(f[-1])
-            except ValueError:
-                raise fail(
-                    path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'"
-                ) from None
-            (u_start if what == b"START" else u_end).append(t)
-        elif kind in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
-            continue
-        else:
+            (u_start if _user(path, ln, f, raw) == b"START" else u_end).append(int(f[-1]))
+        elif kind not in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
             raise fail(path, ln, f"not a Gatling simulation.log record: '{short(raw)}'")
-    if not starts:
+    return starts, ends, ok, lines, u_start, u_end
+
+
+def _user(path: Path, ln: int, f: list[bytes], raw: bytes) -> bytes:
+    what = next((x for x in f[1:] if x in (b"START", b"END")), None)
+    if what is None or len(f) < 4 or not f[-1].strip().isdigit():
+        raise fail(path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'")
+    return what
+
+
+def _read_fast(path: Path, data: bytes):
+    """The 3.4-3.11 REQUEST records (7 tab-separated fields) parsed by pyarrow; the other records
+    line by line.  None when pyarrow refuses the file (then everything goes line by line)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    if b"\n\n" in data:  # blank lines: rows would not match lines
+        return None
+    try:  # pyarrow hands invalid rows to Python as text: the bytes must be UTF-8
+        pa.array([data], pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    others: list[int] = []
+
+    def handler(row):
+        others.append(row.number)
+        return "skip"
+
+    names = [f"c{i}" for i in range(7)]
+    try:
+        t = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=handler),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, include_columns=["c0", "c3", "c4", "c5"],
+                strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if any(n < 1 for n in others):
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    row_lines = np.setdiff1d(np.arange(1, n_lines + 1), np.asarray(others, np.int64))
+    if len(row_lines) != t.num_rows:
+        return None
+    req = np.asarray(pc.equal(t.column("c0"), "REQUEST").to_numpy(zero_copy_only=False), bool)
+    status = t.column("c5").filter(pa.array(req))
+    try:
+        st = np.asarray(t.column("c3").filter(pa.array(req)).cast(pa.int64()).to_numpy(), np.int64)
+        en = np.asarray(t.column("c4").filter(pa.array(req)).cast(pa.int64()).to_numpy(), np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    ok = np.asarray(pc.equal(status, "OK").to_numpy(zero_copy_only=False), bool)
+    good = ok | np.asarray(pc.equal(status, "KO").to_numpy(zero_copy_only=False), bool)
+    if not good.all() or (st < 0).any() or (en < st).any():
+        return None
+    slow = set(others) | set(row_lines[~req].tolist())
+    s2, e2, ok2, l2, u_start, u_end = _read_lines(path, data, slow)
+    lines = np.concatenate([row_lines[req], np.asarray(l2, np.int64)])
+    order = np.argsort(lines, kind="stable")
+    cat = lambda a, b, dt: np.concatenate([a, np.asarray(b, dt)])[order]  # noqa: E731
+    return cat(st, s2, np.int64), cat(en, e2, np.int64), cat(ok, ok2, bool), lines[order], u_start, u_end
+
+
+def read(path: Path, data: bytes) -> Table:
+    """A Gatling simulation.log: its REQUEST records, steps from its USER records."""
+    warnings: list[str] = []
+    data = drop_truncated_tail(data, path, warnings)
+    fast = _read_fast(path, data)
+    starts, ends, ok, lines, u_start, u_end = fast if fast is not None else _read_lines(path, data)
+    if len(starts) == 0:
         raise fail(path, None, "no REQUEST records in this Gatling simulation.log")
-    st = np.array(starts, np.int64)
-    en = np.array(ends, np.int64)
-    step, names, conc, src = np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step"
-    if u_start:
-        us = np.sort(np.array(u_start, np.int64))
-        ue = np.sort(np.array(u_end, np.int64)) if u_end else np.zeros(0, np.int64)
-        active = np.searchsorted(us, st, side="right") - np.searchsorted(ue, st, side="right")
-        active = np.maximum(active, 1)
-        step, names, conc = steps_from_concurrency(active)
-        src = f"active users from USER START/END records ({len(names)} levels)"
+    st = np.asarray(starts, np.int64)
+    en = np.asarray(ends, np.int64)
+    step, names, conc, src = steps_of(st, u_start, u_end)
     return Table(
         fmt="gatling",
         fidelity=COARSE_MS,
         start_ns=st * 1_000_000,
         latency_s=(en - st) / 1e3,
-        ok=np.array(ok, bool),
+        ok=np.asarray(ok, bool),
         status=None,
         step=step,
         step_names=names,
         step_concurrency=conc,
         steps_source=src,
-        line=np.array(lines, np.int64),
+        line=np.asarray(lines, np.int64),
         warnings=warnings,
     )

@@ -52,6 +52,21 @@ def no_header_hint(head: bytes) -> str | None:
     return None
 
 
+def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray):
+    """The steps of the samples: one per ``allThreads`` level, else one step.
+
+    Returns (step of every sample, step names, concurrency per step or None, how steps were found).
+    """
+    if threads is None:
+        src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
+        return np.zeros(len(ts), np.int64), ["all"], None, src
+    if (threads <= 0).any():
+        i = int(np.argmax(threads <= 0))
+        raise fail(path, int(lines[i]), f"bad allThreads {int(threads[i])} (must be > 0)")
+    step, names, conc = steps_from_concurrency(threads)
+    return step, names, conc, f"allThreads ({len(names)} levels)"
+
+
 def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warnings) -> Table:
     n = len(ts)
     if msgs is None:
@@ -70,15 +85,7 @@ def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warning
         threads = threads[keep] if threads is not None else None
     if len(ts) == 0:
         raise fail(path, None, "no samples (the file has a header but no data rows)")
-    if threads is not None:
-        if (threads <= 0).any():
-            i = int(np.argmax(threads <= 0))
-            raise fail(path, int(lines[i]), f"bad allThreads {int(threads[i])} (must be > 0)")
-        step, names, conc = steps_from_concurrency(threads)
-        src = f"allThreads ({len(names)} levels)"
-    else:
-        step, names, conc = np.zeros(len(ts), np.int64), ["all"], None
-        src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
+    step, names, conc, src = steps_of(path, ts, threads, lines)
     return Table(
         fmt=fmt,
         fidelity=COARSE_MS,

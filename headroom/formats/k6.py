@@ -106,7 +106,7 @@ def _times_arrow(col, path: Path, lines) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .. import io as hio
+    from ._scan import TS_UTC
 
     if len(col) == 0:
         return np.zeros(0, np.int64)
@@ -118,7 +118,7 @@ def _times_arrow(col, path: Path, lines) -> np.ndarray:
             if scale is not None and same:
                 return np.asarray(col.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64) * scale
         elif "." in v0:
-            return np.asarray(col.cast(hio._TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+            return np.asarray(col.cast(TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     return _times_ns([("" if v is None else str(v)) for v in col.to_pylist()], path, lines)
@@ -193,9 +193,51 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
     )
 
 
+def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
+    """NDJSON parsed by pyarrow (only the needed fields); None when anything is off, so that the
+    line-by-line reader names the bad line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
+    if b"\n\n" in data or data.startswith(b"\n"):  # rows would not match lines
+        return None
+    tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string())])
+    data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
+    schema = pa.schema([("type", pa.string()), ("metric", pa.string()), ("data", data_t)])
+    try:
+        t = pajson.read_json(pa.BufferReader(data), parse_options=pajson.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
+        point = pc.fill_null(pc.equal(t.column("type"), "Point"), False)
+        rows = {}
+        for metric in ("http_req_duration", "vus"):
+            sel = pc.and_(point, pc.fill_null(pc.equal(t.column("metric"), metric), False))
+            d = pc.filter(t.column("data"), sel).combine_chunks()
+            idx = np.flatnonzero(np.asarray(sel.to_numpy(zero_copy_only=False), bool))
+            if d.null_count or d.field("time").null_count or d.field("value").null_count:
+                return None
+            rows[metric] = (d, idx + 1)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    (req, lines), (vus, vus_lines) = rows["http_req_duration"], rows["vus"]
+    end_ns = _times_arrow(req.field("time"), path, lines)
+    vus_t = _times_arrow(vus.field("time"), path, vus_lines)
+    tg = req.field("tags")
+    status, expected, scen = (
+        pc.fill_null(tg.field(n), "") for n in ("status", "expected_response", "scenario")
+    )
+    durs = np.asarray(req.field("value").to_numpy(zero_copy_only=False), np.float64)
+    vus_v = np.asarray(vus.field("value").to_numpy(zero_copy_only=False), np.float64)
+    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings)
+
+
 def read_json(path: Path, data: bytes) -> Table:
+    """NDJSON: pyarrow's JSON reader, or line by line with the json module to name a bad line."""
     warnings: list[str] = []
     data = drop_truncated_tail(data, path, warnings)
+    fast = _json_arrow(path, data, warnings)
+    if fast is not None:
+        return fast
     times, durs, status, expected, scen, lines = [], [], [], [], [], []
     vus_times, vus_vals, vus_lines = [], [], []
     for ln, line in enumerate(data.split(b"\n"), start=1):

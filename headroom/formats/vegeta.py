@@ -24,6 +24,7 @@ from ._common import (
     rfc3339_ns,
     short,
 )
+from ._scan import TS_UTC, np_column
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -70,6 +71,67 @@ def read_csv(path: Path, data: bytes) -> Table:
     return _table(path, t, warnings, "vegeta-csv")
 
 
+def stream_csv(path: Path) -> Table | None:
+    """Read a plain (not gzipped) vegeta CSV in blocks, keeping only the columns it needs.
+
+    Memory follows the kept columns (about 20 bytes a request), not the file
+    (bodies and headers make vegeta's lines long).  None when pyarrow refuses
+    the file: then the whole-file reader names the bad line.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from ._scan import truncated_tail, truncated_warning
+
+    warnings: list[str] = []
+    with open(path, "rb") as f:
+        if f.read(2) == b"\x1f\x8b":
+            return None
+        size = f.seek(0, 2)
+        f.seek(max(0, size - (1 << 16)))
+        tail = f.read()
+    cut = truncated_tail(tail, len(tail))
+    if cut is not None and tail.rfind(b"\n", 0, cut) < 0 and size > len(tail):
+        return None  # a cut line longer than 64 kB: the whole-file reader decides
+    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
+    opts = (
+        pacsv.ReadOptions(column_names=CSV_COLUMNS, block_size=1 << 20),
+        pacsv.ParseOptions(newlines_in_values=True),
+        pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
+                             strings_can_be_null=False, quoted_strings_can_be_null=False),
+    )  # fmt: skip
+    cols: list[list[np.ndarray]] = [[], [], [], []]
+    labels: dict[str, int] = {}
+    try:
+        with pacsv.open_csv(
+            str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]
+        ) as r:
+            for b in r:  # keep compact numpy copies, let pyarrow's block go
+                if any(b.column(i).null_count for i in range(3)):
+                    return None
+                for i in range(3):
+                    cols[i].append(np_column(pa.chunked_array([b.column(i)]), np.int64).copy())
+                enc = b.column(3).dictionary_encode()
+                ids = np.array(
+                    [labels.setdefault(str(v), len(labels)) for v in enc.dictionary.to_pylist()], np.int32
+                )
+                cols[3].append(ids[np_column(pa.chunked_array([enc.indices]), np.int32)])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if not cols[0]:
+        return None
+    names = pa.array(list(labels), pa.string())
+    attack = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(cols[3])), names).cast(pa.string())
+    t = pa.table({"timestamp": np.concatenate(cols[0]), "code": np.concatenate(cols[1]),
+                  "latency": np.concatenate(cols[2]), "attack": attack})  # fmt: skip
+    if cut is not None:  # drop the cut-off last line, as the whole-file reader does
+        end = len(tail.rstrip(b" \t"))
+        lines = t.num_rows + 1
+        warnings.append(truncated_warning(path, lines, end - cut, tail[cut:end]))
+        t = t.slice(0, t.num_rows - 1)
+    return _table(path, t, warnings, "vegeta-csv")
+
+
 def _table(path, t, warnings, fmt) -> Table:
     from ._common import as_np, null_check
 
@@ -99,12 +161,39 @@ def _table(path, t, warnings, fmt) -> Table:
     )
 
 
+def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
+    """JSON lines parsed by pyarrow (only the needed fields); None when anything is off, so that
+    the line-by-line reader names the bad line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
+    schema = pa.schema([("timestamp", pa.string()), ("code", pa.int64()), ("latency", pa.int64()),
+                        ("attack", pa.string())])  # fmt: skip
+    opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    try:
+        t = pajson.read_json(pa.BufferReader(data), parse_options=opts)
+        if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
+            return None
+        if pc.min(t.column("latency")).as_py() < 0 or pc.min(t.column("code")).as_py() < 0:
+            return None
+        start = t.column("timestamp").cast(TS_UTC).cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    t = pa.table({"timestamp": start, "code": t.column("code"), "latency": t.column("latency"),
+                  "attack": pc.fill_null(t.column("attack"), "")})  # fmt: skip
+    return _table(path, t, warnings, "vegeta-json")
+
+
 def read_json(path: Path, data: bytes) -> Table:
-    """JSON lines, parsed with the json module line by line (bodies and headers are skipped)."""
+    """JSON lines: pyarrow's JSON reader, or line by line with the json module to name a bad line."""
     import pyarrow as pa
 
     warnings: list[str] = []
     data = drop_truncated_tail(data, path, warnings)
+    fast = _json_arrow(path, data, warnings)
+    if fast is not None:
+        return fast
     starts, lats, codes, attacks = [], [], [], []
     for ln, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():

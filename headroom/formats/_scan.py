@@ -1,0 +1,465 @@
+"""Bytes in: buffers (mapped or decompressed), sections, line diagnosis, RFC 3339, progress.
+
+Everything a reader needs to turn a file into pyarrow tables and to name a
+bad line: one buffer type, one gzip rule, one truncated-tail rule, one RFC
+3339 parser, and the line-by-line diagnosis that runs only after pyarrow
+refused some bytes (line numbers are counted only for error messages).
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import mmap
+import os
+import re
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ..model import HeadroomError
+
+BOM = b"\xef\xbb\xbf"
+#: The one timestamp type every reader produces: UTC nanoseconds.
+TS_UTC = pa.timestamp("ns", tz="UTC")
+#: Bytes of a file's beginning that detection looks at.
+HEAD_BYTES = 64 << 10
+#: Seconds of decompression after which a progress line appears (on a terminal).
+DECOMPRESS_NOTE_S = 1.0
+
+# RFC 3339 as Go writes it: 0-9 fractional digits, "Z" or a numeric offset.
+RFC3339_RE = re.compile(
+    r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d{1,9})?(Z|[+-](\d\d):(\d\d))$", re.ASCII
+)
+FLOAT_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+HINT = " (or pass --skip-bad-rows to drop and count such rows)"
+
+
+def _open_error(path: Path, exc: OSError) -> HeadroomError:
+    if isinstance(exc, FileNotFoundError):
+        return HeadroomError(f"{path}: no such file")
+    if isinstance(exc, IsADirectoryError):
+        return HeadroomError(f"{path}: is a folder, expected a file")
+    if isinstance(exc, PermissionError):
+        return HeadroomError(f"{path}: permission denied")
+    return HeadroomError(f"{path}: cannot read ({exc.strerror or exc})")
+
+
+def _gzip_error(path: Path, exc: Exception) -> HeadroomError:
+    return HeadroomError(f"{path}: damaged or truncated gzip file ({exc}); re-copy or re-compress it")
+
+
+class Progress:
+    """A one-line progress report on a terminal, shown only for reads longer than a few seconds."""
+
+    def __init__(
+        self, path: Path, total: int, enabled: bool | None = None, after_s: float = 2.0, verb: str = "reading"
+    ):
+        self._time = time.monotonic
+        self._out = sys.stderr
+        self.enabled = self._out.isatty() if enabled is None else enabled
+        self.path, self.total, self.after, self.verb = path, max(total, 1), after_s, verb
+        self.t0 = self._time()
+        self.shown = False
+
+    def update(self, done: int) -> None:
+        """Redraw the line when ``after_s`` has passed (``done`` of ``total`` bytes)."""
+        if not self.enabled:
+            return
+        elapsed = self._time() - self.t0
+        if elapsed < self.after:
+            return
+        frac = min(done / self.total, 1.0)
+        bar = "#" * int(frac * 30)
+        self._out.write(
+            f"\r{self.verb} {self.path.name} [{bar:<30}] {frac * 100:3.0f}% "
+            f"{done / 2**20:,.0f}/{self.total / 2**20:,.0f} MB {elapsed:.0f} s"
+        )
+        self._out.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        """End the line (if one was shown)."""
+        if self.shown:
+            self._out.write("\n")
+            self._out.flush()
+
+
+class Buffer:
+    """The bytes of a file: memory-mapped when plain; a gzip file decompressed.
+
+    With ``stream=True`` a gzip file is decompressed to a temporary file and
+    mapped, so that its size in memory stays bounded; otherwise in memory.
+    """
+
+    def __init__(self, path: Path, *, stream: bool = False, progress: bool | None = None):
+        self.path = path
+        self._mmap = None
+        self._tmp = None
+        try:
+            with open(path, "rb") as f:
+                magic = f.read(2)
+                if magic == b"\x1f\x8b" and stream:
+                    self._tmp = _decompress_to_temp(path, progress)
+                    self._map(self._tmp.fileno(), self._tmp.tell())
+                elif magic == b"\x1f\x8b":
+                    f.seek(0)
+                    try:
+                        self.data = memoryview(gzip.decompress(f.read()))
+                    except (EOFError, OSError, zlib.error) as e:
+                        raise _gzip_error(path, e) from None
+                else:
+                    self._map(f.fileno(), os.fstat(f.fileno()).st_size)
+        except OSError as e:
+            raise _open_error(path, e) from None
+
+    def _map(self, fileno: int, size: int) -> None:
+        if size == 0:
+            self.data = memoryview(b"")
+        else:
+            self._mmap = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
+            self.data = memoryview(self._mmap)
+
+    def done_with(self, start: int, end: int) -> None:
+        """Let the kernel drop parsed pages of a mapped file from this process's memory."""
+        if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        lo = (start // page) * page
+        hi = (end // page) * page
+        if hi > lo:
+            self._mmap.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+    @property
+    def raw(self):
+        """The underlying bytes-like object (bytes or mmap) for find/count."""
+        return self.data.obj
+
+    def close(self) -> None:
+        """Release the mapping and any temporary file."""
+        try:
+            self.data.release()
+            if self._mmap is not None:
+                self._mmap.close()
+        except BufferError:  # a pyarrow buffer still refers to it; GC will close it
+            pass
+        if self._tmp is not None:
+            self._tmp.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _decompress_to_temp(path: Path, progress: bool | None):
+    """A gzip file decompressed into an unnamed temporary file (its position at the end)."""
+    import tempfile
+
+    tmp = tempfile.TemporaryFile(prefix="headroom-")
+    # decompressing takes seconds for a large run: say so on a terminal (share of the .gz read)
+    prog = Progress(path, path.stat().st_size, progress, after_s=DECOMPRESS_NOTE_S, verb="decompressing")
+    try:
+        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw) as src:
+            while chunk := src.read(1 << 22):
+                tmp.write(chunk)
+                prog.update(raw.tell())
+    except (EOFError, OSError, zlib.error) as e:
+        tmp.close()
+        raise _gzip_error(path, e) from None
+    finally:
+        prog.close()
+    tmp.flush()
+    return tmp
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole file, decompressed when gzipped (whatever its name)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise _open_error(path, e) from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as e:
+            raise _gzip_error(path, e) from None
+    return raw
+
+
+def head_bytes(path: Path, n: int = HEAD_BYTES) -> bytes:
+    """The first ``n`` bytes of a file, decompressed when gzipped."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+            if raw[:2] != b"\x1f\x8b":
+                return raw
+            f.seek(0)
+            try:
+                with gzip.GzipFile(fileobj=f) as g:
+                    return g.read(n)
+            except (EOFError, OSError, zlib.error) as e:
+                raise _gzip_error(path, e) from None
+    except OSError as e:
+        raise _open_error(path, e) from None
+
+
+# --------------------------------------------------------------------------
+# lines and text
+
+
+def short(s, n: int = 100) -> str:
+    """At most n characters of a value from a file, printable ASCII only (binary junk as escapes)."""
+    if isinstance(s, bytes):
+        s = s[: n * 4].decode("utf-8", "replace")
+    s = str(s)
+    s = s if len(s) <= n else s[:n] + "..."
+    return ascii(s)[1:-1]
+
+
+def first_line(data: bytes) -> bytes:
+    """The first line of ``data`` without its line end."""
+    nl = data.find(b"\n")
+    return (data if nl < 0 else data[:nl]).rstrip(b"\r")
+
+
+def strip_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark."""
+    return data[3:] if data[:3] == BOM else data
+
+
+def is_text(head: bytes) -> bool:
+    """Whether the first 4 kB look like UTF-8 text (no NUL; a character cut at the end is fine)."""
+    sample = head[:4096]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(sample) - 4:
+            return False
+    return True
+
+
+def looks_like_text(b: bytes) -> bool:
+    """One header line of printable UTF-8 text (tabs and CR allowed)."""
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(c >= 32 or c in (9, 13) for c in b)
+
+
+def line_at(data, offset: int) -> int:
+    """1-based line number of a byte offset: a pass over the file, so for error messages only."""
+    return 1 + int(np.count_nonzero(np.frombuffer(data[:offset], dtype=np.uint8) == 10))
+
+
+def truncated_tail(raw, n: int) -> int | None:
+    """Offset of a last line cut off mid-write (no line end after it), or None.
+
+    Decided by the missing line end alone, never by whether the fragment
+    parses ("0.0" from "0.0010" still parses).
+    """
+    end = n
+    while end and raw[end - 1 : end] in (b" ", b"\t"):
+        end -= 1
+    if end == 0 or raw[end - 1 : end] in (b"\n", b"\r"):
+        return None
+    nl = raw.rfind(b"\n", 0, end)
+    if nl < 0 or not bytes(raw[nl + 1 : end]).strip():
+        return None
+    return nl + 1
+
+
+def truncated_warning(path: Path, line: int, nbytes: int, text) -> str:
+    """The one wording of the truncated-tail warning."""
+    return (
+        f"{path}:{line}: dropped a truncated last line of {nbytes} bytes without a line end "
+        f"'{short(text, 60)}' (the load generator was probably stopped mid-write)"
+    )
+
+
+def drop_truncated_tail(data: bytes, path: Path, warnings: list[str]) -> bytes:
+    """A file that does not end with a line end was cut mid-write: drop its last line, with a warning."""
+    cut = truncated_tail(data, len(data))
+    if cut is None:
+        return data
+    end = len(data.rstrip(b" \t"))
+    warnings.append(truncated_warning(path, data.count(b"\n", 0, cut) + 1, end - cut, data[cut:end]))
+    return data[:cut]
+
+
+# --------------------------------------------------------------------------
+# RFC 3339
+
+
+def check_time(value: str) -> bool:
+    """RFC 3339 whose fields are a real date and time (so that a bad value is named at its own line)."""
+    m = RFC3339_RE.match(value)
+    if not m:
+        return False
+    y, mo, d, h, mi, sec = (int(m[i]) for i in range(1, 7))
+    if not (1 <= y and 1 <= mo <= 12 and h <= 23 and mi <= 59 and sec <= 60):
+        return False
+    if not 1 <= d <= calendar.monthrange(y, mo)[1]:
+        return False
+    return m[9] is None or (int(m[9]) <= 23 and int(m[10]) <= 59)
+
+
+def np_column(chunked: pa.ChunkedArray, dtype) -> np.ndarray:
+    """A numpy view (or copy, for several chunks) of a null-free fixed-width column, without pandas."""
+    parts = []
+    width = np.dtype(dtype).itemsize
+    for a in chunked.chunks:
+        if len(a) == 0:
+            continue
+        buf = a.buffers()[1]
+        parts.append(np.frombuffer(buf, dtype=dtype, count=len(a), offset=a.offset * width))
+    if not parts:
+        return np.empty(0, dtype=dtype)
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def rfc3339_ns(values, path: Path, line_of, what: str = "timestamp") -> np.ndarray:
+    """RFC 3339 strings (a list or a pyarrow string array) as UTC ns; a bad one is named at its line.
+
+    The one RFC 3339 parser of the readers: pyarrow's cast, and only when it
+    fails a value-by-value pass to find the culprit (``line_of(i)``).
+    """
+    arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, pa.string())
+    try:
+        ts = arr.cast(TS_UTC)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for i, v in enumerate(arr.to_pylist()):
+            try:
+                pa.array([v], pa.string()).cast(TS_UTC)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                ln = line_of(i)
+                where = f"{path}:{ln}" if ln else f"{path}"
+                raise HeadroomError(f"{where}: bad {what} '{short(v, 40)}' (expected RFC 3339)") from None
+        raise
+    if isinstance(ts, pa.Array):
+        ts = pa.chunked_array([ts], type=TS_UTC)
+    return np_column(ts, np.int64).copy()
+
+
+def first_null(col: pa.ChunkedArray) -> int:
+    """Row index of the first null of a column."""
+    base = 0
+    for a in col.chunks:
+        if a.null_count:
+            valid = np.frombuffer(a.buffers()[0], dtype=np.uint8)
+            bits = np.unpackbits(valid, bitorder="little")[a.offset : a.offset + len(a)]
+            return base + int(np.argmin(bits))
+        base += len(a)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# slow, line-by-line diagnosis: only runs after pyarrow rejected some bytes
+
+
+def line_problem(fields: list[str], columns: list[str], checks: dict[str, str], line: str) -> str | None:
+    """What is wrong with one CSV line (``checks``: column -> "time", "float" or "int"), or None."""
+    if len(fields) != len(columns):
+        return f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}: '{short(line, 60)}'"
+    for col, kind in checks.items():
+        v = fields[columns.index(col)]
+        if kind == "time" and not check_time(v):
+            return f"bad {col} '{short(v, 60)}' (expected RFC 3339 UTC, e.g. 2017-08-25T21:07:33.008Z)"
+        if kind == "float":
+            if not FLOAT_RE.match(v):
+                return f"bad {col} '{short(v, 60)}' (expected a number)"
+            if float(v) < 0:
+                return f"bad {col} '{short(v, 60)}' (must be >= 0)"
+        if kind == "int" and not re.match(r"^\d{1,18}$", v, re.ASCII):
+            return f"bad {col} '{short(v, 60)}' (expected an integer)"
+    return None
+
+
+def scan_lines(raw, start: int, end: int, line_no: int, columns: list[str], checks: dict[str, str]):
+    """Yield (line number, fields, problem or None) for each data line after a header at ``line_no``."""
+    text = bytes(raw[start:end]).decode("utf-8", errors="replace")
+    for i, line in enumerate(text.split("\n")[1:], start=1):
+        line = line.rstrip("\r")
+        fields = line.split(",")
+        yield line_no + i, fields, line_problem(fields, columns, checks, line)
+
+
+def diagnose(path: Path, raw, start: int, end: int, line_no: int, columns, checks, fallback: str):
+    """Find the first bad line of a section (header at ``line_no``) and describe it in one line."""
+    for ln, _, problem in scan_lines(raw, start, end, line_no, columns, checks):
+        if problem:
+            return HeadroomError(f"{path}:{ln}: {problem}{HINT}")
+    return HeadroomError(f"{path}:{line_no}: cannot parse this CSV section: {fallback}")
+
+
+def sections(data: memoryview, path: Path, release=None) -> tuple[bytes, int, list[tuple[int, int]]]:
+    """Split a CSV buffer into sections that each start with the same header.
+
+    Returns the header line (without line ending), the offset of the first
+    data byte after a BOM, and ``(start, end)`` byte offsets of every section
+    (each starting at its header line).  ``release(start, end)`` is called
+    on bytes searched, so that a mapped file's pages can be let go.
+    """
+    raw = data.obj
+    begin = 3 if raw[:3] == BOM else 0
+    end = len(data)  # trailing blank lines / whitespace are fine
+    while end > begin and raw[end - 1 : end] in (b"\n", b"\r", b" ", b"\t"):
+        end -= 1
+    if end <= begin:
+        raise HeadroomError(f"{path}: the file is empty")
+    nl = raw.find(b"\n", begin, end)
+    header_line = bytes(raw[begin : (nl if nl >= 0 else end)])
+    header = header_line.rstrip(b"\r")
+    if b"\x00" in header or not looks_like_text(header):
+        raise HeadroomError(f"{path}:1: not a CSV text file (binary data in the first line)")
+    marker = b"\n" + header_line + (b"\n" if nl >= 0 else b"")
+    starts = [begin] + _find_all(raw, marker, begin, end, release)
+    # a header as the very last line has no line end after it (trailing ones were stripped)
+    tail = end - len(header)
+    if nl >= 0 and tail > starts[-1] and raw[tail:end] == header and raw[tail - 1 : tail] == b"\n":
+        starts.append(tail)
+    bounds = [(s, starts[k + 1] if k + 1 < len(starts) else end) for k, s in enumerate(starts)]
+    return header, begin, bounds
+
+
+def _find_all(raw, marker: bytes, pos: int, end: int, release) -> list[int]:
+    """Offsets just after every ``marker``'s leading newline, 64 MB at a time."""
+    out = []
+    window = 1 << 26
+    while pos < end:
+        stop = min(pos + window, end + 1)
+        i = raw.find(marker, pos, stop)
+        if i >= 0:
+            out.append(i + 1)
+            if release is not None:
+                release(pos, i)
+            pos = i + 1
+            continue
+        if stop >= end + 1:
+            break
+        nxt = max(pos, stop - len(marker))
+        if release is not None:
+            release(pos, nxt)
+        pos = nxt
+    return out
+
+
+def chunks(raw, s: int, e: int, chunk_bytes: int) -> list[tuple[int, int]]:
+    """Split ``[s, e)`` into byte ranges of about ``chunk_bytes`` ending at line ends."""
+    out, pos = [], s
+    while e - pos > chunk_bytes:
+        cut = raw.find(b"\n", pos + chunk_bytes, e)
+        if cut < 0:
+            break
+        out.append((pos, cut + 1))
+        pos = cut + 1
+    out.append((pos, e))
+    return out

@@ -1,0 +1,506 @@
+"""Reading a run: its request files -> partial reductions -> one reduced :class:`~headroom.model.Run`.
+
+Every request file becomes a *source*: the streamed throughputramp/hey CSV
+reader (:class:`CsvSource`, bounded memory) or a whole-file table
+(:class:`TableSource`, the other formats, hey with relative offsets,
+``--steps``).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
+partials add up.  Several files of one run are either load generators of
+one ramp (their times overlap: steps aligned on the wall clock,
+concurrency summed, histograms added, never percentiles averaged) or one
+file per step (in sequence).  With a Dask ``client`` the same sources run
+as tasks on the cluster and the result is the same, bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .formats import CSV_FAMILY
+from .formats._checks import add_codes, all_failed, failed_warning, skipped_warning
+from .formats._scan import Progress
+from .formats.throughputramp import CsvFile
+from .model import HeadroomError, Run, RunMeta
+from .reduce import (
+    RESOLUTION_S,
+    Frame,
+    Partial,
+    StepPart,
+    accept,
+    add_step_parts,
+    assemble,
+    bucket_step,
+    span_of,
+)
+from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """How to read and reduce (the reading options of :func:`reduce_run`)."""
+
+    bucket_s: float = 1.0
+    min_partial: float = 0.5
+    skip_bad_rows: bool = False
+    chunk_bytes: int = 64 << 20
+    progress: bool | None = None
+    base_time_ns: int | None = None
+    format: str | None = None
+    steps: str | None = None
+
+    @property
+    def bucket_ns(self) -> int:
+        return int(round(self.bucket_s * 1e9))
+
+
+class CsvSource:
+    """A throughputramp or hey-fork CSV (absolute start times), streamed section by section.
+
+    ``sections=(a, b)`` restricts it to sections ``a`` to ``b - 1`` (one task
+    of a file split across a cluster).
+    """
+
+    def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
+        self.path, self.settings, self.range = Path(path), settings, sections
+
+    def _open(self, progress=None) -> CsvFile:
+        return CsvFile(self.path, skip_bad_rows=self.settings.skip_bad_rows, stream=True, progress=progress)
+
+    def _steps(self, f: CsvFile) -> range:
+        a, b = self.range or (0, len(f.sections))
+        return range(a, min(b, len(f.sections)))
+
+    def _partial(self, f: CsvFile) -> Partial:
+        last = self._steps(f).stop == len(f.sections)  # file-level warnings once, with the last section
+        errs = np.zeros(len(f.sections), np.int64) if f.layout.status_col else None
+        return Partial(str(self.path), f.layout.kind, len(f.sections), step_errors=errs,
+                       warnings=list(f.warnings) if last else [])  # fmt: skip
+
+    def _batches(self, f: CsvFile, k: int, acc: Partial, record: bool):
+        for c in f.chunks_of(k, self.settings.chunk_bytes):
+            if record:
+                acc.skipped.extend(c.bad_rows)
+            yield accept(acc, k, c.start_ns, c.latency_s, c.status, None, c.line_of, record=record)
+
+    def spans(self) -> Partial:
+        """Accounting and the span of every step (a first pass, for aligning several files)."""
+        with self._open() as f:
+            acc = self._partial(f)
+            for k in self._steps(f):
+                if not f.is_empty(k):
+                    fr = span_of(self._batches(f, k, acc, True))
+                    acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
+            return acc
+
+    def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
+        """Reduce every step: in its own frame (accounting too), or in ``frames`` (no accounting)."""
+        s = self.settings
+        with self._open(s.progress) as f:
+            acc = self._partial(f)
+            prog = Progress(self.path, len(f.buf.data), s.progress)
+            for k in self._steps(f):
+                if f.is_empty(k) or (frames is not None and k not in frames):
+                    continue
+                if frames is not None:
+                    fr, batches = frames[k], lambda k=k: self._batches(f, k, acc, False)
+                elif len(f.ranges(k, s.chunk_bytes)) == 1:
+                    parts = list(self._batches(f, k, acc, True))
+                    fr, batches = span_of(parts), lambda parts=parts: iter(parts)
+                else:  # two passes over the chunks: the span first, then the buckets
+                    fr = span_of(self._batches(f, k, acc, True))
+                    batches = lambda k=k: self._batches(f, k, acc, False)  # noqa: E731
+                acc.steps[k] = bucket_step(batches, fr, bucket_ns=s.bucket_ns, min_partial=s.min_partial,
+                                           where=str(self.path), step=k)  # fmt: skip
+                f.buf.done_with(*f.sections[k])
+                prog.update(f.sections[k][1])
+            prog.close()
+            if frames is not None:
+                acc.step_errors, acc.warnings = None, []
+            return acc
+
+
+class TableSource:
+    """A file parsed whole (or a folder of one file per step), reduced step by step."""
+
+    def __init__(self, files: RunFiles, settings: ReadSettings, fmt: str, path: Path | None = None):
+        self.files, self.settings, self.fmt = files, settings, fmt
+        self.path = path or files.perf
+        self._loaded = None
+
+    def load(self):
+        """(Requests, step errors, error codes, kind, warnings, step concurrency), read once."""
+        if self._loaded is None:
+            self._loaded = _load_requests(self.files, self.path, self.fmt, self.settings)
+        return self._loaded
+
+    def _partial(self) -> Partial:
+        req, step_errors, codes, kind, warnings, conc = self.load()
+        return Partial(str(self.path), kind, req.n_steps, step_errors=step_errors, error_codes=dict(codes),
+                       warnings=list(warnings), step_concurrency=conc, failures_said=True)  # fmt: skip
+
+    def _batch(self, k: int):
+        req = self.load()[0]
+        a, b = int(req.step_offsets[k]), int(req.step_offsets[k + 1])
+        return req.start_ns[a:b], req.latency_s[a:b]
+
+    def spans(self) -> Partial:
+        """Accounting and the span of every step."""
+        acc = self._partial()
+        for k in range(acc.n_steps):
+            fr = span_of([self._batch(k)])
+            acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
+        return acc
+
+    def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
+        """Reduce every step in its own frame, or in ``frames``."""
+        s = self.settings
+        acc = self._partial()
+        for k in range(acc.n_steps):
+            if frames is not None and k not in frames:
+                continue
+            fr = frames[k] if frames is not None else span_of([self._batch(k)])
+            acc.steps[k] = bucket_step(lambda k=k: iter([self._batch(k)]), fr, bucket_ns=s.bucket_ns,
+                                       min_partial=s.min_partial, where=str(self.path), step=k)  # fmt: skip
+        if frames is not None:
+            acc.step_errors, acc.warnings = None, []
+        return acc
+
+
+def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
+    from . import formats
+    from .formats.hey import read_requests
+    from .tables import read_step_files, table_to_requests
+
+    if fmt in CSV_FAMILY:
+        if s.steps:
+            raise HeadroomError(
+                f"{path}: --steps is for files without steps of their own; this file's sections are its steps"
+            )
+        req, step_errors, codes, kind, warnings = read_requests(
+            path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
+        )
+        return req, step_errors, codes, kind, warnings, None
+    if fmt == "one file per step":
+        table, fmt = read_step_files(files, s.format)
+        where = files.perf.parent
+    else:
+        table, where = formats.read_table(path, fmt), path
+    req, step_errors, codes, warnings, conc = table_to_requests(table, where, s.base_time_ns, s.steps)
+    return req, step_errors, codes, fmt, warnings, conc
+
+
+# --------------------------------------------------------------------------
+# planning: which sources, and how their partials combine
+
+
+def _relative_offsets(path: Path) -> bool:
+    """A hey CSV with relative offsets (read whole: at most 1M rows)."""
+    from .formats._scan import head_bytes
+
+    first = head_bytes(path, 4096).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0]
+    return b"offset" in [c.strip() for c in first.rstrip(b"\r").split(b",")]
+
+
+def source_for(files: RunFiles, path: Path, s: ReadSettings):
+    """The source that reads one request file."""
+    from .tables import detect_format
+
+    fmt = detect_format(path, s.format)
+    if fmt in CSV_FAMILY and not s.steps and not _relative_offsets(path):
+        return CsvSource(path, s)
+    return TableSource(files, s, fmt, path)
+
+
+def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
+    """("one", [source]) for one file; ("generators" | "sequence", sources) for several."""
+    from .tables import detect_format
+
+    if not files.steps or len(files.steps) == 1:
+        return "one", [source_for(files, files.request_files[0], s)]
+    fmts = [detect_format(p, s.format) for p in files.steps]
+    if any(f != fmts[0] for f in fmts):
+        k = next(i for i, f in enumerate(fmts) if f != fmts[0])
+        raise HeadroomError(
+            f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run"
+        )
+    relative = fmts[0] == "oha-csv" or any(_relative_offsets(p) for p in files.steps if fmts[0] in CSV_FAMILY)
+    if relative or fmts[0] not in CSV_FAMILY:
+        tables = [TableSource(files, s, fmts[0], p) for p in files.steps]
+        if relative or not _overlapping([t.spans() for t in tables]):
+            return "one", [TableSource(files, s, "one file per step")]
+        return "generators", tables
+    return "several", [CsvSource(p, s) for p in files.steps]
+
+
+def _overlapping(spans: list[Partial]) -> bool:
+    """Whether the files' time spans overlap (load generators of one ramp) rather than follow each other."""
+    sp = [p.span() for p in spans]
+    if any(x is None for x in sp):
+        return False
+    sp.sort()
+    return all(sp[i + 1][0] < sp[i][1] for i in range(len(sp) - 1))
+
+
+def align(spans: list[Partial]) -> tuple[list[dict[int, int]], list[Frame]]:
+    """Steps of several generators matched on the wall clock: (file step -> run step per file, frames).
+
+    Steps with the same index are matched when every generator has as many
+    steps and they overlap; else steps are grouped by overlapping spans.
+    """
+    n = spans[0].n_steps
+    if all(p.n_steps == n for p in spans) and all(_same_time(spans, k) for k in range(n)):
+        maps = [{k: k for k in range(n)} for _ in spans]
+    else:
+        maps = _group_by_time(spans)
+    m = 1 + max((j for mp in maps for j in mp.values()), default=-1)
+    frames = []
+    for j in range(m):
+        parts = [p.steps[k] for p, mp in zip(spans, maps) for k, jj in mp.items() if jj == j and k in p.steps]
+        parts = [q for q in parts if q.n]
+        frames.append(Frame(min((q.t0 for q in parts), default=0), max((q.t1 for q in parts), default=0),
+                            sum(q.n for q in parts)))  # fmt: skip
+    return maps, frames
+
+
+def _same_time(spans: list[Partial], k: int) -> bool:
+    parts = [p.steps[k] for p in spans if k in p.steps and p.steps[k].n]
+    return all(a.t0 < b.t1 and b.t0 < a.t1 for a in parts for b in parts)
+
+
+def _group_by_time(spans: list[Partial]) -> list[dict[int, int]]:
+    items = sorted((q.t0, q.t1, i, k) for i, p in enumerate(spans) for k, q in p.steps.items() if q.n)
+    maps: list[dict[int, int]] = [{} for _ in spans]
+    j, end = -1, None
+    for t0, t1, i, k in items:
+        if end is None or t0 >= end:
+            j, end = j + 1, t1
+        end = max(end, t1)
+        maps[i][k] = j
+    return maps
+
+
+# --------------------------------------------------------------------------
+# running: locally or on a Dask cluster
+
+
+def _spans(src) -> Partial:
+    return src.spans()
+
+
+def _reduce(src, frames=None) -> Partial:
+    return src.reduce(frames)
+
+
+class _Local:
+    """Runs tasks in this process, in order (the same functions a cluster runs)."""
+
+    def map(self, fn, *iterables):
+        return [fn(*args) for args in zip(*iterables)]
+
+
+class _Dask:
+    """Runs tasks on a Dask cluster; results come back in submission order."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def map(self, fn, *iterables):
+        futures = self.client.map(fn, *iterables, pure=False)
+        return self.client.gather(futures)
+
+
+def _union(partials: list[Partial]) -> Partial:
+    """Partials of disjoint steps of one file (sections split across tasks) as one."""
+    out = dataclasses.replace(partials[0], steps={}, warnings=[], skipped=[], error_codes={})
+    if out.step_errors is not None:
+        out.step_errors = np.zeros(out.n_steps, np.int64)
+    for p in partials:
+        out.steps.update(p.steps)
+        out.warnings += p.warnings
+        out.skipped += p.skipped
+        add_codes(out.error_codes, p.error_codes)
+        if p.step_errors is not None:
+            out.step_errors += p.step_errors
+    return out
+
+
+def _one(src, runner) -> Partial:
+    if isinstance(runner, _Dask) and isinstance(src, CsvSource):
+        with CsvFile(src.path, stream=True) as f:
+            n = len(f.sections)
+        pieces = [CsvSource(src.path, src.settings, (k, k + 1)) for k in range(n)]
+        return _union(runner.map(_reduce, pieces))
+    return runner.map(_reduce, [src])[0]
+
+
+def _generators(sources: list, runner) -> Partial:
+    """Load generators of one ramp: spans first, steps aligned, then reduced in the shared frames."""
+    spans = runner.map(_spans, sources)
+    maps, frames = align(spans)
+    per_file = [{k: frames[j] for k, j in mp.items()} for mp in maps]
+    reduced = runner.map(_reduce, sources, per_file)
+    first = spans[0]
+    out = Partial(first.source, first.kind, len(frames), failures_said=first.failures_said)
+    out.step_errors = None if first.step_errors is None else np.zeros(len(frames), np.int64)
+    conc: list | None = [0] * len(frames)
+    for p, mp in zip(spans, maps):
+        out.warnings += p.warnings
+        out.skipped += p.skipped
+        add_codes(out.error_codes, p.error_codes)
+        for k, j in mp.items():
+            if out.step_errors is not None and p.step_errors is not None:
+                out.step_errors[j] += p.step_errors[k]
+            c = p.step_concurrency[k] if p.step_concurrency is not None else None
+            conc = None if conc is None or c is None else conc
+            if conc is not None:
+                conc[j] += c
+    out.step_concurrency = tuple(conc) if conc is not None else None
+    for j, fr in enumerate(frames):
+        parts = [
+            r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
+        ]
+        out.steps[j] = add_step_parts(parts, fr)
+    out.warnings.append(
+        f"{first.source}: {len(sources)} files whose times overlap are read as load generators of one ramp "
+        f"({len(frames)} steps aligned on the wall clock, histograms added)"
+    )
+    return out
+
+
+def _sequence(sources: list, runner) -> Partial:
+    """Files that follow each other: each file's steps after the previous file's."""
+    parts = runner.map(_reduce, sources)
+    order = sorted(range(len(parts)), key=lambda i: parts[i].span() or (0, 0))
+    parts = [parts[i] for i in order]
+    out = Partial(parts[0].source, parts[0].kind, sum(p.n_steps for p in parts))
+    out.step_errors = None if parts[0].step_errors is None else np.zeros(out.n_steps, np.int64)
+    base = 0
+    for p in parts:
+        out.warnings += p.warnings
+        out.skipped += p.skipped
+        add_codes(out.error_codes, p.error_codes)
+        out.steps.update({base + k: q for k, q in p.steps.items()})
+        if out.step_errors is not None and p.step_errors is not None:
+            out.step_errors[base : base + p.n_steps] = p.step_errors
+        base += p.n_steps
+    return out
+
+
+def reduce_partial(files: RunFiles, settings: ReadSettings, client=None) -> Partial:
+    """Reduce every request file of a run into one partial (on ``client``'s cluster when given)."""
+    runner = _Dask(client) if client is not None else _Local()
+    mode, sources = plan(files, settings)
+    if mode == "one":
+        return _one(sources[0], runner)
+    if mode == "generators":
+        return _generators(sources, runner)
+    spans = runner.map(_spans, sources)
+    if _overlapping(spans):
+        return _generators(sources, runner)
+    return _sequence(sources, runner)
+
+
+def reduce_run(
+    path,
+    *,
+    bucket_s: float = 1.0,
+    min_partial: float = 0.5,
+    label: str | None = None,
+    cpu_cores: float | None = None,
+    skip_bad_rows: bool = False,
+    chunk_bytes: int = 64 << 20,
+    progress: bool | None = None,
+    base_time_ns: int | None = None,
+    format: str | None = None,
+    steps: str | None = None,
+    client=None,
+) -> Run:
+    """Read a run of any size, reduced to per-bucket latency histograms.
+
+    Throughputramp and hey-fork files are streamed section by section (a
+    section longer than ``chunk_bytes`` in chunks, in two passes: its span,
+    then its buckets), with memory bounded by the chunk and the histograms;
+    other formats are parsed whole, then reduced the same way.  Several
+    request files (a list, or a folder of them) whose times overlap are load
+    generators of one ramp; files that follow each other are steps.
+
+    Parameters
+    ----------
+    path
+        A run folder, a request file, a file prefix such as ``runs/x/old_``,
+        or a list of request files.
+    bucket_s, min_partial
+        The bucket rule (:mod:`headroom.aggregate`).
+    label, cpu_cores, skip_bad_rows, base_time_ns, format, steps
+        As for :func:`headroom.load_run`.
+    chunk_bytes
+        Bytes of a section parsed at once.
+    progress
+        A progress line on stderr (default: on a terminal, for reads over 2 s).
+    client
+        A ``dask.distributed.Client`` (or its address): reduce the files (or
+        a file's sections) as tasks on that cluster; the result is identical.
+
+    Returns
+    -------
+    Run
+        With ``requests=None`` and ``reduced`` (a :class:`~headroom.reduce.ReducedRun`).
+    """
+    files = locate_run(path)
+    fields = read_metadata(files.meta) if files.meta else {}
+    settings = ReadSettings(
+        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps
+    )
+    if isinstance(client, str):
+        with _connect(client) as c:
+            p = reduce_partial(files, settings, c)
+    else:
+        p = reduce_partial(files, settings, client)
+    return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores)
+
+
+def _connect(address: str):
+    """A Dask client of the scheduler at ``address``, or a one-line error."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise HeadroomError(
+            "--dask needs the dask extra: python3 -m pip install 'headroom-plot[dask]'"
+        ) from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as e:
+        raise HeadroomError(
+            f"--dask {address}: cannot reach the Dask scheduler ({str(e).splitlines()[0]})"
+        ) from None
+
+
+def run_from_partial(
+    p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None
+) -> Run:
+    """The reduced run: steps, buckets, histograms, CPU, failed requests and warnings."""
+    warnings = list(p.warnings)
+    cpu = cpu_for(files, fields, cpu_cores, warnings)
+    errors = int(sum(p.error_codes.values()))
+    total = sum(q.n for q in p.steps.values())
+    if p.skipped:
+        warnings.append(skipped_warning(Path(p.source), p.skipped))
+    if errors and not p.failures_said:
+        if total == 0:
+            raise all_failed(p.source, errors, p.error_codes)
+        warnings.append(failed_warning(p.source, errors, errors + total, p.error_codes))
+    if total == 0:
+        raise HeadroomError(f"{p.source}: no requests (the file has a header but no data rows)")
+    if any(q.rounded for q in p.steps.values()):
+        warnings.append(
+            f"{p.source}: latencies finer than 0.1 us (nanoseconds) are counted at "
+            f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
+        )
+    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
+                   step_concurrency=p.step_concurrency)  # fmt: skip
+    reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
+    return Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
+               warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip

@@ -1,0 +1,453 @@
+"""One reduction for every format: requests -> steps, time buckets, exact latency histograms.
+
+The bucket rule is :mod:`headroom.aggregate`'s.  A file is reduced step by
+step and chunk by chunk: a step's requests are cut into buckets anchored
+at its first start, and each bucket keeps an exact integer histogram of its
+latencies (:class:`LatencyHist`).  Histograms merge by addition over the
+union of their values, so chunks, files (several load generators of one
+ramp) and machines (:mod:`headroom.dask`-style ``client``) reduce
+independently and add up to the same result, bit for bit.
+
+Memory is bounded by the chunk size and the histograms, not the file, for
+throughputramp and hey-fork files (streamed); the other formats, hey with
+relative offsets and ``--steps`` runs are parsed whole, then reduced here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .aggregate import Buckets, Steps, bucket_lengths_ns, make_buckets, step_rps
+from .binning import BucketHist, encode_latency, latency_ticks, sparse_counts
+from .formats._checks import add_codes, check_plausible, failed_codes
+from .model import CpuSamples, HeadroomError, Run, RunMeta
+
+NS = 1_000_000_000
+#: Latencies that are not on a decimal grid of at most 7 decimals (vegeta, k6 and oha record
+#: nanoseconds) are counted at this resolution, so that histograms stay sparse; means stay exact.
+RESOLUTION_S = 1e-6
+
+
+# --------------------------------------------------------------------------
+# the histogram
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyHist:
+    """Exact integer latency histogram of every group (a bucket, a step): sparse counts.
+
+    Entries ``(group, index, count)`` are sorted by group, then index, with
+    no zero counts; ``values[index]`` is the latency in seconds (``values``
+    ascending and distinct).  Two histograms add over the union of their
+    values; equal histograms compare equal whatever order they were built in.
+    """
+
+    group: np.ndarray  # int64
+    index: np.ndarray  # int64 into values
+    count: np.ndarray  # int64
+    values: np.ndarray  # float64, ascending, distinct
+
+    @classmethod
+    def empty(cls) -> LatencyHist:
+        """A histogram with no requests."""
+        z = np.zeros(0, np.int64)
+        return cls(z, z, z, np.zeros(0))
+
+    @classmethod
+    def of(
+        cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int, *, resolution_s: float | None = None
+    ) -> LatencyHist:
+        """Count each request (its group, its latency) once.
+
+        Latencies on a decimal grid (0.1 ms ... 0.1 us) are counted exactly;
+        others are rounded to ``resolution_s`` when given (nanosecond
+        latencies: millions of distinct values), else counted exactly.
+        """
+        grid = latency_ticks(latency_s)
+        if grid is None and resolution_s is not None:
+            scale = 1.0 / resolution_s
+            grid = np.rint(np.asarray(latency_s, np.float64) * scale).astype(np.int64), scale
+        if grid is not None:  # one count over (group, tick): no table of distinct values first
+            ticks, scale = grid
+            d = int(ticks.max()) + 1 if len(ticks) else 1
+            g, t, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), ticks, d)
+            present = np.unique(t)
+            return cls(g.astype(np.int64), np.searchsorted(present, t), c, present / scale)
+        codes = encode_latency(latency_s)
+        g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
+        return cls(g.astype(np.int64), v.astype(np.int64), c, codes.values)
+
+    @classmethod
+    def sum(cls, hists: Iterable[LatencyHist]) -> LatencyHist:
+        """The sum of several histograms (one sort over all their entries)."""
+        hists = [h for h in hists if len(h.count)]
+        if not hists:
+            return cls.empty()
+        if len(hists) == 1:
+            return hists[0]
+        values = np.unique(np.concatenate([h.values for h in hists]))
+        group = np.concatenate([h.group for h in hists])
+        index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
+        count = np.concatenate([h.count for h in hists])
+        d = max(len(values), 1)
+        key = group * d + index
+        order = np.argsort(key, kind="stable")
+        key, count = key[order], count[order]
+        first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        count = np.add.reduceat(count, first)
+        key = key[first]
+        return cls(key // d, key % d, count.astype(np.int64), values)
+
+    def add(self, other: LatencyHist) -> LatencyHist:
+        """This histogram plus ``other``."""
+        return LatencyHist.sum([self, other])
+
+    __add__ = add
+
+    def shifted(self, offset: int) -> LatencyHist:
+        """The same counts with every group moved by ``offset``."""
+        return dataclasses.replace(self, group=self.group + np.int64(offset))
+
+    @property
+    def total(self) -> int:
+        """Requests counted."""
+        return int(self.count.sum())
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LatencyHist):
+            return NotImplemented
+        return all(
+            np.array_equal(a, b)
+            for a, b in zip(
+                (self.group, self.index, self.count, self.values),
+                (other.group, other.index, other.count, other.values),
+            )
+        )
+
+    __hash__ = None  # mutable arrays inside: not hashable
+
+
+# --------------------------------------------------------------------------
+# one file's contribution
+
+
+@dataclass
+class StepPart:
+    """One step of one file: its span, and its buckets' counts, latency sums and histograms."""
+
+    t0: int = 0
+    t1: int = 0
+    n: int = 0
+    lengths: np.ndarray | None = None  # ns, per bucket of the step's frame
+    counts: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    hist: LatencyHist | None = None  # group = bucket within the step
+    loose: LatencyHist | None = None  # requests of a step too short to bucket (group: the step)
+    rounded: bool = False  # latencies were rounded to RESOLUTION_S
+
+
+@dataclass
+class Partial:
+    """What one file (or part of one) contributes to a run; partials of one run add up."""
+
+    source: str
+    kind: str
+    n_steps: int
+    steps: dict[int, StepPart] = field(default_factory=dict)
+    step_errors: np.ndarray | None = None
+    error_codes: dict[int, int] = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    step_concurrency: tuple | None = None
+    failures_said: bool = False  # the reader already warned about failed requests
+
+    def span(self) -> tuple[int, int] | None:
+        """First start and last response of the file (None without requests)."""
+        parts = [p for p in self.steps.values() if p.n]
+        if not parts:
+            return None
+        return min(p.t0 for p in parts), max(p.t1 for p in parts)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a step's buckets lie: its first start, last response, requests (of all files)."""
+
+    t0: int
+    t1: int
+    n: int
+
+
+def span_of(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> Frame:
+    """First start, last response and count of requests given as (start ns, latency s) batches."""
+    t0 = t1 = None
+    n = 0
+    for st, lat in batches:
+        if len(st):
+            end = st + np.rint(lat * 1e9).astype(np.int64)
+            t0 = int(st.min()) if t0 is None else min(t0, int(st.min()))
+            t1 = int(end.max()) if t1 is None else max(t1, int(end.max()))
+            n += len(st)
+    return Frame(t0 or 0, t1 or 0, n)
+
+
+def bucket_step(
+    batches: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]],
+    frame: Frame,
+    *,
+    bucket_ns: int,
+    min_partial: float,
+    where: str,
+    step: int,
+) -> StepPart:
+    """Reduce one step's requests (``batches()`` iterates them) into the buckets of ``frame``."""
+    part = StepPart(frame.t0, frame.t1, frame.n)
+    if frame.n == 0:
+        return part
+    if frame.n < 2 or frame.t1 <= frame.t0:  # too short to bucket: kept for the step statistics
+        lats = [lat for _, lat in batches()]
+        lat = np.concatenate(lats)
+        part.loose = LatencyHist.of(
+            np.full(len(lat), step, np.int64), lat, step + 1, resolution_s=RESOLUTION_S
+        )
+        part.rounded = latency_ticks(lat) is None
+        return part
+    if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:  # bounded by rows, not the span
+        raise HeadroomError(
+            f"{where}: step {step} has {frame.n:,} requests spread over {(frame.t1 - frame.t0) / 1e9:,.0f} s: "
+            "its timestamps are damaged or from different clocks"
+        )
+    part.lengths = np.asarray(bucket_lengths_ns(frame.t1 - frame.t0, bucket_ns, min_partial), np.int64)
+    m = len(part.lengths)
+    counts, sums, hists = np.zeros(m, np.int64), np.zeros(m), []
+    for st, lat in batches():
+        if len(st) == 0:
+            continue
+        idx = np.minimum((st - frame.t0) // bucket_ns, m - 1)
+        sums += np.bincount(idx, weights=lat, minlength=m)
+        h = LatencyHist.of(idx, lat, m, resolution_s=RESOLUTION_S)
+        part.rounded |= len(lat) > 0 and latency_ticks(lat) is None
+        counts += np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)  # from the entries
+        hists.append(h)
+    part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
+    return part
+
+
+def add_step_parts(parts: list[StepPart], frame: Frame) -> StepPart:
+    """Parts of one step from several files, reduced in the same frame, added (in file order)."""
+    out = StepPart(frame.t0, frame.t1, frame.n, rounded=any(p.rounded for p in parts))
+    bucketed = [p for p in parts if p.counts is not None]
+    if bucketed:
+        out.lengths = bucketed[0].lengths
+        out.counts = np.sum([p.counts for p in bucketed], axis=0)
+        sums = bucketed[0].sums.copy()
+        for p in bucketed[1:]:
+            sums += p.sums
+        out.sums = sums
+        out.hist = LatencyHist.sum(p.hist for p in bucketed)
+    loose = [p.loose for p in parts if p.loose is not None]
+    out.loose = LatencyHist.sum(loose) if loose else None
+    return out
+
+
+# --------------------------------------------------------------------------
+# accounting of one batch of parsed rows
+
+
+def accept(
+    acc: Partial, step: int, start_ns, latency_s, status, ok, line_of, *, record: bool, check_shift: int = 0
+):
+    """Check a batch, count its failed requests into ``acc`` (when ``record``); return the good rows."""
+    if record:
+        check_plausible(acc.source, start_ns + np.int64(check_shift), latency_s, line_of)
+    failed = None
+    if ok is not None:
+        failed = ~ok
+    elif status is not None:
+        failed = (status < 200) | (status > 299)
+    if failed is None or not failed.any():
+        return start_ns, latency_s
+    if record:
+        acc.step_errors[step] += int(failed.sum())
+        codes = status[failed] if status is not None else np.full(int(failed.sum()), -1, np.int64)
+        add_codes(acc.error_codes, failed_codes(codes))
+    return start_ns[~failed], latency_s[~failed]
+
+
+# --------------------------------------------------------------------------
+# assembling a run
+
+
+@dataclass(frozen=True, eq=False)
+class ReducedRun:
+    """A run reduced to steps, time buckets (with CPU) and their latency histograms.
+
+    Unpacks as ``steps, buckets, hist`` (what :func:`headroom.analyze`
+    reads).  :meth:`save` writes it (with the run's labels, failed requests
+    and warnings: :func:`save_run`) to a small versioned file that a CI job
+    can keep instead of the raw log; :func:`load_run_file` reads it back.
+    """
+
+    steps: Steps
+    buckets: Buckets
+    hist: BucketHist
+    cpu: CpuSamples | None = None
+
+    def __iter__(self):
+        return iter((self.steps, self.buckets, self.hist))
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReducedRun: {len(self.steps)} steps, {len(self.buckets)} buckets of {self.buckets.bucket_s:g} s, "
+            f"{int(self.steps.requests.sum()):,} requests, {len(self.hist.values):,} distinct latencies>"
+        )
+
+
+def assemble(parts: dict[int, StepPart], n_steps: int, concurrency: list, cpu, bucket_s: float) -> ReducedRun:
+    """Steps, buckets and histograms of a run from its reduced steps (in step order)."""
+    b_ns = int(round(bucket_s * NS))
+    st_start, st_end, st_count = (np.zeros(n_steps, np.int64) for _ in range(3))
+    pieces = ([], [], [], [])  # step, start, length, count of buckets
+    sums, hists, loose = [], [], []
+    nb = 0
+    for k in range(n_steps):
+        p = parts.get(k)
+        if p is None or p.n == 0:
+            continue
+        st_start[k], st_end[k], st_count[k] = p.t0, p.t1, p.n
+        if p.loose is not None:
+            loose.append(p.loose)
+        if p.counts is None:
+            continue
+        m = len(p.counts)
+        pieces[0].append(np.full(m, k, np.int32))
+        pieces[1].append(p.t0 + np.arange(m, dtype=np.int64) * b_ns)
+        pieces[2].append(p.lengths.astype(np.float64) / 1e9)
+        pieces[3].append(p.counts)
+        sums.append(p.sums)
+        hists.append(p.hist.shifted(nb))
+        nb += m
+    steps = Steps(
+        index=np.arange(n_steps),
+        concurrency=list(concurrency),
+        start_ns=st_start,
+        end_ns=st_end,
+        requests=st_count,
+        rps=step_rps(st_count, st_start, st_end),
+    )
+    buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
+    return ReducedRun(steps, buckets, _bucket_hist(LatencyHist.sum(hists), LatencyHist.sum(loose), sums), cpu)
+
+
+def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> BucketHist:
+    """The analysis' histogram table: bucket entries and loose requests over one set of values."""
+    values = np.unique(np.concatenate([h.values, loose.values]))
+    hv = np.searchsorted(values, h.values)[h.index] if len(h.index) else np.zeros(0, np.int64)
+    lv = np.searchsorted(values, loose.values)[loose.index] if len(loose.index) else np.zeros(0, np.int64)
+    return BucketHist(
+        bucket=h.group,
+        value=hv.astype(np.int64),
+        count=h.count,
+        sums=np.concatenate(sums) if sums else np.zeros(0),
+        values=values,
+        loose_step=np.repeat(loose.group, loose.count).astype(np.int64),
+        loose_value=np.repeat(lv, loose.count).astype(np.int64),
+    )
+
+
+# --------------------------------------------------------------------------
+# saving and loading a reduced run
+
+#: Version of the reduced-run file; :data:`_READERS` reads every version up to it.
+REDUCED_VERSION = 1
+_MAGIC = "headroom-reduced-run"
+_ARRAYS = {
+    "steps": ("index", "start_ns", "end_ns", "requests", "rps"),
+    "buckets": ("step", "start_ns", "length_s", "count", "rps", "cpu_pct"),
+    "hist": ("bucket", "value", "count", "sums", "values", "loose_step", "loose_value"),
+    "cpu": ("time_ns", "pct"),
+}
+
+
+def save_run(run: Run, path: str | os.PathLike) -> None:
+    """Write a reduced run (from :func:`headroom.reduce_run`) to ``path`` (a compressed ``.npz``).
+
+    The file holds the steps, buckets, histograms and CPU samples, and the
+    run's labels, failed requests and warnings; its size is that of the
+    histograms, not of the requests.
+    """
+    r = run.reduced
+    if r is None:
+        raise HeadroomError(f"{run.meta.source}: only a reduced run (reduce_run) can be saved")
+    arrays = {f"{part}.{name}": getattr(getattr(r, part), name) for part in ("steps", "buckets", "hist")
+              for name in _ARRAYS[part]}  # fmt: skip
+    if r.cpu is not None:
+        arrays.update({f"cpu.{n}": getattr(r.cpu, n) for n in _ARRAYS["cpu"]})
+        if r.cpu.per_cpu is not None:
+            arrays["cpu.per_cpu"] = r.cpu.per_cpu
+    head = {
+        "magic": _MAGIC, "version": REDUCED_VERSION, "bucket_s": r.buckets.bucket_s,
+        "concurrency": list(r.steps.concurrency),
+        "cpu": None if r.cpu is None else {"cores": r.cpu.cores, "source": r.cpu.source},
+        "run": {"label": run.meta.label, "source": run.meta.source, "fields": run.meta.fields,
+                "step_concurrency": run.meta.step_concurrency, "errors": run.errors,
+                "error_codes": {str(k): v for k, v in run.error_codes.items()},
+                "warnings": list(run.warnings), "format": run.format,
+                "step_errors": None if run.step_errors is None else [int(x) for x in run.step_errors]},
+    }  # fmt: skip
+    arrays["header"] = np.frombuffer(json.dumps(head, default=str).encode(), np.uint8)
+    try:
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **arrays)
+    except OSError as e:
+        raise HeadroomError(f"{path}: cannot write ({e.strerror})") from None
+
+
+def load_run_file(path: str | os.PathLike) -> Run:
+    """Read a run written by :func:`save_run` (any version up to :data:`REDUCED_VERSION`)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+        head = json.loads(bytes(data.pop("header")).decode())
+    except (OSError, ValueError, KeyError) as e:
+        raise HeadroomError(f"{path}: not a reduced run file ({e})") from None
+    if not isinstance(head, dict) or head.get("magic") != _MAGIC:
+        raise HeadroomError(f"{path}: not a reduced run file (no {_MAGIC} header)")
+    version = head.get("version")
+    if version not in _READERS:
+        raise HeadroomError(
+            f"{path}: reduced run file version {version!r}; this headroom reads versions "
+            f"{', '.join(map(str, _READERS))}: upgrade headroom"
+        )
+    return _READERS[version](head, data)
+
+
+def _read_v1(head: dict, a: dict) -> Run:
+    def part(name):
+        return {n: a[f"{name}.{n}"] for n in _ARRAYS[name]}
+
+    cpu = None
+    if head["cpu"] is not None:
+        c = part("cpu")
+        cpu = CpuSamples(c["time_ns"], c["pct"], a.get("cpu.per_cpu"), float(head["cpu"]["cores"]),
+                         head["cpu"]["source"])  # fmt: skip
+    steps = Steps(concurrency=list(head["concurrency"]), **part("steps"))
+    buckets = Buckets(of_request=np.empty(0, np.int32), bucket_s=float(head["bucket_s"]), **part("buckets"))
+    reduced = ReducedRun(steps, buckets, BucketHist(**part("hist")), cpu)
+    r = head["run"]
+    conc = tuple(r["step_concurrency"]) if r["step_concurrency"] is not None else None
+    meta = RunMeta(label=r["label"], source=r["source"], fields=r["fields"], step_concurrency=conc)
+    step_errors = None if r["step_errors"] is None else np.asarray(r["step_errors"], np.int64)
+    return Run(requests=None, cpu=cpu, meta=meta, errors=int(r["errors"]),
+               error_codes={int(k): int(v) for k, v in r["error_codes"].items()}, warnings=tuple(r["warnings"]),
+               format=r["format"], reduced=reduced, step_errors=step_errors)  # fmt: skip
+
+
+#: A reader for every file version (an old file stays readable when the format moves on).
+_READERS = {1: _read_v1}

@@ -1,0 +1,174 @@
+"""One mergeable reduction: histograms add exactly, generator files merge into the whole run,
+a reduced run saves and loads, a Dask cluster gives the same result as this process."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import RUNS, ts, write_run
+
+from headroom import HeadroomError, analyze, load_run, reduce_run, to_json
+from headroom.binning import quantiles
+from headroom.formats import _scan
+from headroom.reduce import LatencyHist, load_run_file, save_run
+
+RUN = RUNS / "nginx-keepalive"
+
+
+def doc(run, **kw):
+    d = to_json(analyze(run, **kw))
+    d.pop("source")
+    d["warnings"] = [w for w in d["warnings"] if "load generators" not in w and "cpuStats" not in w]
+    return json.dumps(d, sort_keys=True)
+
+
+def test_latency_hist_adds_over_the_union_of_values():
+    rng = np.random.default_rng(3)
+    lat = np.round(rng.exponential(0.01, 5000), 4)
+    group = rng.integers(0, 7, 5000)
+    whole = LatencyHist.of(group, lat, 7)
+    a, b = LatencyHist.of(group[:1234], lat[:1234], 7), LatencyHist.of(group[1234:], lat[1234:], 7)
+    assert a + b == whole and b + a == whole and a != whole
+    assert whole.total == 5000 and np.array_equal(whole.values, np.unique(lat))
+    # exact counts per (group, value): against numpy on the same data
+    for g in range(7):
+        sel = whole.group == g
+        vals, cnt = np.unique(lat[group == g], return_counts=True)
+        np.testing.assert_array_equal(whole.values[whole.index[sel]], vals)
+        np.testing.assert_array_equal(whole.count[sel], cnt)
+    # nanosecond latencies (no decimal grid) stay exact too
+    ns = rng.integers(1, 10**9, 3000) / 1e9
+    zeros = np.zeros(1500, np.int64)
+    h = LatencyHist.of(zeros, ns[:1500], 1) + LatencyHist.of(zeros, ns[1500:], 1)
+    counts = np.zeros((1, len(h.values)), np.int64)
+    counts[0, h.index] = h.count
+    assert quantiles(counts, h.values, 99, 100)[0] == np.percentile(ns, 99, method="inverted_cdf")
+
+
+def _split(folder, n, *, by="row"):
+    """The bundled run's rows dealt into n generator files (every section in each), or its sections split."""
+    lines = gzip.decompress((RUN / "perfResults.csv.gz").read_bytes()).decode().splitlines(keepends=True)
+    folder.mkdir()
+    files, i, sec = [[] for _ in range(n)], 0, -1
+    for ln in lines:
+        if ln.startswith("start-time"):
+            sec += 1
+            for k, f in enumerate(files):
+                if by == "row" or k == sec * n // 8:
+                    f.append(ln)
+            continue
+        files[i % n if by == "row" else sec * n // 8].append(ln)
+        i += 1
+    for k, f in enumerate(files):
+        (folder / f"gen{k + 1}.csv").write_text("".join(f))
+    for name in ("cpuStats.csv", "metadata.yml"):
+        shutil.copy(RUN / name, folder)
+    return sorted(folder.glob("gen*.csv"))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_generator_files_merge_into_the_whole_run(tmp_path, n):
+    files = _split(tmp_path / "gens", n)
+    whole = reduce_run(RUN)
+    merged = reduce_run(tmp_path / "gens")
+    assert doc(merged) == doc(whole)
+    steps_a, _, hist_a = whole.reduced
+    steps_b, _, hist_b = merged.reduced
+    np.testing.assert_array_equal(steps_a.requests, steps_b.requests)
+    np.testing.assert_array_equal(hist_a.count, hist_b.count)
+    assert any("load generators" in w for w in merged.warnings)
+    # the same files given one by one, and without the folder's metadata: same steps
+    listed = reduce_run([str(f) for f in files])
+    np.testing.assert_array_equal(listed.reduced.steps.requests, steps_a.requests)
+
+
+def test_files_in_sequence_are_steps(tmp_path):
+    _split(tmp_path / "seq", 2, by="section")
+    whole, seq = reduce_run(RUN), reduce_run(tmp_path / "seq")
+    assert seq.n_steps == 8 and doc(seq) == doc(whole)
+    assert not any("load generators" in w for w in seq.warnings)
+
+
+def test_saved_reduced_run_loads_and_analyses_identically(tmp_path):
+    run = reduce_run(RUN, bucket_s=0.5)
+    save_run(run, tmp_path / "r.npz")
+    assert (tmp_path / "r.npz").stat().st_size < (RUN / "perfResults.csv.gz").stat().st_size / 20
+    back = load_run_file(tmp_path / "r.npz")
+    assert to_json(analyze(back, bucket_s=0.5)) == to_json(analyze(run, bucket_s=0.5))
+    assert back.label == run.label and back.warnings == run.warnings
+    with pytest.raises(HeadroomError, match="only a reduced run"):
+        save_run(load_run(RUN), tmp_path / "x.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(HeadroomError, match="not a reduced run file"):
+        load_run_file(tmp_path / "bad.npz")
+
+
+def test_a_newer_file_version_is_refused(tmp_path):
+    run = reduce_run(RUN)
+    save_run(run, tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    head = json.loads(bytes(arrays["header"]).decode())
+    head["version"] = 99
+    arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
+    np.savez(tmp_path / "new.npz", **arrays)
+    with pytest.raises(HeadroomError, match="version 99"):
+        load_run_file(tmp_path / "new.npz")
+
+
+def test_chunked_reading_counts_no_lines(tmp_path, monkeypatch):
+    # line numbers are counted only for error messages: a clean file in many chunks never counts
+    calls = []
+    real = _scan.line_at
+    monkeypatch.setattr(_scan, "line_at", lambda *a: calls.append(1) or real(*a))
+    from headroom.formats import throughputramp
+
+    monkeypatch.setattr(throughputramp, "line_at", _scan.line_at)
+    a = reduce_run(RUN, chunk_bytes=20_000)
+    assert calls == [] and a.n_requests == load_run(RUN).n_requests
+    # and a bad row in a late chunk is still named at its own line
+    rows = [(ts(0.001 * i), "0.0010") for i in range(3000)]
+    rows[2500] = (ts(2.5), "x")
+    folder = write_run(tmp_path / "bad", [rows])
+    with pytest.raises(HeadroomError, match=r"perfResults.csv:2502: bad response-time 'x'"):
+        reduce_run(folder, chunk_bytes=5_000)
+
+
+def test_forced_format_that_does_not_fit_is_one_line(tmp_path):
+    data = RUNS.parent.parent / "tests" / "data" / "formats"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "headroom",
+            "summary",
+            str(data / "gatling-simulation.log"),
+            "--format",
+            "jmeter-csv",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "gatling-simulation.log: --format jmeter-csv" in p.stderr and "timeStamp and elapsed" in p.stderr
+
+
+def test_dask_local_cluster_gives_the_same_json(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    _split(tmp_path / "gens", 2)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cl:
+        with distributed.Client(cl) as client:
+            for path in (
+                RUN,
+                tmp_path / "gens",
+                RUNS.parent.parent / "tests" / "data" / "formats" / "k6.json",
+            ):
+                local = to_json(analyze(reduce_run(path)))
+                remote = to_json(analyze(reduce_run(path, client=client)))
+                assert json.dumps(remote) == json.dumps(local), path
