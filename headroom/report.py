@@ -45,6 +45,13 @@ def _kernel_manager_class(socket_dir: str) -> str:
             self.transport = "ipc"
             self.ip = os.path.join(socket_dir, "kernel")
 
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            # the kernel's own log lines (e.g. "KeyboardInterrupt caught in kernel" when it is shut
+            # down after a failed cell) are not the command's output: they go to a file beside
+            # the sockets; cell errors still arrive through the messaging protocol
+            kw.setdefault("stderr", open(os.path.join(socket_dir, "kernel-stderr.log"), "ab"))  # noqa: SIM115
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
     globals()["_LocalKernelManager"] = LocalKernelManager
     return f"{__name__}._LocalKernelManager"
 
