@@ -463,9 +463,9 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
     """The latest release against the mean of the previous ones, metric by metric.
 
     For a series too short for change points.  The noise of each metric is
-    learned from the spread of the previous releases (Student's t with their
-    degrees of freedom), or the shared-machine default when there is only
-    one; Bonferroni over the metrics.  "regressed" needs a change shown and
+    the spread of the previous releases pooled with the shared-machine
+    default (Student's t with the pooled degrees of freedom), as repeat runs
+    are in a comparison; Bonferroni over the metrics.  "regressed" needs a change shown and
     at least the threshold; "no regression" needs the primary metric (CPU per
     request where measured, else plateau throughput) shown within the
     threshold (one-sided); anything else is not judged, and says so.
@@ -482,9 +482,9 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
         prior, last = y[:-1][np.isfinite(y[:-1])], y[-1]
         if not len(prior) or not np.isfinite(last):
             continue
-        ss, df = noise_mod.spread(prior)
-        learned = noise_mod.LearnedNoise({key: ss}, {key: df}, f"the {len(prior)} previous releases")
-        nz, _how = noise_mod.combine(key, learned if df > 0 else None, None)
+        # the previous releases' spread is pooled with the shared-machine default, as the spread
+        # between repeat runs is in a comparison: two or three releases alone give 1-2 df
+        nz, _how = noise_mod.combine(key, None, noise_mod.spread(prior))
         tests[key] = (last - prior.mean(), nz.sd * math.sqrt(1 + 1 / len(prior)), nz.df)
     better = {k: b for k, _n, _u, b in METRICS}
     names = {k: nm for k, nm, _u, _b in METRICS}
