@@ -8,8 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__
-from .model import HeadroomError, parse_duration, parse_objective
+from ._version import __version__
+from .cli_args import emit
+from .cli_args import fraction as _fraction
+from .cli_args import objective as _objective
+from .cli_args import positive_float as _positive_float
+from .cli_args import positive_int as _positive_int
+from .model import HeadroomError, parse_duration
 
 EPILOG_SUMMARY = """\
 examples:
@@ -36,33 +41,6 @@ no network resources, no JavaScript. The output paths are checked before the not
 exit codes: 0 report written, 1 a report cell failed (its error is printed; no HTML is written),
 2 bad usage or bad input
 """
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return v
-
-
-def _objective(text: str):
-    try:
-        return parse_objective(text)
-    except HeadroomError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _timestamp(text: str) -> int:
@@ -115,19 +93,6 @@ exit codes:
   2  bad usage or bad input
   3  inconclusive (the primary metric could still be worse by the threshold, or nothing judged)
 """
-
-
-def _fraction(text: str) -> float:
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage such as 10% or 0.1, got {text!r}") from None
-    if v > 1 and not t.endswith("%"):
-        v /= 100  # "10" means 10 %
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0% and 100%, got {text!r}")
-    return v
 
 
 def _objective_option(p: argparse.ArgumentParser, extra: str = "") -> None:
@@ -532,18 +497,6 @@ def _summary(args) -> int:
     )
     emit(format_summary(s), to_json(s), s.warnings, args.json)
     return 0
-
-
-def emit(text: str, doc: dict, warnings, json_target: str | None) -> None:
-    """The command's table on stdout (unless its JSON goes there), warnings on stderr, the JSON file."""
-    from .io import write_json
-
-    if json_target != "-":
-        sys.stdout.write(text)
-    for w in warnings:
-        print(f"headroom: warning: {w}", file=sys.stderr)
-    if json_target:
-        write_json(doc, json_target)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,7 +35,10 @@ exit codes:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``history`` subparser."""
-    from .cli import _fraction, _objective, _positive_float, _positive_int
+    from .cli_args import fraction as _fraction
+    from .cli_args import objective as _objective
+    from .cli_args import positive_float as _positive_float
+    from .cli_args import positive_int as _positive_int
 
     p = sub.add_parser(
         "history",
@@ -118,7 +121,7 @@ def _history_report(h, args, cache) -> None:
 
 def run(args) -> int:
     """Run ``headroom history``; returns the exit code."""
-    from .cli import emit
+    from .cli_args import emit
     from .history import history, to_json
     from .history_view import format_history
     from .model import HeadroomError

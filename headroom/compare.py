@@ -48,10 +48,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import noise as noise_mod
 from ._json import SCHEMAS, number
-from .model import HeadroomError, Objective, Run, percentile_label
-from .noise import LearnedNoise, NoiseEstimate
+from .model import HeadroomError, Objective, Run, percentile_label, render_html
+from .noise import LearnedNoise, NoiseEstimate, canonical, combine, pooled, spread, within_run_se
 from .stats import t_quantile, t_sf, z_quantile
 from .steps import StepTable
 from .summary import Summary, analyze
@@ -184,9 +183,7 @@ class Comparison:
         return f"<Comparison {self.verdict}: {self.reason}>"
 
     def _repr_html_(self) -> str:
-        from .html import verdict
-
-        return verdict(self)._repr_html_()
+        return render_html("Comparison", self)
 
 
 # --------------------------------------------------------------------------
@@ -345,10 +342,10 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: _Spec, learned: Learned
     if n < 3:
         return None
     mb, mc = yb[:, ok].mean(axis=1), yc[:, ok].mean(axis=1)
-    reps = noise_mod.pooled([noise_mod.spread(mb), noise_mod.spread(mc)])
-    nz, _how = noise_mod.combine(spec.out, learned, reps if reps[1] > 0 else None)
+    reps = pooled([spread(mb), spread(mc)])
+    nz, _how = combine(spec.out, learned, reps if reps[1] > 0 else None)
     se, df = nz.sd * math.sqrt(1.0 / len(mb) + 1.0 / len(mc)), nz.df
-    se_w = noise_mod.within_run_se(yc[:, ok].mean(axis=0) - yb[:, ok].mean(axis=0))
+    se_w = within_run_se(yc[:, ok].mean(axis=0) - yb[:, ok].mean(axis=0))
     if se_w > se:
         se, df = se_w, n - 1
         nz = NoiseEstimate(nz.sd, nz.df, nz.source + "; widened to the spread of this comparison's steps")
@@ -625,8 +622,8 @@ def learn_noise(
             own = common[-max(3, len(common) // 3) :] if spec.pairs == "plateau" else common
             y = _run_matrix(summaries, own, spec.key)
             notes.append(f"noise of {spec.name} learned at the earlier runs' own levels (the plans differ)")
-        key = noise_mod.canonical(spec.out)
-        ss[key], df[key] = noise_mod.spread(y.mean(axis=1)) if y.shape[1] >= 3 else (0.0, 0.0)
+        key = canonical(spec.out)
+        ss[key], df[key] = spread(y.mean(axis=1)) if y.shape[1] >= 3 else (0.0, 0.0)
     src = f"learned from {len(summaries)} earlier runs of an unchanged build (--noise-from)"
     return LearnedNoise(ss, df, src), sorted(set(notes))
 
@@ -695,14 +692,8 @@ def compare_runs(
     metrics, holm = _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha)
     metrics += _shown(sides)
     primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "paired_plateau_rps"
-    verdict, reason = _verdict(metrics, primary, threshold)
-    saturated = int(np.sum(mask))
     runs = (len(sides[0]), len(sides[1]))
-    needed = runs_needed(metrics, primary, threshold, runs, alpha) if verdict == "inconclusive" else None
-    if needed:
-        reason += f"; about {needed} interleaved runs per side would most likely decide"
-    if saturated < FEW_PAIRS and verdict in ("inconclusive", "no regression", "no change"):
-        reason += f" (only {saturated} saturated step pairs: too few to judge throughput well)"
+    verdict, reason, needed = _decision(metrics, primary, threshold, runs, alpha, int(np.sum(mask)))
     labels = _distinct_labels(sides[0] + sides[1])
     nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
     noise = Noise(nsrc, runs)
@@ -729,6 +720,17 @@ def compare_runs(
         else None,
         primary=primary,
     )
+
+
+def _decision(metrics, primary, threshold, runs, alpha, saturated) -> tuple[str, str, int | None]:
+    """The verdict, its reason (with the runs that would decide and too few saturated pairs), runs needed."""
+    verdict, reason = _verdict(metrics, primary, threshold)
+    needed = runs_needed(metrics, primary, threshold, runs, alpha) if verdict == "inconclusive" else None
+    if needed:
+        reason += f"; about {needed} interleaved runs per side would most likely decide"
+    if saturated < FEW_PAIRS and verdict in ("inconclusive", "no regression", "no change"):
+        reason += f" (only {saturated} saturated step pairs: too few to judge throughput well)"
+    return verdict, reason, needed
 
 
 def _distinct_labels(summaries: list[Summary]) -> list[str]:
@@ -1023,7 +1025,7 @@ def measure_noise(runs: Sequence[Run | Summary], **kw) -> dict:
             ]
         )
         y = y[:, np.isfinite(y).all(axis=0)]
-        ss, df = noise_mod.spread(y.mean(axis=1))
+        ss, df = spread(y.mean(axis=1))
         resid = y - y.mean(axis=1, keepdims=True) - y.mean(axis=0, keepdims=True) + y.mean()
         lag = [np.corrcoef(r[:-1], r[1:])[0, 1] for r in resid if len(r) > 3 and np.std(r) > 0]
         out[spec.out] = {

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import SCHEMAS, number
-from .model import HeadroomError, Objective
+from .model import HeadroomError, Objective, render_html
 
 HISTORY_SCHEMA = SCHEMAS["history"]
 CACHE_SCHEMA = 1  # the per-run cache entries (summary documents)
@@ -88,7 +88,7 @@ def run_files(path: str | os.PathLike) -> list[Path]:
 
 def cache_key(path: str | os.PathLike, settings: Settings) -> str:
     """Content hash of the run's files, the settings and the schema: the cache file's name."""
-    from . import __version__
+    from ._version import __version__
     from .model import SCHEMA_VERSION
 
     h = hashlib.blake2b(digest_size=16)
@@ -470,7 +470,7 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
     request where measured, else plateau throughput) shown within the
     threshold (one-sided); anything else is not judged, and says so.
     """
-    from . import noise as noise_mod
+    from .noise import combine, spread
     from .stats import t_quantile, t_sf
 
     n = len(rel)
@@ -484,7 +484,7 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
             continue
         # the previous releases' spread is pooled with the shared-machine default, as the spread
         # between repeat runs is in a comparison: two or three releases alone give 1-2 df
-        nz, _how = noise_mod.combine(key, None, noise_mod.spread(prior))
+        nz, _how = combine(key, None, spread(prior))
         tests[key] = (last - prior.mean(), nz.sd * math.sqrt(1 + 1 / len(prior)), nz.df)
     better = {k: b for k, _n, _u, b in METRICS}
     names = {k: nm for k, nm, _u, _b in METRICS}
@@ -587,9 +587,7 @@ class History:
         )
 
     def _repr_html_(self) -> str:
-        from .history_view import history_table
-
-        return history_table(self)._repr_html_()
+        return render_html("History", self)
 
 
 def analyse(

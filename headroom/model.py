@@ -37,7 +37,12 @@ class HeadroomError(Exception):
 
 #: Notebook display of the result classes: class name -> (module, function) that renders it as HTML.
 #: A registry by name, so that this module (imported by everything) imports no renderer.
-HTML_RENDERERS: dict[str, tuple[str, str]] = {"Run": ("headroom.html", "run_table")}
+HTML_RENDERERS: dict[str, tuple[str, str]] = {
+    "Run": ("headroom.html", "run_table"),
+    "Summary": ("headroom.html", "capacity_table"),
+    "Comparison": ("headroom.html", "verdict"),
+    "History": ("headroom.history_view", "history_table"),
+}
 
 
 def render_html(kind: str, obj) -> str:
@@ -45,7 +50,7 @@ def render_html(kind: str, obj) -> str:
     import importlib
 
     module, name = HTML_RENDERERS[kind]
-    return getattr(importlib.import_module(module), name)(obj)
+    return str(getattr(importlib.import_module(module), name)(obj))
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.colors import LinearSegmentedColormap, LogNorm
 from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
 
-from . import binning
+from .binning import bucket_percentiles, density, latency_edges
 from .model import PERCENTILES, percentile_label
 from .steps import percentile_interval
 from .summary import Summary
@@ -133,8 +133,8 @@ def density_grids(runs: list[Summary], *, x_max: float, y_top_s: float, y_bottom
     shading compares cell by cell.
     """
     pooled = np.unique(np.concatenate([s.hist.values for s in runs]))
-    edges = binning.latency_edges(pooled, y_top_s, ny=100, log=log, y_min_s=y_bottom_s or None)
-    return [binning.density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges) for s in runs]
+    edges = latency_edges(pooled, y_top_s, ny=100, log=log, y_min_s=y_bottom_s or None)
+    return [density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges) for s in runs]
 
 
 def _headroom_frame(runs, names, obj, *, log: bool, y_max_ms: float | None, grids: bool):
@@ -446,7 +446,7 @@ def headroom(
 
 
 def _draw_by_time(ax, s: Summary, p: str, *, last: bool, marginals: bool) -> None:
-    bp = binning.bucket_percentiles(s.buckets, s.hist, (p,))[p]
+    bp = bucket_percentiles(s.buckets, s.hist, (p,))[p]
     t = (s.buckets.start_ns - _load_start_ns(s)) / _NS + s.buckets.length_s / 2
     sc = ax.scatter(s.buckets.rps, bp * 1e3, c=t, cmap="viridis", s=14, zorder=3, edgecolors="none")
     if last:
@@ -741,7 +741,7 @@ def latency_over_time(
     colors = _colors(len(runs))
     ax = _ax(ax)
     for s, color, label in zip(runs, colors, labels):
-        bp = binning.bucket_percentiles(s.buckets, s.hist, tuple(percentiles))
+        bp = bucket_percentiles(s.buckets, s.hist, tuple(percentiles))
         for p in percentiles:
             x, y = _step_breaks(s, bp[p] * 1e3)
             ax.plot(x, y, _STYLE.get(p, "-"), color=color, lw=1.3, label=f"{label} {_pname(p)}")

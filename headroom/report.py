@@ -17,7 +17,7 @@ from glob import escape as glob_escape
 from importlib import resources
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 from .model import HeadroomError, parse_duration, parse_objective
 
 RUN_NOTEBOOK = "run_report.ipynb"

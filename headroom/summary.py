@@ -28,6 +28,7 @@ from .model import (
     Run,
     parse_duration,
     parse_objective,
+    render_html,
 )
 from .steps import StepTable, step_table
 
@@ -71,9 +72,7 @@ class Summary:
         )
 
     def _repr_html_(self) -> str:
-        from .html import capacity_table
-
-        return capacity_table(self)._repr_html_()
+        return render_html("Summary", self)
 
 
 def analyze(

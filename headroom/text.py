@@ -303,40 +303,9 @@ _MARK = {
 }
 
 
-def format_comparison(c) -> str:
-    """The benchstat-like table of ``headroom compare``."""
-    base = ", ".join(c.baseline_labels)
-    cand = ", ".join(c.candidate_labels)
-    primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
-    lines = [
-        *_wrap(f"headroom compare: {base} (baseline) vs {cand} (candidate)"),
-        *_wrap(
-            f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
-            indent="    ",
-        ),
-        *_wrap(
-            f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}"
-            if c.primary
-            else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
-            indent="    ",
-        ),
-        *_wrap(f"  {c.noise.describe()}", indent="    "),
-        "",
-    ]
-    rows = []
-    for m in c.metrics:
-        rows.append(
-            [
-                m.name,
-                _metric_value(m.baseline, m.unit, m.key),
-                _metric_value(m.candidate, m.unit, m.key),
-                change_text(m),
-                interval_text(m),
-                _MARK[m.decision] if m.decides else "info",
-            ]
-        )
-    lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+def _noise_rows(c) -> list[str]:
+    """Each decision metric's between-run noise, its df and source, and the smallest change it detects."""
+    lines: list[str] = []
     lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
     rows = [
         [m.name, f"{m.noise.sd:.1%}", f"{m.noise.df:g}", big_pct(m.mdc), _short_source(m.noise.source)]
@@ -344,6 +313,12 @@ def format_comparison(c) -> str:
         if m.decides and m.noise is not None
     ]
     lines += _table(["metric", "noise", "df", "detects", "from"], rows, "lrrrl")
+    return lines
+
+
+def _pair_lines(c) -> list[str]:
+    """The step pairs side by side."""
+    lines: list[str] = []
     lines += ["", "step pairs (latency in ms; * = saturated step, used for plateau throughput)"]
     rows = []
     for p in c.pairs:
@@ -378,6 +353,45 @@ def format_comparison(c) -> str:
         rows,
         "rrrrrrrrrr",
     )
+    return lines
+
+
+def format_comparison(c) -> str:
+    """The benchstat-like table of ``headroom compare``."""
+    base = ", ".join(c.baseline_labels)
+    cand = ", ".join(c.candidate_labels)
+    primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
+    lines = [
+        *_wrap(f"headroom compare: {base} (baseline) vs {cand} (candidate)"),
+        *_wrap(
+            f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
+            indent="    ",
+        ),
+        *_wrap(
+            f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
+            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}"
+            if c.primary
+            else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
+            indent="    ",
+        ),
+        *_wrap(f"  {c.noise.describe()}", indent="    "),
+        "",
+    ]
+    rows = []
+    for m in c.metrics:
+        rows.append(
+            [
+                m.name,
+                _metric_value(m.baseline, m.unit, m.key),
+                _metric_value(m.candidate, m.unit, m.key),
+                change_text(m),
+                interval_text(m),
+                _MARK[m.decision] if m.decides else "info",
+            ]
+        )
+    lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+    lines += _noise_rows(c)
+    lines += _pair_lines(c)
     lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
     if c.runs_needed:
         lines += _wrap(

@@ -119,6 +119,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--label", metavar="TEXT", help="run label, written as sha and label (default: DIR's name)"
     )
     p.add_argument("--description", metavar="TEXT", help="free text for metadata.yml")
+    _add_engine_options(p)
+    p.add_argument("--gzip", action="store_true", help="write perfResults.csv.gz (gzip -9) at the end")
+    p.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+    p.add_argument(
+        "--progress", action="store_true", help="print a line per step even when not on a terminal"
+    )
+    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    _add_ab_options(p)
+    return p
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    """The load generator and its limits."""
     p.add_argument(
         "--engine",
         choices=ENGINES,
@@ -145,14 +158,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="N",
         help="open loop: cap on the generator's workers/connections (default: vegeta unlimited, oha 200)",
     )
-    p.add_argument("--gzip", action="store_true", help="write perfResults.csv.gz (gzip -9) at the end")
-    p.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
-    p.add_argument(
-        "--progress", action="store_true", help="print a line per step even when not on a terminal"
-    )
-    p.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    _add_ab_options(p)
-    return p
 
 
 def _add_ab_options(p: argparse.ArgumentParser) -> None:

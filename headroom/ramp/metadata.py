@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from .. import __version__
+from .._version import __version__
 
 HOST_FILE = "hostCpuStats.csv"
 #: warn when other processes used more than this share of the machine during the load

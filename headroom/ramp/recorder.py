@@ -54,9 +54,10 @@ from pathlib import Path
 
 from .. import __version__
 from ..model import HeadroomError, parse_duration
-from . import metadata
 from .engines import Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
-from .metadata import HOST_FILE, rfc3339_ns
+from .metadata import HOST_FILE, foreign_summary, foreign_warning, rfc3339_ns
+from .metadata import build as build_metadata
+from .metadata import write as write_metadata_file
 
 #: files headroom ramp writes (removed first with --force)
 OUTPUT_FILES = (
@@ -515,13 +516,13 @@ class Recorder:
                 f.write(f"{rfc3339_ns(r.end_ns)},{r.foreign_pct:.3f},{steal}\n")
 
     def metadata(self) -> dict:
-        return metadata.build(self)
+        return build_metadata(self)
 
     def foreign_summary(self) -> dict | None:
-        return metadata.foreign_summary(self)
+        return foreign_summary(self)
 
     def write_metadata(self) -> None:
-        metadata.write(self)
+        write_metadata_file(self)
 
     # ---- the generator as the ceiling
 
@@ -646,7 +647,7 @@ class Recorder:
             if not self.end_ns:
                 self.end_ns = time.time_ns()
             self.warnings.extend(self._saturation())
-            w = metadata.foreign_warning(self)
+            w = foreign_warning(self)
             if w:
                 self.warnings.append(w)
             self.write_cpu()
