@@ -913,11 +913,37 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
             )
         elif m is not None:
             ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
+        _clip_to_bars(ax, ch, thr, m)
         ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10)
         ax.set_ylabel("change (%)")
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="y", alpha=0.3)
         _legend_below(ax, ncol=1)
+
+
+def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> None:
+    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval.
+
+    With the shared-machine noise an interval can span several hundred per cent and
+    would flatten every bar; the band then runs off the axis and a note says where it ends.
+    """
+    vals = [v for v in ch if np.isfinite(v)] + [thr, -thr]
+    if m is not None and m.change is not None:
+        vals.append(m.change * 100)
+    lo, hi = min(vals), max(vals)
+    pad = 0.15 * (hi - lo)
+    ax.set_ylim(lo - pad, hi + pad)
+    if m is not None and m.ci is not None and (m.ci[0] * 100 < lo - pad or m.ci[1] * 100 > hi + pad):
+        ax.text(
+            0.99,
+            0.98,
+            f"interval runs off the axis: {m.ci[0] * 100:+.0f} % to {m.ci[1] * 100:+.0f} %",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="0.3",
+        )
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
