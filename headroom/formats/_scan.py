@@ -100,12 +100,13 @@ class Buffer:
         self.path = path
         self._mmap = None
         self._tmp = None
+        self._arrow = None  # the same bytes as an Arrow-owned buffer (see arrow_slice)
         try:
             with open(path, "rb") as f:
                 magic = f.read(2)
                 if magic == b"\x1f\x8b" and stream:
                     self._tmp = _decompress_to_temp(path, progress)
-                    self._map(self._tmp.fileno(), self._tmp.tell())
+                    self._map(self._tmp.fileno(), self._tmp.tell(), self._tmp.name)
                 elif magic == b"\x1f\x8b":
                     f.seek(0)
                     try:
@@ -113,16 +114,29 @@ class Buffer:
                     except (EOFError, OSError, zlib.error) as e:
                         raise _gzip_error(path, e) from None
                 else:
-                    self._map(f.fileno(), os.fstat(f.fileno()).st_size)
+                    self._map(f.fileno(), os.fstat(f.fileno()).st_size, path)
         except OSError as e:
             raise _open_error(path, e) from None
 
-    def _map(self, fileno: int, size: int) -> None:
+    def _map(self, fileno: int, size: int, name) -> None:
         if size == 0:
             self.data = memoryview(b"")
         else:
             self._mmap = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
             self.data = memoryview(self._mmap)
+            self._arrow = pa.memory_map(str(name)).read_buffer()
+
+    def arrow_slice(self, start: int, end: int) -> pa.Buffer:
+        """Bytes ``[start, end)`` as an Arrow-owned buffer, for pyarrow's threaded readers.
+
+        Not ``pa.py_buffer`` over Python memory: its last reference may then
+        be dropped on an Arrow worker thread while the interpreter exits,
+        which takes the GIL from a finalizing interpreter and aborts the
+        process ("terminate called without an active exception").
+        """
+        if self._arrow is not None:
+            return self._arrow.slice(start, end - start)
+        return arrow_copy(self.data[start:end])
 
     def done_with(self, start: int, end: int) -> None:
         """Let the kernel drop parsed pages of a mapped file from this process's memory."""
@@ -141,6 +155,7 @@ class Buffer:
 
     def close(self) -> None:
         """Release the mapping and any temporary file."""
+        self._arrow = None
         try:
             self.data.release()
             if self._mmap is not None:
@@ -157,11 +172,19 @@ class Buffer:
         self.close()
 
 
+def arrow_copy(data) -> pa.Buffer:
+    """A copy of bytes in Arrow-owned memory (see :meth:`Buffer.arrow_slice` for why)."""
+    out = pa.allocate_buffer(len(data))
+    if len(data):
+        np.frombuffer(out, np.uint8)[:] = np.frombuffer(data, np.uint8)
+    return out
+
+
 def _decompress_to_temp(path: Path, progress: bool | None):
-    """A gzip file decompressed into an unnamed temporary file (its position at the end)."""
+    """A gzip file decompressed into a temporary file (its position at the end; removed on close)."""
     import tempfile
 
-    tmp = tempfile.TemporaryFile(prefix="headroom-")
+    tmp = tempfile.NamedTemporaryFile(prefix="headroom-")
     # decompressing takes seconds for a large run: say so on a terminal (share of the .gz read)
     prog = Progress(path, path.stat().st_size, progress, after_s=DECOMPRESS_NOTE_S, verb="decompressing")
     try:
