@@ -100,7 +100,6 @@ class Buffer:
         self.path = path
         self._mmap = None
         self._tmp = None
-        self._arrow = None  # the same bytes as an Arrow-owned buffer (see arrow_slice)
         try:
             with open(path, "rb") as f:
                 magic = f.read(2)
@@ -124,7 +123,6 @@ class Buffer:
         else:
             self._mmap = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
             self.data = memoryview(self._mmap)
-            self._arrow = pa.memory_map(str(name)).read_buffer()
 
     def arrow_slice(self, start: int, end: int) -> pa.Buffer:
         """Bytes ``[start, end)`` as an Arrow-owned buffer, for pyarrow's threaded readers.
@@ -134,8 +132,8 @@ class Buffer:
         which takes the GIL from a finalizing interpreter and aborts the
         process ("terminate called without an active exception").
         """
-        if self._arrow is not None:
-            return self._arrow.slice(start, end - start)
+        # a copy (one section at a time): an Arrow memory map of the file would keep every page
+        # resident (the pages released by done_with are the Python mapping's)
         return arrow_copy(self.data[start:end])
 
     def done_with(self, start: int, end: int) -> None:
@@ -155,7 +153,6 @@ class Buffer:
 
     def close(self) -> None:
         """Release the mapping and any temporary file."""
-        self._arrow = None
         try:
             self.data.release()
             if self._mmap is not None:
