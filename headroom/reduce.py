@@ -69,10 +69,22 @@ class LatencyHist:
         others are rounded to ``resolution_s`` when given (nanosecond
         latencies: millions of distinct values), else counted exactly.
         """
+        return cls.counted(group, latency_s, n_groups, resolution_s=resolution_s)[0]
+
+    @classmethod
+    def counted(
+        cls, group: np.ndarray, latency_s: np.ndarray, n_groups: int, *, resolution_s: float | None = None
+    ) -> tuple[LatencyHist, bool]:
+        """:meth:`of`, and whether latencies were rounded to ``resolution_s``."""
         grid = latency_ticks(latency_s)
-        if grid is None and resolution_s is not None:
+        rounded = grid is None and resolution_s is not None and len(latency_s) > 0
+        if rounded:
             scale = 1.0 / resolution_s
             grid = np.rint(np.asarray(latency_s, np.float64) * scale).astype(np.int64), scale
+        return cls._count(group, latency_s, n_groups, grid), rounded
+
+    @classmethod
+    def _count(cls, group, latency_s, n_groups: int, grid) -> LatencyHist:
         if grid is not None:  # one count over (group, tick): no table of distinct values first
             ticks, scale = grid
             d = int(ticks.max()) + 1 if len(ticks) else 1
@@ -213,10 +225,9 @@ def bucket_step(
     if frame.n < 2 or frame.t1 <= frame.t0:  # too short to bucket: kept for the step statistics
         lats = [lat for _, lat in batches()]
         lat = np.concatenate(lats)
-        part.loose = LatencyHist.of(
+        part.loose, part.rounded = LatencyHist.counted(
             np.full(len(lat), step, np.int64), lat, step + 1, resolution_s=RESOLUTION_S
         )
-        part.rounded = latency_ticks(lat) is None
         return part
     if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:  # bounded by rows, not the span
         raise HeadroomError(
@@ -231,8 +242,8 @@ def bucket_step(
             continue
         idx = np.minimum((st - frame.t0) // bucket_ns, m - 1)
         sums += np.bincount(idx, weights=lat, minlength=m)
-        h = LatencyHist.of(idx, lat, m, resolution_s=RESOLUTION_S)
-        part.rounded |= len(lat) > 0 and latency_ticks(lat) is None
+        h, rounded = LatencyHist.counted(idx, lat, m, resolution_s=RESOLUTION_S)
+        part.rounded |= rounded
         counts += np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)  # from the entries
         hists.append(h)
     part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)

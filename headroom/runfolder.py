@@ -292,7 +292,7 @@ def _cpu_table(buf: Buffer, path: Path):
         checks["timestamp"] = "time"
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(chunk)),
+            pa.BufferReader(buf.arrow_slice(s, e)),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
             parse_options=pacsv.ParseOptions(ignore_empty_lines=False),
             convert_options=pacsv.ConvertOptions(

@@ -226,9 +226,23 @@ def test_sample_reads_exactly(name):
     total_err = sum(bad for rows in steps for *_, bad in rows)
     assert run.errors == total_err
     assert len(run.requests) == sum(len(rows) for rows in steps) - total_err
-    # the streamed entry point gives the same steps
-    s2 = headroom.analyze(reduce_run(DATA / name))
+    # the streamed entry point gives the same steps, and the same percentiles: exactly for latencies
+    # on a decimal grid (ms, 0.1 ms), to the nearest microsecond for nanosecond latencies
+    reduced = reduce_run(DATA / name)
+    s2 = headroom.analyze(reduced)
     assert list(s2.table.requests) == list(t.requests)
+    rounded = any("1 us resolution" in w for w in reduced.warnings)
+    assert rounded == (fmt in ("vegeta-csv", "vegeta-json", "k6-json", "k6-csv", "oha-csv")), name
+    for k, rows in enumerate(steps):
+        ok = [lat for _, lat, bad in rows if not bad]
+        for pname, num, den in headroom.model.PERCENTILES:
+            if ok:
+                want = nearest_rank(ok, num, den)
+                got = s2.table.latency.pct[pname][k]
+                assert got == (round(want * 1e6) / 1e6 if rounded else pytest.approx(want, rel=1e-12)), (
+                    name,
+                    k,
+                )
 
 
 def test_steps_exist_in_every_ramp_sample():

@@ -172,3 +172,21 @@ def test_dask_local_cluster_gives_the_same_json(tmp_path):
                 local = to_json(analyze(reduce_run(path)))
                 remote = to_json(analyze(reduce_run(path, client=client)))
                 assert json.dumps(remote) == json.dumps(local), path
+
+
+def test_summary_dask_option_gives_the_same_json(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    from headroom.cli import main
+
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cl:
+        assert main(["summary", str(RUN), "--json", str(tmp_path / "local.json")]) == 0
+        assert (
+            main(["summary", str(RUN), "--dask", cl.scheduler_address, "--json", str(tmp_path / "d.json")])
+            == 0
+        )
+    assert (tmp_path / "d.json").read_bytes() == (tmp_path / "local.json").read_bytes()
+    # a scheduler that is not there: one line, no traceback
+    with pytest.raises(HeadroomError, match="--dask tcp://127.0.0.1:9: cannot reach"):
+        reduce_run(RUN, client="tcp://127.0.0.1:9")

@@ -10,6 +10,7 @@ import numpy as np
 from ._checks import fail
 from ._scan import (  # noqa: F401 - the readers' shared helpers, one import place
     HEAD_BYTES,
+    arrow_copy,
     drop_truncated_tail,
     first_line,
     head_bytes,
@@ -91,7 +92,7 @@ def arrow_csv(
 
     try:
         return pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(data)),
+            pa.BufferReader(arrow_copy(data)),
             read_options=pacsv.ReadOptions(
                 column_names=columns, skip_rows=1 if header else 0, use_threads=True
             ),

@@ -105,7 +105,7 @@ class Buffer:
                 magic = f.read(2)
                 if magic == b"\x1f\x8b" and stream:
                     self._tmp = _decompress_to_temp(path, progress)
-                    self._map(self._tmp.fileno(), self._tmp.tell())
+                    self._map(self._tmp.fileno(), self._tmp.tell(), self._tmp.name)
                 elif magic == b"\x1f\x8b":
                     f.seek(0)
                     try:
@@ -113,16 +113,28 @@ class Buffer:
                     except (EOFError, OSError, zlib.error) as e:
                         raise _gzip_error(path, e) from None
                 else:
-                    self._map(f.fileno(), os.fstat(f.fileno()).st_size)
+                    self._map(f.fileno(), os.fstat(f.fileno()).st_size, path)
         except OSError as e:
             raise _open_error(path, e) from None
 
-    def _map(self, fileno: int, size: int) -> None:
+    def _map(self, fileno: int, size: int, name) -> None:
         if size == 0:
             self.data = memoryview(b"")
         else:
             self._mmap = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
             self.data = memoryview(self._mmap)
+
+    def arrow_slice(self, start: int, end: int) -> pa.Buffer:
+        """Bytes ``[start, end)`` as an Arrow-owned buffer, for pyarrow's threaded readers.
+
+        Not ``pa.py_buffer`` over Python memory: its last reference may then
+        be dropped on an Arrow worker thread while the interpreter exits,
+        which takes the GIL from a finalizing interpreter and aborts the
+        process ("terminate called without an active exception").
+        """
+        # a copy (one section at a time): an Arrow memory map of the file would keep every page
+        # resident (the pages released by done_with are the Python mapping's)
+        return arrow_copy(self.data[start:end])
 
     def done_with(self, start: int, end: int) -> None:
         """Let the kernel drop parsed pages of a mapped file from this process's memory."""
@@ -157,11 +169,19 @@ class Buffer:
         self.close()
 
 
+def arrow_copy(data) -> pa.Buffer:
+    """A copy of bytes in Arrow-owned memory (see :meth:`Buffer.arrow_slice` for why)."""
+    out = pa.allocate_buffer(len(data))
+    if len(data):
+        np.frombuffer(out, np.uint8)[:] = np.frombuffer(data, np.uint8)
+    return out
+
+
 def _decompress_to_temp(path: Path, progress: bool | None):
-    """A gzip file decompressed into an unnamed temporary file (its position at the end)."""
+    """A gzip file decompressed into a temporary file (its position at the end; removed on close)."""
     import tempfile
 
-    tmp = tempfile.TemporaryFile(prefix="headroom-")
+    tmp = tempfile.NamedTemporaryFile(prefix="headroom-")
     # decompressing takes seconds for a large run: say so on a terminal (share of the .gz read)
     prog = Progress(path, path.stat().st_size, progress, after_s=DECOMPRESS_NOTE_S, verb="decompressing")
     try:

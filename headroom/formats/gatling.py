@@ -48,9 +48,8 @@ def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
     (starts, ends, ok, lines, user starts, user ends)."""
     starts, ends, ok, lines = [], [], [], []
     u_start, u_end = [], []
-    every = data.split(b"\n")
-    for ln in range(1, len(every) + 1) if only is None else sorted(only):
-        raw = every[ln - 1].rstrip(b"\r")
+    for ln, raw in _lines(data, only):
+        raw = raw.rstrip(b"\r")
         if not raw:
             continue
         f = raw.split(b"\t")
@@ -76,6 +75,18 @@ def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
         elif kind not in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
             raise fail(path, ln, f"not a Gatling simulation.log record: '{short(raw)}'")
     return starts, ends, ok, lines, u_start, u_end
+
+
+def _lines(data: bytes, only: set[int] | None):
+    """(line number, bytes) of every line, or of the lines in ``only`` (found by their line ends)."""
+    if only is None:
+        yield from enumerate(data.split(b"\n"), start=1)
+        return
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    for ln in sorted(only):
+        a = int(ends[ln - 2]) + 1 if ln >= 2 else 0
+        b = int(ends[ln - 1]) if ln - 1 < len(ends) else len(data)
+        yield ln, data[a:b]
 
 
 def _user(path: Path, ln: int, f: list[bytes], raw: bytes) -> bytes:
@@ -136,6 +147,8 @@ def _read_fast(path: Path, data: bytes):
         return None
     slow = set(others) | set(row_lines[~req].tolist())
     s2, e2, ok2, l2, u_start, u_end = _read_lines(path, data, slow)
+    if not s2:  # only USER/RUN records went line by line: the rows are in file order already
+        return st, en, ok, row_lines[req], u_start, u_end
     lines = np.concatenate([row_lines[req], np.asarray(l2, np.int64)])
     order = np.argsort(lines, kind="stable")
     cat = lambda a, b, dt: np.concatenate([a, np.asarray(b, dt)])[order]  # noqa: E731

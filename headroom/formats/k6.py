@@ -30,6 +30,7 @@ from ._common import (
     steps_from_arrow,
     steps_from_labels,
 )
+from ._scan import arrow_copy
 
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
 _UNIX_SCALE = {19: 1, 16: 1_000, 13: 1_000_000}  # digits of a unix time now -> ns factor
@@ -206,7 +207,7 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
     data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
     schema = pa.schema([("type", pa.string()), ("metric", pa.string()), ("data", data_t)])
     try:
-        t = pajson.read_json(pa.BufferReader(data), parse_options=pajson.ParseOptions(
+        t = pajson.read_json(pa.BufferReader(arrow_copy(data)), parse_options=pajson.ParseOptions(
             explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
         point = pc.fill_null(pc.equal(t.column("type"), "Point"), False)
         rows = {}

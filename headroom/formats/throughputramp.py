@@ -29,6 +29,7 @@ from ._scan import (
     HINT,
     TS_UTC,
     Buffer,
+    arrow_copy,
     chunks,
     diagnose,
     first_null,
@@ -189,13 +190,15 @@ class CsvFile:
         """Parse a byte range: a section from its header (``first``) or a continuation chunk."""
         if first:
             data, line0 = self.buf.data[cs:ce], lambda: line_at(self.buf.data, cs)
+            arrow = self.buf.arrow_slice(cs, ce)
         else:  # give pyarrow the header again; the line before the chunk stands for it
             data, line0 = (
                 self.header + b"\n" + bytes(self.buf.data[cs:ce]),
                 lambda: line_at(self.buf.data, cs) - 1,
             )
+            arrow = arrow_copy(data)
         try:
-            st, lat, code = self._parse_fast(data, line0)
+            st, lat, code = self._parse_fast(data, line0, arrow)
         except HeadroomError:
             if not self.skip_bad_rows:
                 raise
@@ -203,13 +206,14 @@ class CsvFile:
             return Chunk(st, lat, code, bad, lambda i: None)
         return Chunk(st, lat, code, [], lambda i: line0() + 1 + i)
 
-    def _parse_fast(self, data, header_line):
-        """One pyarrow read of CSV bytes that start with a header line; errors name the first bad line."""
+    def _parse_fast(self, data, header_line, arrow: pa.Buffer):
+        """One pyarrow read of CSV bytes that start with a header line (``arrow``: the same bytes,
+        Arrow-owned); errors name the first bad line."""
         read_opts, parse_opts, conv_opts = self.opts
         path, lay = self.path, self.layout
         try:
             table = pacsv.read_csv(
-                pa.BufferReader(pa.py_buffer(data)),
+                pa.BufferReader(arrow),
                 read_options=read_opts,
                 parse_options=parse_opts,
                 convert_options=conv_opts,

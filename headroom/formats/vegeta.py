@@ -24,7 +24,7 @@ from ._common import (
     rfc3339_ns,
     short,
 )
-from ._scan import TS_UTC, np_column
+from ._scan import TS_UTC, arrow_copy, np_column
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -172,7 +172,7 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
                         ("attack", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pajson.read_json(pa.BufferReader(data), parse_options=opts)
+        t = pajson.read_json(pa.BufferReader(arrow_copy(data)), parse_options=opts)
         if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
             return None
         if pc.min(t.column("latency")).as_py() < 0 or pc.min(t.column("code")).as_py() < 0:
