@@ -193,10 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     _summary_parser(sub)
     _report_parser(sub)
     _compare_parser(sub)
-    from . import cli_history, ramp
+    from .cli_history import add_parser as add_history_parser
+    from .ramp import add_parser as add_ramp_parser
 
-    ramp.add_parser(sub)
-    cli_history.add_parser(sub)
+    add_ramp_parser(sub)
+    add_history_parser(sub)
     return p
 
 
@@ -337,13 +338,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args, parser)
         if args.command == "ramp":
-            from . import ramp
+            from .ramp import run as run_ramp
 
-            return ramp.run(args)
+            return run_ramp(args)
         if args.command == "history":
-            from . import cli_history
+            from .cli_history import run as run_history
 
-            return cli_history.run(args)
+            return run_history(args)
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise

@@ -79,11 +79,12 @@ class Settings:
 
 
 def run_files(path: str | os.PathLike) -> list[Path]:
-    """The files a run's summary is computed from (perf, CPU, metadata)."""
-    from .io import locate_run
+    """The files a run's summary is computed from: every request file (a folder of one file per
+    step or per load generator has several), the CPU samples and the metadata."""
+    from .runfolder import locate_run
 
     f = locate_run(path)
-    return [p for p in (f.perf, f.cpu, f.meta) if p is not None]
+    return [*f.request_files, *(p for p in (f.cpu, f.meta) if p is not None)]
 
 
 def cache_key(path: str | os.PathLike, settings: Settings) -> str:

@@ -170,7 +170,7 @@ class TableSource:
 
 
 def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
-    from . import formats
+    from .formats import read_table
     from .formats.hey import read_requests
     from .tables import read_step_files, table_to_requests
 
@@ -187,7 +187,7 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
         table, fmt = read_step_files(files, s.format)
         where = files.perf.parent
     else:
-        table, where = formats.read_table(path, fmt), path
+        table, where = read_table(path, fmt), path
     req, step_errors, codes, warnings, conc = table_to_requests(table, where, s.base_time_ns, s.steps)
     return req, step_errors, codes, fmt, warnings, conc
 

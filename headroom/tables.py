@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import formats
+from .formats import FORMATS, detect, head_bytes, read_table, resolve, summary_only
 from .formats._checks import (
     MAX_OFFSET_S,
     MIN_TIME_NS,
@@ -34,20 +34,20 @@ CSV_FAMILY = ("throughputramp", "hey")
 
 def detect_format(perf: Path, fmt: str | None) -> str:
     """The format of a request file: ``fmt`` (checked against the content) or detected."""
-    head = formats.head_bytes(perf)
+    head = head_bytes(perf)
     if fmt:
-        return formats.resolve(fmt, perf, head)
+        return resolve(fmt, perf, head)
     if any(perf.name.endswith(n) for n in PERF_NAMES):
         # a throughputramp run file: its own reader names what is wrong with it
         data = head.lstrip(BOM)
-        why = formats.summary_only(data) if data.strip() else None
+        why = summary_only(data) if data.strip() else None
         if why:
             raise HeadroomError(f"{perf}: {why}")
-        for f in formats.FORMATS.values():
+        for f in FORMATS.values():
             if data.strip() and f.guess_can_open(data):
                 return f.name
         return "throughputramp"
-    return formats.detect(perf, head)
+    return detect(perf, head)
 
 
 def steps_option(t: Table, steps: str) -> None:
@@ -174,7 +174,7 @@ def read_step_files(files: RunFiles, fmt_option: str | None) -> tuple[Table, str
         if fmt is not None and name != fmt:
             raise HeadroomError(f"{f}: {name}, but {files.steps[0].name} is {fmt}: one format per folder")
         fmt = name
-        tables.append(formats.read_table(f, name))
+        tables.append(read_table(f, name))
     return _join_tables(files, tables, fmt), fmt
 
 

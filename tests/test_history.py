@@ -232,3 +232,21 @@ def test_long_labels_are_never_cut_into_ambiguity():
     distinct = ["a-very-long-release-name-number-one", "another-quite-long-release-name"]
     out = short_labels(distinct)
     assert all(len(x) <= 24 for x in out) and len(set(out)) == 2
+
+
+def test_any_step_file_of_a_run_is_in_the_cache_key(tmp_path):
+    # a folder of one oha file per step (real oha output): editing the last step's file, not the
+    # first, must give a new cache entry, never the stale summary
+    import shutil
+
+    from headroom.history import Settings, cache_key, run_files
+
+    src = ROOT / "tests" / "data" / "formats" / "oha-ramp"
+    run = tmp_path / "oha-ramp"
+    shutil.copytree(src, run)
+    files = sorted(p.name for p in run.iterdir())
+    assert [p.name for p in run_files(run)] == files  # every step file is hashed
+    before = cache_key(run, Settings("", 0.0))
+    last = run / files[-1]
+    last.write_text(last.read_text() + last.read_text().splitlines()[-1] + "\n")
+    assert cache_key(run, Settings("", 0.0)) != before
