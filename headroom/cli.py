@@ -15,6 +15,7 @@ from .cli_args import objective as _objective
 from .cli_args import positive_float as _positive_float
 from .cli_args import positive_int as _positive_int
 from .model import HeadroomError, parse_duration
+from .options import ReadOptions
 
 EPILOG_SUMMARY = """\
 examples:
@@ -371,8 +372,7 @@ def _report_options(args) -> dict:
         "bins": args.bins or 0,
         "bin_width": args.bin_width or 0.0,
         "cpu_target": args.cpu_target,
-        "cpu_cores": args.cpu_cores or 0.0,
-        "skip_bad_rows": bool(args.skip_bad_rows),
+        "read_options": ReadOptions.from_args(args).to_dict(),
         "title": args.title,
         "figure_format": args.figure_format,
         "log_latency": bool(args.log_latency),
@@ -386,13 +386,6 @@ def _report(args) -> int:
         raise HeadroomError(f"give one run or two (baseline, candidate), not {len(args.runs)}")
     if len(args.label) > len(args.runs):
         raise HeadroomError(f"{len(args.label)} --label values for {len(args.runs)} run(s)")
-    # the report notebooks take no such parameter yet: refuse rather than ignore
-    for opt, value in (("--hey-start", args.hey_start), ("--format", args.format), ("--steps", args.steps)):
-        if value is not None:
-            raise HeadroomError(
-                f"report does not take {opt} yet (the format is detected from the content); "
-                "use it with summary or compare"
-            )
     try:
         out = render(
             args.runs,
@@ -434,15 +427,10 @@ def _compare(args, parser) -> int:
 
         check_output(args.json, "the JSON")  # before the work, not after the verdict
 
+    read = ReadOptions.from_args(args).reduce_kwargs()
+
     def load(p):
-        return reduce_run(
-            p,
-            cpu_cores=args.cpu_cores,
-            skip_bad_rows=args.skip_bad_rows,
-            base_time_ns=args.hey_start,
-            format=args.format,
-            steps=args.steps,
-        )
+        return reduce_run(p, **read)
 
     c = compare_runs(
         [load(p) for p in base],
@@ -480,11 +468,7 @@ def _summary(args) -> int:
         client=args.dask,
         bucket_s=args.bucket,
         label=args.label,
-        cpu_cores=args.cpu_cores,
-        skip_bad_rows=args.skip_bad_rows,
-        base_time_ns=args.hey_start,
-        format=args.format,
-        steps=args.steps,
+        **ReadOptions.from_args(args).reduce_kwargs(),
     )
     s = analyze(
         run,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ._version import __version__
 from .model import HeadroomError, parse_duration, parse_objective
+from .options import ReadOptions
 
 RUN_NOTEBOOK = "run_report.ipynb"
 #: Image formats of the report's figures: PNG, or SVG inlined in the page (sharp at any zoom).
@@ -73,8 +74,7 @@ def notebook_parameters(
     bins: int = 0,
     bin_width: float = 0.0,
     cpu_target: float = 70.0,
-    cpu_cores: float = 0.0,
-    skip_bad_rows: bool = False,
+    read_options: dict | None = None,
     title: str = "",
     figure_format: str = "png",
     log_latency: bool = False,
@@ -98,8 +98,7 @@ def notebook_parameters(
         "bins": int(bins),
         "bin_width": float(bin_width),
         "cpu_target": float(cpu_target),
-        "cpu_cores": float(cpu_cores),
-        "skip_bad_rows": bool(skip_bad_rows),
+        "read_options": ReadOptions.from_dict(read_options).to_dict(),
         "title": title,
         "figure_format": figure_format,
         "log_latency": bool(log_latency),
@@ -127,8 +126,13 @@ def load_summaries(
     cpu_target: float = 70.0,
     cpu_cores: float = 0.0,
     skip_bad_rows: bool = False,
+    read_options: dict | None = None,
 ):
-    """Load and analyse runs from notebook parameters (0 / "" mean "default")."""
+    """Load and analyse runs from notebook parameters (0 / "" mean "default").
+
+    ``read_options`` (a :meth:`ReadOptions.to_dict`) carries every reading option of the
+    command line; ``cpu_cores`` and ``skip_bad_rows`` stay for notebooks run by hand.
+    """
     from .io import reduce_run
     from .summary import analyze
 
@@ -136,13 +140,10 @@ def load_summaries(
     labels = list(labels) + [""] * (len(paths) - len(labels))
     out = []
     for path, label in zip(paths, labels):
-        run = reduce_run(
-            path,
-            bucket_s=parse_duration(bucket),
-            label=label or None,
-            cpu_cores=cpu_cores or None,
-            skip_bad_rows=skip_bad_rows,
-        )
+        read = ReadOptions.from_dict(read_options)
+        if read_options is None:
+            read = ReadOptions(cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
+        run = reduce_run(path, bucket_s=parse_duration(bucket), label=label or None, **read.reduce_kwargs())
         out.append(
             analyze(
                 run,

@@ -1,0 +1,80 @@
+"""How runs are read, in one object: built once from the command line, carried to the notebooks.
+
+``summary``, ``compare``, ``report`` and ``history`` read runs with the same
+options; before this module each route copied them by hand, which is how
+``report`` came to refuse ``--hey-start``, ``--format`` and ``--steps``.
+:class:`ReadOptions` is built from argparse's namespace, passed to
+:func:`headroom.reduce_run` as keywords, and to papermill as a plain dict
+(``to_dict``/``from_dict``), so a report reads exactly what the terminal read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Reading options shared by every command (None: the reader's default).
+
+    Attributes
+    ----------
+    cpu_cores
+        Cores that 100 % in a single-column CPU file stands for.
+    skip_bad_rows
+        Drop unparsable request rows (counted in a warning) instead of failing.
+    hey_start_ns
+        Absolute start of a hey run whose offsets are relative, ns since the epoch.
+    format
+        Force a reader by name instead of detecting it from the content.
+    steps
+        Cut a run without steps of its own: a duration ("10s") or start times ("0,10,20").
+    concurrency
+        The concurrency of every step when the file does not say ("1:40:3" or "1,2,4").
+    """
+
+    cpu_cores: float | None = None
+    skip_bad_rows: bool = False
+    hey_start_ns: int | None = None
+    format: str | None = None
+    steps: str | None = None
+    concurrency: str | None = None
+
+    @classmethod
+    def from_args(cls, args) -> ReadOptions:
+        """From an argparse namespace (options a subcommand lacks stay default)."""
+        return cls(
+            cpu_cores=getattr(args, "cpu_cores", None) or None,
+            skip_bad_rows=bool(getattr(args, "skip_bad_rows", False)),
+            hey_start_ns=getattr(args, "hey_start", None),
+            format=getattr(args, "format", None),
+            steps=getattr(args, "steps", None),
+            concurrency=getattr(args, "concurrency", None),
+        )
+
+    def to_dict(self) -> dict:
+        """Plain values (papermill writes them as Python literals; the history cache hashes them)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> ReadOptions:
+        """Back from :meth:`to_dict` (unknown keys refused, missing ones default)."""
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ValueError(f"unknown reading option(s): {', '.join(extra)}")
+        return cls(**d)
+
+    def reduce_kwargs(self) -> dict:
+        """Keywords for :func:`headroom.reduce_run` (the options left at their default are left out)."""
+        kw = {
+            "cpu_cores": self.cpu_cores,
+            "skip_bad_rows": self.skip_bad_rows,
+            "base_time_ns": self.hey_start_ns,
+            "format": self.format,
+            "steps": self.steps,
+        }
+        if self.concurrency is not None:
+            kw["concurrency"] = self.concurrency
+        return kw
