@@ -127,7 +127,7 @@ def load_run(
                 "(load generators of one ramp, or one file per step)"
             )
         fmt = "one file per step"
-    requests, step_errors, error_codes, kind, warnings, conc = TableSource(files, settings, fmt).load()
+    requests, step_errors, error_codes, kind, warnings, conc, rates = TableSource(files, settings, fmt).load()
     errors = 0 if step_errors is None else int(step_errors.sum())
     cpu = cpu_for(files, fields, cpu_cores, warnings)
     meta = RunMeta(
@@ -135,6 +135,7 @@ def load_run(
         source=str(files.perf),
         fields=fields,
         step_concurrency=conc,
+        step_rates=rates,
     )
     return Run(
         requests=requests,

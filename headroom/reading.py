@@ -131,15 +131,16 @@ class TableSource:
         self._loaded = None
 
     def load(self):
-        """(Requests, step errors, error codes, kind, warnings, step concurrency), read once."""
+        """(Requests, step errors, error codes, kind, warnings, step concurrency, step rates), read once."""
         if self._loaded is None:
             self._loaded = _load_requests(self.files, self.path, self.fmt, self.settings)
         return self._loaded
 
     def _partial(self) -> Partial:
-        req, step_errors, codes, kind, warnings, conc = self.load()
+        req, step_errors, codes, kind, warnings, conc, rates = self.load()
         return Partial(str(self.path), kind, req.n_steps, step_errors=step_errors, error_codes=dict(codes),
-                       warnings=list(warnings), step_concurrency=conc, failures_said=True)  # fmt: skip
+                       warnings=list(warnings), step_concurrency=conc, step_rates=rates,
+                       failures_said=True)  # fmt: skip
 
     def _batch(self, k: int):
         req = self.load()[0]
@@ -182,14 +183,14 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
         req, step_errors, codes, kind, warnings = read_requests(
             path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
         )
-        return req, step_errors, codes, kind, warnings, None
+        return req, step_errors, codes, kind, warnings, None, None
     if fmt == "one file per step":
         table, fmt = read_step_files(files, s.format)
         where = files.perf.parent
     else:
         table, where = formats.read_table(path, fmt), path
-    req, step_errors, codes, warnings, conc = table_to_requests(table, where, s.base_time_ns, s.steps)
-    return req, step_errors, codes, fmt, warnings, conc
+    req, step_errors, codes, warnings, conc, rates = table_to_requests(table, where, s.base_time_ns, s.steps)
+    return req, step_errors, codes, fmt, warnings, conc, rates
 
 
 # --------------------------------------------------------------------------
@@ -500,7 +501,7 @@ def run_from_partial(
             f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
         )
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
-                   step_concurrency=p.step_concurrency)  # fmt: skip
+                   step_concurrency=p.step_concurrency, step_rates=p.step_rates)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
     return Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
                warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip
