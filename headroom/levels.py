@@ -285,7 +285,9 @@ def steps_from_levels(
         )
     n_tr = int((sid_sorted < 0).sum())
     looks_open = bool(steps) and outside.sum() > 0.2 * n
-    return StepInference("concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x), looks_open)
+    return StepInference(
+        "concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x), looks_open
+    )
 
 
 def gatling_active_users(
@@ -709,7 +711,12 @@ def dwell_for(start_ns: np.ndarray, end_ns: np.ndarray | None = None) -> float:
 def closed_loop(start_ns, level, *, end_ns=None, source: str) -> StepInference:
     """:func:`steps_from_levels` as the readers use it: transients counted in the next step."""
     return steps_from_levels(
-        start_ns, level, end_ns=end_ns, min_dwell_s=dwell_for(start_ns, end_ns), transients="next", source=source
+        start_ns,
+        level,
+        end_ns=end_ns,
+        min_dwell_s=dwell_for(start_ns, end_ns),
+        transients="next",
+        source=source,
     )
 
 
@@ -732,5 +739,10 @@ def reader_steps(inf: StepInference, *, names: list[str] | None = None) -> Reade
         return ReaderSteps(inf.step_id, [f"concurrency {s.level:g}" for s in inf.steps],
                            [int(s.level) for s in inf.steps], None, inf.source, inf.notes)  # fmt: skip
     if names is None:
-        names = [f"{s.level:.4g} req/s" if np.isfinite(s.level) else f"step {k + 1}" for k, s in enumerate(inf.steps)]
-    return ReaderSteps(inf.step_id, list(names), None, [rate_dict(s) for s in inf.steps], inf.source, inf.notes)
+        names = [
+            f"{s.level:.4g} req/s" if np.isfinite(s.level) else f"step {k + 1}"
+            for k, s in enumerate(inf.steps)
+        ]
+    return ReaderSteps(
+        inf.step_id, list(names), None, [rate_dict(s) for s in inf.steps], inf.source, inf.notes
+    )

@@ -260,7 +260,9 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
     )
     durs = np.asarray(req.field("value").to_numpy(zero_copy_only=False), np.float64)
     vus_v = np.asarray(vus.field("value").to_numpy(zero_copy_only=False), np.float64)
-    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings, dropped)
+    return _build(
+        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings, dropped
+    )
 
 
 def read_json(path: Path, data: bytes) -> Table:
@@ -296,7 +298,9 @@ def read_json(path: Path, data: bytes) -> Table:
         ):
             raise fail(path, ln, f"a k6 Point without data.time and data.value: '{short(line)}'")
         if metric != "http_req_duration":
-            t, v, ls = (vus_times, vus_vals, vus_lines) if metric == "vus" else (drop_times, drop_vals, drop_lines)
+            t, v, ls = (
+                (vus_times, vus_vals, vus_lines) if metric == "vus" else (drop_times, drop_vals, drop_lines)
+            )
             t.append(d["time"])
             v.append(float(d["value"]))
             ls.append(ln)
@@ -311,7 +315,9 @@ def read_json(path: Path, data: bytes) -> Table:
     end_ns = _times_ns(times, path, lines)
     vus_t = _times_ns(vus_times, path, vus_lines)
     dropped = _dropped(_times_ns(drop_times, path, drop_lines), np.asarray(drop_vals, np.float64))
-    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings, dropped)
+    return _build(
+        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings, dropped
+    )
 
 
 def read_csv(path: Path, data: bytes) -> Table:
