@@ -197,6 +197,12 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="cut a run without steps of its own into steps of DURATION (10s) or at times in seconds "
         "since its first request (0,10,20)",
     )
+    p.add_argument(
+        "--concurrency",
+        metavar="LOW:HIGH:STEP|C1,C2,...",
+        help="the concurrency of every step when the file does not say (a hey ramp, --steps): "
+        "1:40:3 is 1, 4, ..., 40; or a list 1,2,4,8; one level per step",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
 
@@ -421,7 +427,8 @@ def _report(args) -> int:
     if len(args.label) > len(args.runs):
         raise HeadroomError(f"{len(args.label)} --label values for {len(args.runs)} run(s)")
     # the report notebooks take no such parameter yet: refuse rather than ignore
-    for opt, value in (("--hey-start", args.hey_start), ("--format", args.format), ("--steps", args.steps)):
+    for opt, value in (("--hey-start", args.hey_start), ("--format", args.format), ("--steps", args.steps),
+                       ("--concurrency", args.concurrency)):  # fmt: skip
         if value is not None:
             raise HeadroomError(
                 f"report does not take {opt} yet (the format is detected from the content); "
@@ -476,6 +483,7 @@ def _compare(args, parser) -> int:
             base_time_ns=args.hey_start,
             format=args.format,
             steps=args.steps,
+            concurrency=args.concurrency,
         )
 
     c = compare_runs(
@@ -519,6 +527,7 @@ def _summary(args) -> int:
         base_time_ns=args.hey_start,
         format=args.format,
         steps=args.steps,
+        concurrency=args.concurrency,
     )
     s = analyze(
         run,

@@ -75,6 +75,7 @@ def load_run(
     skip_bad_rows: bool = False,
     format: str | None = None,
     steps: str | None = None,
+    concurrency: str | None = None,
 ) -> Run:
     """Load one run whole: every request, CPU samples (if present) and metadata.
 
@@ -103,6 +104,10 @@ def load_run(
         For files without steps of their own: cut the run into steps of a
         duration (``"10s"``) or at times in seconds since the first start
         (``"0,10,20"``).
+    concurrency
+        A stated plan for a run whose file does not carry it (a hey ramp,
+        ``steps``): ``"1:40:3"`` (1, 4, ..., 40) or ``"1,2,4,8"``, one level
+        per step; a count that does not match the steps is an error.
 
     Returns
     -------
@@ -114,6 +119,9 @@ def load_run(
     HeadroomError
         With a one-line message naming the file (and line) on bad input.
     """
+    from .tables import parse_concurrency, stated_concurrency
+
+    plan_c = parse_concurrency(concurrency) if concurrency is not None else None
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings(
@@ -129,6 +137,8 @@ def load_run(
         fmt = "one file per step"
     requests, step_errors, error_codes, kind, warnings, conc, rates = TableSource(files, settings, fmt).load()
     errors = 0 if step_errors is None else int(step_errors.sum())
+    if plan_c is not None:
+        conc = stated_concurrency(str(files.perf), plan_c, requests.n_steps, conc, rates, warnings)
     cpu = cpu_for(files, fields, cpu_cores, warnings)
     meta = RunMeta(
         label=label or run_label(fields, files.name),

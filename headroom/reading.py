@@ -50,6 +50,7 @@ class ReadSettings:
     base_time_ns: int | None = None
     format: str | None = None
     steps: str | None = None
+    concurrency: tuple[int, ...] | None = None  # a stated plan (--concurrency)
 
     @property
     def bucket_ns(self) -> int:
@@ -417,6 +418,7 @@ def reduce_run(
     base_time_ns: int | None = None,
     format: str | None = None,
     steps: str | None = None,
+    concurrency: str | None = None,
     client=None,
 ) -> Run:
     """Read a run of any size, reduced to per-bucket latency histograms.
@@ -437,6 +439,9 @@ def reduce_run(
         The bucket rule (:mod:`headroom.aggregate`).
     label, cpu_cores, skip_bad_rows, base_time_ns, format, steps
         As for :func:`headroom.load_run`.
+    concurrency
+        A stated plan for a file that does not carry it (a hey ramp, ``--steps``):
+        ``"1:40:3"`` or ``"1,2,4,8"``, one level per step (else a one-line error).
     chunk_bytes
         Bytes of a section parsed at once.
     progress
@@ -452,8 +457,11 @@ def reduce_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
+    from .tables import parse_concurrency
+
+    plan_c = parse_concurrency(concurrency) if concurrency is not None else None
     settings = ReadSettings(
-        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps
+        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps, plan_c
     )
     if isinstance(client, str):
         with _connect(client) as c:
@@ -500,8 +508,13 @@ def run_from_partial(
             f"{p.source}: latencies finer than 0.1 us (nanoseconds) are counted at "
             f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
         )
+    conc = p.step_concurrency
+    if s.concurrency is not None:
+        from .tables import stated_concurrency
+
+        conc = stated_concurrency(p.source, s.concurrency, p.n_steps, conc, p.step_rates, warnings)
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
-                   step_concurrency=p.step_concurrency, step_rates=p.step_rates)  # fmt: skip
+                   step_concurrency=conc, step_rates=p.step_rates)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
     return Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
                warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip

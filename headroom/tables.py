@@ -51,6 +51,45 @@ def detect_format(perf: Path, fmt: str | None) -> str:
     return formats.detect(perf, head)
 
 
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``--concurrency``: a stated plan, ``LOW:HIGH:STEP`` (``1:40:3`` -> 1, 4, ..., 40), ``LOW:HIGH``
+    (step 1) or a list ``1,2,4,8``: the concurrency of every step, in step order."""
+    t = text.strip()
+    why = f"bad --concurrency {short(text, 40)}: expected LOW:HIGH:STEP (1:40:3) or a list (1,2,4,8)"
+    try:
+        if ":" in t:
+            parts = [int(x) for x in t.split(":")]
+            if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] < 1) or parts[1] < parts[0]:
+                raise ValueError
+            levels = tuple(range(parts[0], parts[1] + 1, parts[2] if len(parts) == 3 else 1))
+        else:
+            levels = tuple(int(x) for x in t.split(","))
+    except ValueError:
+        raise HeadroomError(why) from None
+    if not levels or min(levels) < 1 or len(levels) > 100_000:
+        raise HeadroomError(why + " of whole numbers >= 1")
+    return levels
+
+
+def stated_concurrency(source: str, plan: tuple[int, ...], n_steps: int, found, rates, warnings: list):
+    """The concurrency of every step from ``--concurrency``, checked against the steps found."""
+    if len(plan) != n_steps:
+        raise HeadroomError(
+            f"{source}: --concurrency states {len(plan)} levels, but the run has {n_steps} steps "
+            "(one level per step, in step order)"
+        )
+    if rates is not None:
+        raise HeadroomError(
+            f"{source}: --concurrency is for closed-loop ramps; this run's steps are request rates (open loop)"
+        )
+    if found is not None and any(c is not None and c != p for c, p in zip(found, plan)):
+        warnings.append(
+            f"{source}: --concurrency {','.join(map(str, plan))} replaces the file's own "
+            f"{','.join('?' if c is None else str(c) for c in found)}"
+        )
+    return tuple(plan)
+
+
 def steps_option(t: Table, steps: str) -> None:
     """``--steps``: cut the run into steps of a duration (``10s``) or at times (``0,10,20``: s since the first start)."""
     if not len(t.start_ns):
