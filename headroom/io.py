@@ -40,7 +40,7 @@ from .runfolder import (
     read_metadata,
     run_label,
 )
-from .tables import CSV_FAMILY, detect_format
+from .tables import CSV_FAMILY, detect_format, parse_concurrency
 
 __all__ = [
     "CPU_TOLERANCE",
@@ -105,9 +105,7 @@ def load_run(
         duration (``"10s"``) or at times in seconds since the first start
         (``"0,10,20"``).
     concurrency
-        A stated plan for a run whose file does not carry it (a hey ramp,
-        ``steps``): ``"1:40:3"`` (1, 4, ..., 40) or ``"1,2,4,8"``, one level
-        per step; a count that does not match the steps is an error.
+        A stated plan, one level per step: ``"1:40:3"`` (1, 4, ..., 40) or ``"1,2,4,8"``.
 
     Returns
     -------
@@ -119,13 +117,11 @@ def load_run(
     HeadroomError
         With a one-line message naming the file (and line) on bad input.
     """
-    from .tables import parse_concurrency, stated_concurrency
-
     plan_c = parse_concurrency(concurrency) if concurrency is not None else None
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings(
-        skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps
+        skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps, concurrency=plan_c
     )
     fmt = detect_format(files.perf, format)
     if files.steps and len(files.steps) > 1:
@@ -137,26 +133,11 @@ def load_run(
         fmt = "one file per step"
     requests, step_errors, error_codes, kind, warnings, conc, rates = TableSource(files, settings, fmt).load()
     errors = 0 if step_errors is None else int(step_errors.sum())
-    if plan_c is not None:
-        conc = stated_concurrency(str(files.perf), plan_c, requests.n_steps, conc, rates, warnings)
     cpu = cpu_for(files, fields, cpu_cores, warnings)
-    meta = RunMeta(
-        label=label or run_label(fields, files.name),
-        source=str(files.perf),
-        fields=fields,
-        step_concurrency=conc,
-        step_rates=rates,
-    )
-    return Run(
-        requests=requests,
-        cpu=cpu,
-        meta=meta,
-        errors=errors,
-        error_codes=error_codes,
-        warnings=tuple(warnings),
-        format=kind,
-        step_errors=step_errors,
-    )
+    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
+                   step_concurrency=conc, step_rates=rates)  # fmt: skip
+    return Run(requests=requests, cpu=cpu, meta=meta, errors=errors, error_codes=error_codes,
+               warnings=tuple(warnings), format=kind, step_errors=step_errors)  # fmt: skip
 
 
 def write_json(doc: dict, path: str | os.PathLike) -> None:

@@ -269,7 +269,16 @@ def steps_from_levels(
     steps = []
     for k, lvk in enumerate(s[0] for s in spans):
         steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
-    notes = [_transient_note(lv, outside, n, transients)]
+    notes = _level_notes(steps, lv, outside, transients, min_dwell_s)
+    n_tr = int((sid_sorted < 0).sum())
+    looks_open = bool(steps) and outside.sum() > 0.2 * n
+    return StepInference("concurrency", tuple(steps), sid, n_tr, source, notes, looks_open)
+
+
+def _level_notes(steps: list, lv_sorted: np.ndarray, outside: np.ndarray, mode: str, min_dwell_s: float):
+    """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
+    n = len(lv_sorted)
+    notes = [_transient_note(lv_sorted, outside, n, mode)]
     lvls = [s.level for s in steps]
     dup = sorted({v for v in lvls if lvls.count(v) > 1})
     if dup:
@@ -283,11 +292,7 @@ def steps_from_levels(
             "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
             "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
         )
-    n_tr = int((sid_sorted < 0).sum())
-    looks_open = bool(steps) and outside.sum() > 0.2 * n
-    return StepInference(
-        "concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x), looks_open
-    )
+    return tuple(x for x in notes if x)
 
 
 def gatling_active_users(

@@ -174,7 +174,7 @@ class TableSource:
 def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
     from . import formats
     from .formats.hey import read_requests
-    from .tables import read_step_files, table_to_requests
+    from .tables import read_step_files, stated_concurrency, table_to_requests
 
     if fmt in CSV_FAMILY:
         if s.steps:
@@ -184,13 +184,18 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
         req, step_errors, codes, kind, warnings = read_requests(
             path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
         )
-        return req, step_errors, codes, kind, warnings, None, None
+        conc = None
+        if s.concurrency is not None:
+            conc = stated_concurrency(str(path), s.concurrency, req.n_steps, None, None, warnings)
+        return req, step_errors, codes, kind, warnings, conc, None
     if fmt == "one file per step":
         table, fmt = read_step_files(files, s.format)
         where = files.perf.parent
     else:
         table, where = formats.read_table(path, fmt), path
     req, step_errors, codes, warnings, conc, rates = table_to_requests(table, where, s.base_time_ns, s.steps)
+    if s.concurrency is not None:
+        conc = stated_concurrency(str(path), s.concurrency, req.n_steps, conc, rates, warnings)
     return req, step_errors, codes, fmt, warnings, conc, rates
 
 

@@ -199,7 +199,7 @@ def _anchor_all(path, t: Table, start, base_time_ns, warnings):
         end_rel = int(np.max(t.start_ns + np.rint(t.latency_s * 1e9).astype(np.int64)))
         base_time_ns = mtime_base(path, end_rel)
         warnings.append(anchor_warning(path, "relative start times"))
-    check_base(path, base_time_ns)
+    check_base(path, base_time_ns, warnings)
     return start + np.int64(base_time_ns)
 
 

@@ -129,11 +129,14 @@ def mtime_base(path, end_rel: int) -> int:
     return base
 
 
-def check_base(path, base: int) -> None:
-    """``--hey-start`` must be a time between 2000 and 2200 (an unset clock puts a run in 1970)."""
-    if not MIN_TIME_NS <= int(base) < MAX_TIME_NS:
-        raise HeadroomError(
-            f"{path}: --hey-start {fmt_ns(int(base))} is outside 2000-2200 (the run would lie there)"
+def check_base(path, base: int, warnings: list | None = None) -> None:
+    """``--hey-start`` must be a time between 1970 and 2200; before 2000 (an unset clock) is said."""
+    if not 0 <= int(base) < MAX_TIME_NS:
+        raise HeadroomError(f"{path}: --hey-start {fmt_ns(int(base))} is outside 1970-2200")
+    if int(base) < MIN_TIME_NS and warnings is not None:
+        warnings.append(
+            f"{path}: --hey-start {fmt_ns(int(base))} puts the run before 2000 (an unset clock?): "
+            "CPU samples and other runs will not line up with it"
         )
 
 
