@@ -176,8 +176,8 @@ def _not_the_forced_format(name: str, path: Path, head: bytes) -> str:
         found = None
     if found is not None:
         return (
-            f"{path}: --format {name}, but the file does not look like {f.tool} output: it is "
-            f"{FORMATS[found].tool} output ({found}); leave --format out (or --format {found})"
+            f"{path}: --format {name} expects {f.expects}; the file is {FORMATS[found].tool.split(" (")[0]} output: "
+            f"leave --format out (or --format {found})"
         )
     line = short(first_line(head.lstrip(b"\xef\xbb\xbf")), 40)
     return (
