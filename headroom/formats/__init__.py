@@ -175,8 +175,9 @@ def _not_the_forced_format(name: str, path: Path, head: bytes) -> str:
             return f"{path}: --format {name}, but the file {short(why, 150)}"
         found = None
     if found is not None:
+        tool = FORMATS[found].tool.split(" (")[0]
         return (
-            f"{path}: --format {name} expects {f.expects}; the file is {FORMATS[found].tool.split(" (")[0]} output: "
+            f"{path}: --format {name} expects {f.expects}; the file is {tool} output: "
             f"leave --format out (or --format {found})"
         )
     line = short(first_line(head.lstrip(b"\xef\xbb\xbf")), 40)
