@@ -163,6 +163,12 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="cut a run without steps of its own into steps of DURATION (10s) or at times in seconds "
         "since its first request (0,10,20)",
     )
+    p.add_argument(
+        "--concurrency",
+        metavar="LOW:HIGH:STEP|C1,C2,...",
+        help="the concurrency of every step when the file does not say (a hey ramp, --steps): "
+        "1:40:3 is 1, 4, ..., 40; or a list 1,2,4,8; one level per step",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
 
 

@@ -40,7 +40,7 @@ from .runfolder import (
     read_metadata,
     run_label,
 )
-from .tables import CSV_FAMILY, detect_format
+from .tables import CSV_FAMILY, detect_format, parse_concurrency
 
 __all__ = [
     "CPU_TOLERANCE",
@@ -75,6 +75,7 @@ def load_run(
     skip_bad_rows: bool = False,
     format: str | None = None,
     steps: str | None = None,
+    concurrency: str | None = None,
 ) -> Run:
     """Load one run whole: every request, CPU samples (if present) and metadata.
 
@@ -103,6 +104,8 @@ def load_run(
         For files without steps of their own: cut the run into steps of a
         duration (``"10s"``) or at times in seconds since the first start
         (``"0,10,20"``).
+    concurrency
+        A stated plan, one level per step: ``"1:40:3"`` (1, 4, ..., 40) or ``"1,2,4,8"``.
 
     Returns
     -------
@@ -114,10 +117,11 @@ def load_run(
     HeadroomError
         With a one-line message naming the file (and line) on bad input.
     """
+    plan_c = parse_concurrency(concurrency) if concurrency is not None else None
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings(
-        skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps
+        skip_bad_rows=skip_bad_rows, base_time_ns=base_time_ns, format=format, steps=steps, concurrency=plan_c
     )
     fmt = detect_format(files.perf, format)
     if files.steps and len(files.steps) > 1:
@@ -127,25 +131,13 @@ def load_run(
                 "(load generators of one ramp, or one file per step)"
             )
         fmt = "one file per step"
-    requests, step_errors, error_codes, kind, warnings, conc = TableSource(files, settings, fmt).load()
+    requests, step_errors, error_codes, kind, warnings, conc, rates = TableSource(files, settings, fmt).load()
     errors = 0 if step_errors is None else int(step_errors.sum())
     cpu = cpu_for(files, fields, cpu_cores, warnings)
-    meta = RunMeta(
-        label=label or run_label(fields, files.name),
-        source=str(files.perf),
-        fields=fields,
-        step_concurrency=conc,
-    )
-    return Run(
-        requests=requests,
-        cpu=cpu,
-        meta=meta,
-        errors=errors,
-        error_codes=error_codes,
-        warnings=tuple(warnings),
-        format=kind,
-        step_errors=step_errors,
-    )
+    meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
+                   step_concurrency=conc, step_rates=rates)  # fmt: skip
+    return Run(requests=requests, cpu=cpu, meta=meta, errors=errors, error_codes=error_codes,
+               warnings=tuple(warnings), format=kind, step_errors=step_errors)  # fmt: skip
 
 
 def write_json(doc: dict, path: str | os.PathLike) -> None:

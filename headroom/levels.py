@@ -106,6 +106,8 @@ class StepInference:
     n_transient: int
     source: str
     notes: tuple[str, ...] = ()
+    #: over 20 % of the requests at levels never held: probably an open-loop (rate) ramp
+    looks_open: bool = False
 
     @property
     def levels(self) -> tuple[float, ...]:
@@ -267,7 +269,16 @@ def steps_from_levels(
     steps = []
     for k, lvk in enumerate(s[0] for s in spans):
         steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
-    notes = [_transient_note(lv, outside, n, transients)]
+    notes = _level_notes(steps, lv, outside, transients, min_dwell_s)
+    n_tr = int((sid_sorted < 0).sum())
+    looks_open = bool(steps) and outside.sum() > 0.2 * n
+    return StepInference("concurrency", tuple(steps), sid, n_tr, source, notes, looks_open)
+
+
+def _level_notes(steps: list, lv_sorted: np.ndarray, outside: np.ndarray, mode: str, min_dwell_s: float):
+    """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
+    n = len(lv_sorted)
+    notes = [_transient_note(lv_sorted, outside, n, mode)]
     lvls = [s.level for s in steps]
     dup = sorted({v for v in lvls if lvls.count(v) > 1})
     if dup:
@@ -281,8 +292,7 @@ def steps_from_levels(
             "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
             "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
         )
-    n_tr = int((sid_sorted < 0).sum())
-    return StepInference("concurrency", tuple(steps), sid, n_tr, source, tuple(x for x in notes if x))
+    return tuple(x for x in notes if x)
 
 
 def gatling_active_users(
@@ -672,3 +682,72 @@ def steps_from_arrivals(
     if late:
         notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
     return StepInference("rate", tuple(steps), inf.step_id, inf.n_transient, source, tuple(notes))
+
+
+# --------------------------------------------------------------------------
+# for the format readers: one call from a reader's columns to its table's steps
+
+
+@dataclass(frozen=True, eq=False)
+class ReaderSteps:
+    """What a format reader puts in its table: a step per request and what each step is.
+
+    ``rates`` (rate steps only) holds per step ``intended_rps``, ``sent_rps``,
+    ``dropped`` and ``fell_behind`` (None: unknown); ``notes`` are warnings
+    for the reader to give, each without the file name.
+    """
+
+    step: np.ndarray
+    names: list[str]
+    concurrency: list[int | None] | None
+    rates: list[dict] | None
+    source: str
+    notes: tuple[str, ...]
+
+
+def dwell_for(start_ns: np.ndarray, end_ns: np.ndarray | None = None) -> float:
+    """The dwell a level must be held for: ``MIN_DWELL_S``, or 10 % of a run shorter than 10 s."""
+    if len(start_ns) == 0:
+        return MIN_DWELL_S
+    last = int(np.max(end_ns)) if end_ns is not None and len(end_ns) else int(np.max(start_ns))
+    return min(MIN_DWELL_S, 0.1 * (last - int(np.min(start_ns))) / NS_PER_S)
+
+
+def closed_loop(start_ns, level, *, end_ns=None, source: str) -> StepInference:
+    """:func:`steps_from_levels` as the readers use it: transients counted in the next step."""
+    return steps_from_levels(
+        start_ns,
+        level,
+        end_ns=end_ns,
+        min_dwell_s=dwell_for(start_ns, end_ns),
+        transients="next",
+        source=source,
+    )
+
+
+def rate_dict(s: Step) -> dict:
+    """A rate step's schedule figures, for tables and JSON."""
+    return {"intended_rps": s.intended_rps, "sent_rps": s.sent_rps, "dropped": s.dropped,
+            "fell_behind": s.fell_behind}  # fmt: skip
+
+
+def reader_steps(inf: StepInference, *, names: list[str] | None = None) -> ReaderSteps | None:
+    """The table steps of an inference; None when it found no step (the reader falls back).
+
+    Closed loop: names ``concurrency N`` and the concurrency of every step;
+    rate steps: names ``N req/s`` (or ``names``), no concurrency, the
+    schedule figures of every step and a warning for those that fell behind.
+    """
+    if not inf.steps or (inf.step_id < 0).all():
+        return None
+    if inf.kind == "concurrency":
+        return ReaderSteps(inf.step_id, [f"concurrency {s.level:g}" for s in inf.steps],
+                           [int(s.level) for s in inf.steps], None, inf.source, inf.notes)  # fmt: skip
+    if names is None:
+        names = [
+            f"{s.level:.4g} req/s" if np.isfinite(s.level) else f"step {k + 1}"
+            for k, s in enumerate(inf.steps)
+        ]
+    return ReaderSteps(
+        inf.step_id, list(names), None, [rate_dict(s) for s in inf.steps], inf.source, inf.notes
+    )

@@ -62,6 +62,9 @@ class RunMeta:
     fields: dict[str, Any] = field(default_factory=dict)
     #: concurrency of every step when the input file gives it (JMeter allThreads, k6 vus)
     step_concurrency: tuple[int | None, ...] | None = None
+    #: rate steps of an open-loop ramp (k6 arrival rate, Gatling open model, vegeta/oha rates):
+    #: per step a dict of intended_rps, sent_rps, dropped, fell_behind (None: unknown)
+    step_rates: tuple[dict, ...] | None = None
 
     def ramp(self) -> tuple[int, int] | None:
         """Return ``(lower, step)`` of the concurrency ramp, when metadata gives it."""

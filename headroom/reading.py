@@ -50,6 +50,7 @@ class ReadSettings:
     base_time_ns: int | None = None
     format: str | None = None
     steps: str | None = None
+    concurrency: tuple[int, ...] | None = None  # a stated plan (--concurrency)
 
     @property
     def bucket_ns(self) -> int:
@@ -131,15 +132,16 @@ class TableSource:
         self._loaded = None
 
     def load(self):
-        """(Requests, step errors, error codes, kind, warnings, step concurrency), read once."""
+        """(Requests, step errors, error codes, kind, warnings, step concurrency, step rates), read once."""
         if self._loaded is None:
             self._loaded = _load_requests(self.files, self.path, self.fmt, self.settings)
         return self._loaded
 
     def _partial(self) -> Partial:
-        req, step_errors, codes, kind, warnings, conc = self.load()
+        req, step_errors, codes, kind, warnings, conc, rates = self.load()
         return Partial(str(self.path), kind, req.n_steps, step_errors=step_errors, error_codes=dict(codes),
-                       warnings=list(warnings), step_concurrency=conc, failures_said=True)  # fmt: skip
+                       warnings=list(warnings), step_concurrency=conc, step_rates=rates,
+                       failures_said=True)  # fmt: skip
 
     def _batch(self, k: int):
         req = self.load()[0]
@@ -172,7 +174,7 @@ class TableSource:
 def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
     from .formats import read_table
     from .formats.hey import read_requests
-    from .tables import read_step_files, table_to_requests
+    from .tables import read_step_files, stated_concurrency, table_to_requests
 
     if fmt in CSV_FAMILY:
         if s.steps:
@@ -182,14 +184,19 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
         req, step_errors, codes, kind, warnings = read_requests(
             path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
         )
-        return req, step_errors, codes, kind, warnings, None
+        conc = None
+        if s.concurrency is not None:
+            conc = stated_concurrency(str(path), s.concurrency, req.n_steps, None, None, warnings)
+        return req, step_errors, codes, kind, warnings, conc, None
     if fmt == "one file per step":
         table, fmt = read_step_files(files, s.format)
         where = files.perf.parent
     else:
         table, where = read_table(path, fmt), path
-    req, step_errors, codes, warnings, conc = table_to_requests(table, where, s.base_time_ns, s.steps)
-    return req, step_errors, codes, fmt, warnings, conc
+    req, step_errors, codes, warnings, conc, rates = table_to_requests(table, where, s.base_time_ns, s.steps)
+    if s.concurrency is not None:
+        conc = stated_concurrency(str(path), s.concurrency, req.n_steps, conc, rates, warnings)
+    return req, step_errors, codes, fmt, warnings, conc, rates
 
 
 # --------------------------------------------------------------------------
@@ -416,6 +423,7 @@ def reduce_run(
     base_time_ns: int | None = None,
     format: str | None = None,
     steps: str | None = None,
+    concurrency: str | None = None,
     client=None,
 ) -> Run:
     """Read a run of any size, reduced to per-bucket latency histograms.
@@ -436,6 +444,9 @@ def reduce_run(
         The bucket rule (:mod:`headroom.aggregate`).
     label, cpu_cores, skip_bad_rows, base_time_ns, format, steps
         As for :func:`headroom.load_run`.
+    concurrency
+        A stated plan for a file that does not carry it (a hey ramp, ``--steps``):
+        ``"1:40:3"`` or ``"1,2,4,8"``, one level per step (else a one-line error).
     chunk_bytes
         Bytes of a section parsed at once.
     progress
@@ -451,8 +462,11 @@ def reduce_run(
     """
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
+    from .tables import parse_concurrency
+
+    plan_c = parse_concurrency(concurrency) if concurrency is not None else None
     settings = ReadSettings(
-        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps
+        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps, plan_c
     )
     if isinstance(client, str):
         with _connect(client) as c:
@@ -499,8 +513,13 @@ def run_from_partial(
             f"{p.source}: latencies finer than 0.1 us (nanoseconds) are counted at "
             f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
         )
+    conc = p.step_concurrency
+    if s.concurrency is not None:
+        from .tables import stated_concurrency
+
+        conc = stated_concurrency(p.source, s.concurrency, p.n_steps, conc, p.step_rates, warnings)
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
-                   step_concurrency=p.step_concurrency)  # fmt: skip
+                   step_concurrency=conc, step_rates=p.step_rates)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
     return Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
                warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip

@@ -177,6 +177,7 @@ class Partial:
     skipped: list = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     step_concurrency: tuple | None = None
+    step_rates: tuple | None = None  # rate steps: intended/sent rate, dropped, fell behind per step
     failures_said: bool = False  # the reader already warned about failed requests
 
     def span(self) -> tuple[int, int] | None:
@@ -407,7 +408,8 @@ def save_run(run: Run, path: str | os.PathLike) -> None:
         "concurrency": list(r.steps.concurrency),
         "cpu": None if r.cpu is None else {"cores": r.cpu.cores, "source": r.cpu.source},
         "run": {"label": run.meta.label, "source": run.meta.source, "fields": run.meta.fields,
-                "step_concurrency": run.meta.step_concurrency, "errors": run.errors,
+                "step_concurrency": run.meta.step_concurrency, "step_rates": run.meta.step_rates,
+                "errors": run.errors,
                 "error_codes": {str(k): v for k, v in run.error_codes.items()},
                 "warnings": list(run.warnings), "format": run.format,
                 "step_errors": None if run.step_errors is None else [int(x) for x in run.step_errors]},
@@ -453,7 +455,9 @@ def _read_v1(head: dict, a: dict) -> Run:
     reduced = ReducedRun(steps, buckets, BucketHist(**part("hist")), cpu)
     r = head["run"]
     conc = tuple(r["step_concurrency"]) if r["step_concurrency"] is not None else None
-    meta = RunMeta(label=r["label"], source=r["source"], fields=r["fields"], step_concurrency=conc)
+    rates = tuple(r["step_rates"]) if r.get("step_rates") is not None else None
+    meta = RunMeta(label=r["label"], source=r["source"], fields=r["fields"], step_concurrency=conc,
+                   step_rates=rates)  # fmt: skip
     step_errors = None if r["step_errors"] is None else np.asarray(r["step_errors"], np.int64)
     return Run(requests=None, cpu=cpu, meta=meta, errors=int(r["errors"]),
                error_codes={int(k): int(v) for k, v in r["error_codes"].items()}, warnings=tuple(r["warnings"]),

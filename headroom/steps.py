@@ -64,6 +64,12 @@ class StepTable:
     little: np.ndarray  # X * mean latency / N (1: clients always inside a request)
     short: np.ndarray  # bool
     cpu_cores: float
+    #: rate steps (open loop) only: intended and sent req/s, iterations the tool dropped, and
+    #: whether the step fell behind its schedule (True/False/None: unknown); None for closed loops
+    intended_rps: np.ndarray | None = None
+    sent_rps: np.ndarray | None = None
+    dropped: tuple[int | None, ...] | None = None
+    fell_behind: tuple[bool | None, ...] | None = None
 
     def __len__(self) -> int:
         return int(self.index.shape[0])
@@ -72,6 +78,11 @@ class StepTable:
     def usable(self) -> np.ndarray:
         """Steps with a throughput that are long enough to trust."""
         return np.isfinite(self.rps) & (self.rps > 0) & ~self.short
+
+    @property
+    def kind(self) -> str:
+        """``rate`` for the steps of an open-loop ramp (a request rate was planned), else ``concurrency``."""
+        return "rate" if self.intended_rps is not None else "concurrency"
 
     @property
     def client_paced(self) -> np.ndarray:
@@ -96,8 +107,10 @@ class StepTable:
         return np.arange(len(self))
 
     def flags(self, i: int) -> list[str]:
-        """What to know about step ``i``: short, client-paced, thin percentiles."""
+        """What to know about step ``i``: short, client-paced, thin percentiles, fell behind schedule."""
         out = []
+        if self.fell_behind is not None and self.fell_behind[i]:
+            out.append("fell behind")
         if self.short[i]:
             out.append("short")
         if self.client_paced[i]:
@@ -162,8 +175,14 @@ def step_table(
     latency: LatencyStats,
     cpu: CpuSamples | None,
     errors: np.ndarray | None,
+    *,
+    rates: tuple[dict, ...] | None = None,
 ) -> StepTable:
-    """Build the per-step table from a run's step spans, per-step latency and CPU samples."""
+    """Build the per-step table from a run's step spans, per-step latency and CPU samples.
+
+    ``rates`` (an open-loop ramp's rate steps, :attr:`headroom.model.RunMeta.step_rates`)
+    adds each step's intended and sent rate and whether it fell behind its schedule.
+    """
     n = len(steps)
     conc = np.array([np.nan if c is None else float(c) for c in steps.concurrency], dtype=np.float64)
     duration = (steps.end_ns - steps.start_ns) / NS
@@ -196,4 +215,21 @@ def step_table(
         little=little,
         short=short,
         cpu_cores=cores,
+        **_rate_columns(rates, n),
     )
+
+
+def _rate_columns(rates: tuple[dict, ...] | None, n: int) -> dict:
+    """The rate-step fields of a step table (empty for a closed loop, or rates of other steps)."""
+    if rates is None or len(rates) != n:
+        return {}
+
+    def col(key):
+        return np.array([np.nan if r.get(key) is None else float(r[key]) for r in rates], np.float64)
+
+    return {
+        "intended_rps": col("intended_rps"),
+        "sent_rps": col("sent_rps"),
+        "dropped": tuple(r.get("dropped") for r in rates),
+        "fell_behind": tuple(r.get("fell_behind") for r in rates),
+    }

@@ -119,7 +119,7 @@ def analyze(
     step_lat = step_stats(hist, buckets, len(steps), extra=extra)
     cores = run.cpu.cores if run.cpu else 1.0
     b = by_throughput(buckets, hist, bins=bins, width=bin_width, cpu_cores=cores, extra=extra)
-    table = step_table(steps, step_lat, run.cpu, run.step_errors)
+    table = step_table(steps, step_lat, run.cpu, run.step_errors, rates=run.meta.step_rates)
     warnings += _step_warnings(steps, table, overlap)
     cap = capacity(
         table,
@@ -230,6 +230,12 @@ def _steps_doc(s: Summary) -> list[dict]:
         row["cpu_s_per_req"] = _num(t.cpu_s_per_req[k])
         row["little"] = _num(t.little[k])
         row["flags"] = t.flags(k)
+        if t.intended_rps is not None:  # a rate step: what was planned, what was sent, whether it kept up
+            row["kind"] = "rate"
+            row["intended_rps"] = _num(t.intended_rps[k])
+            row["sent_rps"] = _num(t.sent_rps[k])
+            row["dropped"] = t.dropped[k]
+            row["fell_behind"] = t.fell_behind[k]
         out.append(row)
     return out
 

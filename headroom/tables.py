@@ -7,6 +7,7 @@ detection of a run's files and ``--steps``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,45 @@ def detect_format(perf: Path, fmt: str | None) -> str:
     return detect(perf, head)
 
 
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``--concurrency``: a stated plan, ``LOW:HIGH:STEP`` (``1:40:3`` -> 1, 4, ..., 40), ``LOW:HIGH``
+    (step 1) or a list ``1,2,4,8``: the concurrency of every step, in step order."""
+    t = text.strip()
+    why = f"bad --concurrency {short(text, 40)}: expected LOW:HIGH:STEP (1:40:3) or a list (1,2,4,8)"
+    try:
+        if ":" in t:
+            parts = [int(x) for x in t.split(":")]
+            if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] < 1) or parts[1] < parts[0]:
+                raise ValueError
+            levels = tuple(range(parts[0], parts[1] + 1, parts[2] if len(parts) == 3 else 1))
+        else:
+            levels = tuple(int(x) for x in t.split(","))
+    except ValueError:
+        raise HeadroomError(why) from None
+    if not levels or min(levels) < 1 or len(levels) > 100_000:
+        raise HeadroomError(why + " of whole numbers >= 1")
+    return levels
+
+
+def stated_concurrency(source: str, plan: tuple[int, ...], n_steps: int, found, rates, warnings: list):
+    """The concurrency of every step from ``--concurrency``, checked against the steps found."""
+    if len(plan) != n_steps:
+        raise HeadroomError(
+            f"{source}: --concurrency states {len(plan)} levels, but the run has {n_steps} steps "
+            "(one level per step, in step order)"
+        )
+    if rates is not None:
+        raise HeadroomError(
+            f"{source}: --concurrency is for closed-loop ramps; this run's steps are request rates (open loop)"
+        )
+    if found is not None and any(c is not None and c != p for c, p in zip(found, plan)):
+        warnings.append(
+            f"{source}: --concurrency {','.join(map(str, plan))} replaces the file's own "
+            f"{','.join('?' if c is None else str(c) for c in found)}"
+        )
+    return tuple(plan)
+
+
 def steps_option(t: Table, steps: str) -> None:
     """``--steps``: cut the run into steps of a duration (``10s``) or at times (``0,10,20``: s since the first start)."""
     if not len(t.start_ns):
@@ -75,6 +115,7 @@ def steps_option(t: Table, steps: str) -> None:
     t.step = inv.astype(np.int64)
     t.step_names = [f"step {k + 1}" for k in range(len(uniq))]
     t.step_concurrency = None
+    t.step_rates = None
     t.steps_source = f"--steps {steps}"
 
 
@@ -113,7 +154,7 @@ def _failed(t: Table):
 
 
 def table_to_requests(t: Table, path: Path, base_time_ns: int | None, steps: str | None):
-    """(Requests, step errors, error codes, warnings, step concurrency) from a format reader's table."""
+    """(Requests, step errors, error codes, warnings, step concurrency, step rates) from a reader's table."""
     warnings = list(t.warnings)
     _check_table(t, path)
     if steps:
@@ -148,7 +189,8 @@ def table_to_requests(t: Table, path: Path, base_time_ns: int | None, steps: str
     if len(t.step_names) <= 1 and not steps:
         warnings.append(f"{path}: one step ({t.steps_source}); --steps DURATION or --steps T1,T2,... cuts it")
     conc = tuple(t.step_concurrency) if t.step_concurrency is not None else None
-    return Requests(start, lat, offsets), step_errors, error_codes, warnings, conc
+    rates = tuple(t.step_rates) if t.step_rates is not None else None
+    return Requests(start, lat, offsets), step_errors, error_codes, warnings, conc, rates
 
 
 def _anchor_all(path, t: Table, start, base_time_ns, warnings):
@@ -157,7 +199,7 @@ def _anchor_all(path, t: Table, start, base_time_ns, warnings):
         end_rel = int(np.max(t.start_ns + np.rint(t.latency_s * 1e9).astype(np.int64)))
         base_time_ns = mtime_base(path, end_rel)
         warnings.append(anchor_warning(path, "relative start times"))
-    check_base(path, base_time_ns)
+    check_base(path, base_time_ns, warnings)
     return start + np.int64(base_time_ns)
 
 
@@ -176,6 +218,26 @@ def read_step_files(files: RunFiles, fmt_option: str | None) -> tuple[Table, str
         fmt = name
         tables.append(read_table(f, name))
     return _join_tables(files, tables, fmt), fmt
+
+
+#: a rate in a file name: ``oha-q250``, ``rate-1000``, ``rps_50`` (oha -q, vegeta -rate)
+_RATE_NAME = re.compile(r"(?:^|[^a-z])(?:qps|q|rate|rps)[-_]?(\d+(?:\.\d+)?)(?![\d.]*[a-z])")
+
+
+def _file_rates(files: RunFiles, start: np.ndarray, step: np.ndarray, warnings: list) -> list[dict] | None:
+    """Rate steps of a folder of one file per rate (``oha -q R``): every file name states its rate."""
+    from .levels import reader_steps, steps_from_groups
+
+    want = []
+    for f in files.steps:
+        m = _RATE_NAME.search(f.name.split(".")[0].lower())
+        if not m:
+            return None
+        want.append(float(m[1]))
+    inf = steps_from_groups(start, step, intended_rps=want, source="one file per rate")
+    warnings += [f"{files.perf.parent}: {x}" for x in inf.notes]
+    rs = reader_steps(inf, names=[f.name for f in files.steps])
+    return None if rs is None else rs.rates
 
 
 def _join_tables(files: RunFiles, tables: list[Table], fmt: str) -> Table:
@@ -203,18 +265,23 @@ def _join_tables(files: RunFiles, tables: list[Table], fmt: str) -> Table:
             "starting when the previous one ended: the spacing between them is unknown"
         )
     conc = step_concurrency_from_names(files.steps)
+    step = np.repeat(np.arange(len(tables)), [len(t.start_ns) for t in tables])
+    start = np.concatenate(starts)
+    rates = None if conc else _file_rates(files, start, step, warnings)
     return Table(
         fmt=fmt,
         fidelity=tables[0].fidelity,
-        start_ns=np.concatenate(starts),
+        start_ns=start,
         latency_s=np.concatenate(lats),
         status=np.concatenate(status) if any(t.status is not None for t in tables) else None,
         ok=np.concatenate(ok) if ok is not None else None,
-        step=np.repeat(np.arange(len(tables)), [len(t.start_ns) for t in tables]),
+        step=step,
         step_names=[f.name for f in files.steps],
         step_concurrency=conc,
+        step_rates=rates,
         steps_source=f"one file per step ({len(tables)} files)"
-        + ("; concurrency from the file names" if conc else ""),
+        + ("; concurrency from the file names" if conc else "")
+        + ("; intended rates from the file names" if rates else ""),
         relative=relative,
         line=None,
         warnings=warnings,

@@ -118,9 +118,13 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
 def _model_rows(s: Summary) -> list[tuple[str, str]]:
     """Capacity, knee and fit of the USL model; no headline figure from a poor fit."""
     cap, t, m = s.capacity, s.table, s.capacity.model
+    if m is None and t.kind == "rate":
+        why = "the steps are request rates (an open-loop ramp); the USL model needs concurrency steps"
+        return [("capacity (USL model)", f"no model: {why}")]
     if m is None:
         why = (
-            "concurrency unknown (no ramp parameters in metadata)"
+            "concurrency unknown (not in the file, no ramp parameters in metadata): state it with "
+            "--concurrency 1:40:3 or --concurrency 1,2,4,8"
             if not t.known_concurrency
             else "fewer than 3 usable steps"
         )
@@ -189,7 +193,7 @@ def _step_rows(s: Summary) -> list[list[str]]:
         rows.append(
             [
                 str(k),
-                _conc(t.concurrency[k]),
+                _conc(t.concurrency[k]) if t.kind == "concurrency" else _f(t.intended_rps[k], ",.0f"),
                 _f((int(steps.start_ns[k]) - t0) / 1e9 if steps.requests[k] else None, ".1f"),
                 _f(t.duration_s[k] if steps.requests[k] else None, ".2f"),
                 f"{int(t.requests[k]):,}",
@@ -226,10 +230,15 @@ def format_summary(s: Summary) -> str:
             f"{s.overlap.load_s:.1f} s load window; 100 % = {run.cpu.cores:g} core(s)"
         )
     lines += ["", "steps (latency in ms; flags: short = too short to trust, client-paced = Little's law)"]
+    if t.kind == "rate":
+        lines += [
+            "  rate steps (open loop): rate = intended req/s; fell behind = the generator missed its",
+            "  schedule, so the latency is understated (coordinated omission)",
+        ]
     lines += _table(
         [
             "step",
-            "conc",
+            "conc" if t.kind == "concurrency" else "rate",
             "at s",
             "dur s",
             "requests",

@@ -31,6 +31,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import plan_reader
 import pytest
 import reference
 from conftest import ROOT
@@ -110,7 +111,35 @@ def _sources(tmp: Path) -> list[tuple[str, Path, Path]]:
         d.mkdir()
         shutil.copy(FORMATS / name, d / name)
         out.append((name, d / name, d / name))
+    for name, (keep_every, _, _) in REAL.items():
+        d = tmp / f"src-real-{name}"
+        d.mkdir()
+        path = d / name.removesuffix(".gz")
+        path.write_bytes(_thinned(plan_reader.REAL / name, keep_every))
+        out.append((f"real:{name}", path, path))
     return out
+
+
+#: real samples of tests/data/formats/real/ -> (keep every n-th request row, the independent
+#: reader (plan_reader.py), latency unit in s): thinned so that a mutant reads in well under a second
+REAL = {
+    "jmeter-stacked.csv.gz": (100, plan_reader.jmeter_csv, 1e-3),
+    "jmeter-stepping.csv.gz": (30, plan_reader.jmeter_csv, 1e-3),
+    "gatling-OpenRampSimulation.log.gz": (1, lambda p: plan_reader.gatling(p).requests, 1e-3),
+    "k6-ramping-vus.json.gz": (1, lambda p: plan_reader.k6_json(p).requests, 1e-3),
+    "k6-ramping-arrival-rate.csv.gz": (1, lambda p: plan_reader.k6_csv(p).requests, 1e-3),
+    "vegeta-rates.csv.gz": (10, plan_reader.vegeta_csv, 1e-9),
+}
+
+
+def _thinned(path: Path, keep_every: int) -> bytes:
+    """The sample unzipped, with every ``keep_every``-th data row of a CSV (headers kept)."""
+    lines = gzip.decompress(path.read_bytes()).split(b"\n")
+    if keep_every == 1:
+        return b"\n".join(lines)
+    head = 1 if path.name.startswith("jmeter") else 0
+    rows = lines[head:-1] if lines[-1] == b"" else lines[head:]
+    return b"\n".join(lines[:head] + rows[::keep_every]) + b"\n"
 
 
 # --------------------------------------------------------------------------
@@ -229,6 +258,11 @@ def _reference(kind: str, target: Path, read_path: Path):
             return [(len(s), None, sorted(lat for _, lat in s)) for s in secs]
         if kind == "ramp":
             return None  # status column + absolute times: compared via the hey-fork reader below
+        if kind.startswith("real:"):  # steps inferred from levels: compare the whole run
+            _, read, unit = REAL[kind[5:]]
+            r = read(tmp)
+            good = sorted(lat * unit for lat, ok in zip(r.latency, r.ok) if ok)
+            return ("run", sum(r.ok), len(r.ok) - sum(r.ok), good)
         _, ref = SAMPLES[kind]
         steps, _conc = ref(tmp)
         return [
@@ -304,6 +338,8 @@ def check_mutant(kind: str, read_path: Path, target: Path) -> str:
         return "accepted"
     t = s.table
     dropped = any("dropped" in w or "skipped" in w or "left out" in w for w in run.warnings)
+    if ref[0] == "run":
+        return _check_run(run, t, ref[1:], dropped)
     if len(ref) != len(t):
         return "accepted" if dropped else f"FAIL: {len(t)} steps, reference {len(ref)}"
     for k, (ok, err, lats) in enumerate(ref):
@@ -317,6 +353,21 @@ def check_mutant(kind: str, read_path: Path, target: Path) -> str:
                 got = t.latency.pct[name][k]
                 if not np.isclose(got, want, rtol=1e-9, atol=1e-12):
                     return f"FAIL: step {k} {name} {got!r}, reference {want!r}"
+    return "accepted"
+
+
+def _check_run(run, t, ref, dropped: bool) -> str:
+    """A whole run against the independent reader: successes, errors, p50/p99 of the successes."""
+    ok, err, lats = ref
+    if int(t.requests.sum()) != ok or (t.errors is not None and int(t.errors.sum()) != err):
+        if dropped:
+            return "accepted"
+        return f"FAIL: {int(t.requests.sum())} ok / {t.errors.sum()} errors, reference {ok} / {err}"
+    got = np.sort(run.requests.latency_s)
+    for q in (0.5, 0.99):
+        if lats and not np.isclose(got[math.ceil(q * len(got)) - 1], lats[math.ceil(q * len(lats)) - 1],
+                                   rtol=1e-9, atol=1e-12):  # fmt: skip
+            return f"FAIL: run p{q * 100:g} differs from the reference"
     return "accepted"
 
 
@@ -353,6 +404,14 @@ def test_mutation_fuzz(tmp_path):
         f"{counts['accepted']} accepted, {len(counts['failures'])} failures"
     )
     assert not counts["failures"], "\n".join(counts["failures"][:20])
+
+
+def test_real_samples_are_fuzzed_and_pass_the_checker_unmutated(tmp_path):
+    sources = [s for s in _sources(tmp_path) if s[0].startswith("real:")]
+    assert {k[5:] for k, _, _ in sources} == set(REAL)
+    for kind, rp, tg in sources:
+        assert _reference(kind, tg, rp)[0] == "run"
+        assert check_mutant(kind, rp, tg) == "accepted", kind
 
 
 @pytest.mark.parametrize("name", list(SAMPLES))

@@ -1,12 +1,10 @@
 """headroom's readers on the real samples of tests/data/formats/real/.
 
 Counts (total requests, failed requests) are checked exactly against the
-independent reader in plan_reader.py.  The reader-level step checks (the
-planned steps found with their concurrency or rate, per-step req/s within
-5 % of the plan windows) cannot pass until headroom/levels.py is wired into
-headroom/formats/: they are marked ``xfail(strict=True)`` so that they turn
-into failures (XPASS) the moment the wiring makes them pass, and the mark is
-then removed.
+independent reader in plan_reader.py.  The readers' steps (headroom/levels.py
+wired into headroom/formats/) are held against the plan's windows read by
+plan_reader.py: each planned level found once, with its concurrency or rate,
+per-step req/s, p50 and p99 within 5 % (or one unit of an integer-ms file).
 """
 
 from __future__ import annotations
@@ -19,7 +17,10 @@ import pytest
 
 from headroom import formats as F
 
-NOT_WIRED = pytest.mark.xfail(strict=True, reason="levels.py not yet wired into formats/")
+#: tolerance of per-step figures against the plan windows
+TOL = 0.05
+#: p99 is compared only for steps with this many successful requests (>= 20 above it)
+P99_MIN = 2000
 
 #: sample -> (expected format, independent reader, planned levels, kind)
 SAMPLES = {
@@ -98,7 +99,30 @@ def _reader_steps(t):
     return out
 
 
-@NOT_WIRED
+def _reader_percentiles(t, unit_s: float):
+    """(p50, p99) nearest-rank of the successful requests of every reader step, in the file's unit."""
+    bad = failed(t)
+    out = []
+    for k in range(len(t.step_names)):
+        good = np.sort(t.latency_s[(t.step == k) & ~bad])
+        out.append(tuple(float(P.nearest_rank(good.tolist(), p)) / unit_s for p in (50, 99)))
+    return out
+
+
+def _close(a, b, unit) -> bool:
+    return abs(a - b) <= max(TOL * abs(b), unit)
+
+
+def _check_percentiles(name, t, windows):
+    # the plan reader keeps the file's unit: JMeter and Gatling integer ms (one unit of slack),
+    # k6 float ms, vegeta ns
+    unit_s, slack = (1e-3, 1) if name.startswith(("jmeter", "gatling")) else (1e-3, 0)
+    for (p50, p99), w in zip(_reader_percentiles(t, unit_s), windows):
+        assert _close(p50, w.p50, slack), (name, p50, w)
+        if w.n - w.errors >= P99_MIN:
+            assert _close(p99, w.p99, slack), (name, p99, w)
+
+
 @pytest.mark.parametrize("name", [n for n in STEPPED if SAMPLES[n][3] == "concurrency"])
 def test_reader_finds_the_planned_concurrency_steps(name):
     t, r = table(name), independent(name)
@@ -108,11 +132,13 @@ def test_reader_finds_the_planned_concurrency_steps(name):
     if "stepping" in name:
         durations = P.STEPPING_DURATIONS_S
         t0 = P.jmeter_log_time_ns(P.REAL / "jmeter-stepping.log", "Start supplying threads")
-    for (_, rps), w in zip(steps, P.plan_windows(r, SAMPLES[name][2], durations_s=durations, t0_ns=t0)):
-        assert abs(rps - w.rps) <= 0.05 * w.rps
+    windows = P.plan_windows(r, SAMPLES[name][2], durations_s=durations, t0_ns=t0)
+    for (_, rps), w in zip(steps, windows):
+        assert abs(rps - w.rps) <= TOL * w.rps, (name, rps, w)
+    _check_percentiles(name, t, windows)
+    assert t.step_rates is None
 
 
-@NOT_WIRED
 @pytest.mark.parametrize("name", [n for n in STEPPED if SAMPLES[n][3] == "rate" and "vegeta" not in n])
 def test_reader_finds_the_planned_rate_steps(name):
     # an open-loop ramp's steps are its rates: as many steps as planned, each about as
@@ -121,8 +147,22 @@ def test_reader_finds_the_planned_rate_steps(name):
     steps = _reader_steps(t)
     assert len(steps) == len(SAMPLES[name][2])
     assert t.step_concurrency is None or all(c is None for c in t.step_concurrency)
-    for (_, rps), w in zip(steps, P.plan_windows(r, SAMPLES[name][2])):
-        assert abs(rps - w.rps) <= 0.05 * w.rps
+    windows = P.plan_windows(r, SAMPLES[name][2])
+    for (_, rps), w in zip(steps, windows):
+        assert abs(rps - w.rps) <= TOL * w.rps, (name, rps, w)
+    _check_percentiles(name, t, windows)
+    # the intended rate of every step is the plan's (found from arrivals + dropped work)
+    for rate, plan in zip(t.step_rates, SAMPLES[name][2]):
+        assert abs(rate["intended_rps"] - plan) <= TOL * plan, (rate, plan)
+    if name.startswith("k6"):
+        # k6 says what it dropped: per step the dropped_iterations of the plan window, and only
+        # the 400 it/s step (1,138 dropped, 8 VUs) fell behind
+        run = (P.k6_json if name.endswith(".json.gz") else P.k6_csv)(P.REAL / name)
+        assert [x["dropped"] for x in t.step_rates] == P.count_in_windows(run.dropped_ns, windows)
+        assert [x["fell_behind"] for x in t.step_rates] == [False, False, False, False, True]
+        assert any("fell behind schedule" in w and "coordinated omission" in w for w in t.warnings)
+    else:  # Gatling's log has no dropped work: no verdict
+        assert all(x["fell_behind"] is None and x["dropped"] is None for x in t.step_rates)
 
 
 def test_vegeta_reader_steps_are_the_attacks_vegeta_reported():

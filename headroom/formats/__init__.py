@@ -117,6 +117,9 @@ def summary_only(head: bytes) -> str | None:
         if b'"root_group"' in text or (b'"metrics"' in text and b'"http_req_duration"' in text):
             return ("looks like k6's end-of-test summary (--summary-export): run k6 with "
                     "--out json=results.json or --out csv=fileName=results.csv,timeFormat=rfc3339_nano")  # fmt: skip
+    if b"Summary:" in text[:200] and b"Requests/sec:" in text:
+        return ("looks like hey's text summary (one summary per run, no requests): run hey with "
+                "-o csv for one row per request")  # fmt: skip
     if b"Percentage served" in text[:200]:
         return ("looks like 'ab -e' output (one percentile table per run): ab cannot write per-request data; "
                 "use hey -o csv, vegeta or oha --output-format csv")  # fmt: skip
@@ -127,8 +130,6 @@ def summary_only(head: bytes) -> str | None:
     ):
         return ("looks like wrk/wrk2 text output (one summary per run): record per-request data with "
                 "hey -o csv, vegeta or oha --output-format csv instead")  # fmt: skip
-    if b"Summary:" in text[:200] and b"Requests/sec:" in text:
-        return "looks like hey's text summary: run hey with -o csv for one row per request"
     if text.startswith(b"#[") and (b"StartTime" in text or b"BaseTime" in text):
         return ("looks like an HdrHistogram interval log (.hlog): per-interval histograms, not requests; "
                 "not read yet: export per-request data instead")  # fmt: skip
@@ -163,6 +164,29 @@ def detect(path: Path, head: bytes | None = None) -> str:
     )
 
 
+def _not_the_forced_format(name: str, path: Path, head: bytes) -> str:
+    """One line, about 200 characters besides the path: the forced format, and what the file is instead."""
+    f = FORMATS[name]
+    try:
+        found = detect(path, head)
+    except HeadroomError as e:
+        why = str(e).split(": ", 1)[-1]
+        if why.startswith("looks like"):
+            return f"{path}: --format {name}, but the file {short(why, 150)}"
+        found = None
+    if found is not None:
+        tool = FORMATS[found].tool.split(" (")[0]
+        return (
+            f"{path}: --format {name} expects {f.expects}; the file is {tool} output: "
+            f"leave --format out (or --format {found})"
+        )
+    line = short(first_line(head.lstrip(b"\xef\xbb\xbf")), 40)
+    return (
+        f"{path}: --format {name}, but the file does not look like {f.tool} output: expected {f.expects}, "
+        f"first line '{line}'"
+    )
+
+
 def resolve(name: str, path: Path, head: bytes) -> str:
     """``--format NAME``: a format or a tool name (then the variant is detected), checked against the file."""
     name = ALIASES.get(name) or name
@@ -173,17 +197,14 @@ def resolve(name: str, path: Path, head: bytes) -> str:
             return (
                 name if name not in CSV_FAMILY else next(f for f in family if FORMATS[f].guess_can_open(data))
             )
-        f = FORMATS[name]
-        raise HeadroomError(
-            f"{path}: --format {name}, but the file does not look like {f.tool} output: expected {f.expects}, "
-            f"first line '{short(first_line(data), 60)}'"
-        )
+        raise HeadroomError(_not_the_forced_format(name, path, head))
     if name in ALIASES:
         found = detect(path, head)
         if found.startswith(name):
             return found
         raise HeadroomError(
-            f"{path}: --format {name}, but the file does not look like {name} output ({found}?)"
+            f"{path}: --format {name}, but the file does not look like {name} output: it is "
+            f"{FORMATS[found].tool} output ({found}); leave --format out (or --format {found})"
         )
     raise HeadroomError(f"unknown --format {name!r}: one of {', '.join([*FORMATS, *ALIASES])}")
 

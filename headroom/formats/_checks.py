@@ -24,6 +24,8 @@ SPAN_TOLERANCE_S = 600.0
 SPAN_TOLERANCE_IQR = 10.0
 #: Relative offsets (hey, oha) above this many seconds are refused (115 days).
 MAX_OFFSET_S = 1e7
+#: Longest wait before a hey section's first request (hey sends its first at once): beyond, damaged offsets
+MAX_FIRST_OFFSET_S = 3600.0
 #: CPU percentages may exceed 100 % (x cores) by 5 % (sampling jitter: 101 % is seen in real runs).
 CPU_TOLERANCE = 1.05
 
@@ -105,6 +107,15 @@ def check_offsets(path, st: np.ndarray, line0) -> None:
             f"{path}{'' if ln is None else f':{ln + 1 + i}'}: offset {st[i] / 1e9:.6g} s is beyond "
             f"{MAX_OFFSET_S:.0e} s since the start: a damaged value"
         )
+    if len(st) and st.min() > MAX_FIRST_OFFSET_S * 1e9:
+        i = int(np.argmin(st))
+        ln = line0()
+        first, span = st[i] / 1e9, (st.max() - st[i]) / 1e9
+        raise HeadroomError(
+            f"{path}{'' if ln is None else f':{ln + 1 + i}'}: this section's first request is at offset "
+            f"{first:.6g} s ({first / 86400:.1f} days after hey started; hey sends its first request at "
+            f"once), its last {span:.6g} s later: shifted or damaged offsets"
+        )
 
 
 def mtime_base(path, end_rel: int) -> int:
@@ -118,10 +129,15 @@ def mtime_base(path, end_rel: int) -> int:
     return base
 
 
-def check_base(path, base: int) -> None:
-    """``--hey-start`` must be a time between 1970 and 2200."""
+def check_base(path, base: int, warnings: list | None = None) -> None:
+    """``--hey-start`` must be a time between 1970 and 2200; before 2000 (an unset clock) is said."""
     if not 0 <= int(base) < MAX_TIME_NS:
         raise HeadroomError(f"{path}: --hey-start {fmt_ns(int(base))} is outside 1970-2200")
+    if int(base) < MIN_TIME_NS and warnings is not None:
+        warnings.append(
+            f"{path}: --hey-start {fmt_ns(int(base))} puts the run before 2000 (an unset clock?): "
+            "CPU samples and other runs will not line up with it"
+        )
 
 
 # --------------------------------------------------------------------------

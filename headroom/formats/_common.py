@@ -36,7 +36,8 @@ class Table:
     False (formats with their own success flag) or, without ``ok``, when its
     ``status`` is not 2xx (status 0: no HTTP response, e.g. connection
     refused).  Both None: the format cannot tell, errors are unknown.
-    ``step`` is the 0-based step of every row (None: one step).
+    ``step`` is the 0-based step of every row (None: one step).  Rate steps
+    (an open-loop ramp) have ``step_rates`` and no ``step_concurrency``.
     """
 
     fmt: str
@@ -48,6 +49,8 @@ class Table:
     step: np.ndarray | None = None
     step_names: list[str] = field(default_factory=list)
     step_concurrency: list[int | None] | None = None
+    #: rate steps (open loop): per step intended_rps, sent_rps, dropped, fell_behind (None: unknown)
+    step_rates: list[dict] | None = None
     steps_source: str = ""
     relative: bool = False
     line: np.ndarray | None = None  # file line of every row, for messages (None: unknown)

@@ -6,8 +6,9 @@ and ``USER`` (``START``/``END`` of a virtual user).  Gatling 3.0-3.3 wrote
 3.4-3.11 ``REQUEST<TAB>groups<TAB>name<TAB>start<TAB>end<TAB>status<TAB>message``: the
 reader finds the status field and takes the two times before it, so both
 read.  Per request, millisecond times.  The binary log of Gatling 3.12+ is
-not read (refused with a message).  Steps: one per level of active users
-(USER START/END records, counted at each request's start), else one step.
+not read (refused with a message).  Steps: the held levels of active users
+(USER START/END records around each request, headroom.levels); in an open
+model the rates users were started at; else one step.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import COARSE_MS, Table, drop_truncated_tail, fail, short, steps_from_concurrency
+from ._common import COARSE_MS, Table, drop_truncated_tail, fail, short
 
 
 def guess(head: bytes) -> bool:
@@ -29,18 +30,31 @@ def looks_binary_gatling(head: bytes) -> bool:
     return head[:1] == b"\x00" and b"simulation" in head[:512].lower()
 
 
-def steps_of(st: np.ndarray, u_start: list[int], u_end: list[int]):
-    """The steps of the requests (start ms): one per level of active users at each start.
+def steps_of(st: np.ndarray, en: np.ndarray, u_start: list[int], u_end: list[int]):
+    """The steps of the requests (start, end ms) from the USER records (headroom.levels).
 
-    Returns (step of every request, step names, concurrency per step or None, how steps were found).
+    Closed model: the held levels of active users around each request; when
+    most requests are at levels never held (an open model,
+    ``constantUsersPerSec``), rate steps from the users' arrivals.  Returns
+    (step of every request, step names, concurrency per step or None, how
+    steps were found, rate figures per step or None, notes for the warnings).
     """
     if not u_start:
-        return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step"
-    us = np.sort(np.array(u_start, np.int64))
-    ue = np.sort(np.array(u_end, np.int64)) if u_end else np.zeros(0, np.int64)
-    active = np.searchsorted(us, st, side="right") - np.searchsorted(ue, st, side="right")
-    step, names, conc = steps_from_concurrency(np.maximum(active, 1))
-    return step, names, conc, f"active users from USER START/END records ({len(names)} levels)"
+        return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step", None, ()
+    from ..levels import closed_loop, gatling_active_users, reader_steps, steps_from_arrivals
+
+    users = gatling_active_users(u_start, u_end if u_end else [], st)
+    inf = closed_loop(st * 1_000_000, users, end_ns=en * 1_000_000, source="active users (USER records)")
+    src = "active users around each request (USER START/END records)"
+    if inf.looks_open:
+        arrivals = np.asarray(u_start, np.int64) * 1_000_000
+        inf = steps_from_arrivals(st * 1_000_000, arrivals_ns=arrivals, transients="next",
+                                  source="users started per second (open model)")  # fmt: skip
+        src = "users started per second (open model: rate steps)"
+    rs = reader_steps(inf)
+    if rs is None:
+        return np.zeros(len(st), np.int64), ["all"], None, "no level held: one step", None, inf.notes
+    return rs.step, rs.names, rs.concurrency, f"{src}, {len(rs.names)} steps", rs.rates, rs.notes
 
 
 def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
@@ -165,7 +179,8 @@ def read(path: Path, data: bytes) -> Table:
         raise fail(path, None, "no REQUEST records in this Gatling simulation.log")
     st = np.asarray(starts, np.int64)
     en = np.asarray(ends, np.int64)
-    step, names, conc, src = steps_of(st, u_start, u_end)
+    step, names, conc, src, rates, notes = steps_of(st, en, u_start, u_end)
+    warnings += [f"{path}: {n}" for n in notes]
     return Table(
         fmt="gatling",
         fidelity=COARSE_MS,
@@ -176,6 +191,7 @@ def read(path: Path, data: bytes) -> Table:
         step=step,
         step_names=names,
         step_concurrency=conc,
+        step_rates=rates,
         steps_source=src,
         line=np.asarray(lines, np.int64),
         warnings=warnings,

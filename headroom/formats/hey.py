@@ -131,7 +131,7 @@ def anchor(path, start: np.ndarray, lat: np.ndarray, base_time_ns: int | None, w
         end_rel = int(np.max(start + np.rint(lat * 1e9).astype(np.int64))) if len(start) else 0
         base_time_ns = mtime_base(path, end_rel)
         warnings.append(anchor_warning(path, what))
-    check_base(path, base_time_ns)
+    check_base(path, base_time_ns, warnings)
     return start + np.int64(base_time_ns)
 
 

@@ -6,8 +6,9 @@ for); ``elapsed`` is the latency in ms: per request, millisecond times.
 ``success`` decides errors; ``responseCode`` names them (0 when it is not a
 number, e.g. "Non HTTP response code").  Transaction-controller parent
 samples (message "Number of samples in transaction ...") are left out, so no
-request is counted twice.  Steps: one per ``allThreads`` level (active
-threads in the whole test when the sample was taken), else one step.
+request is counted twice.  Steps: the ``allThreads`` levels (active threads
+in the whole test when the sample was taken) that are held (headroom.levels:
+thread start-up and shut-down are counted in the next step), else one step.
 """
 
 from __future__ import annotations
@@ -52,19 +53,26 @@ def no_header_hint(head: bytes) -> str | None:
     return None
 
 
-def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray):
-    """The steps of the samples: one per ``allThreads`` level, else one step.
+def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray, elapsed: np.ndarray):
+    """The steps of the samples: the ``allThreads`` levels that are held (headroom.levels), else one step.
 
-    Returns (step of every sample, step names, concurrency per step or None, how steps were found).
+    Returns (step of every sample, step names, concurrency per step or None, how steps were found,
+    notes for the warnings).
     """
     if threads is None:
         src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
-        return np.zeros(len(ts), np.int64), ["all"], None, src
+        return np.zeros(len(ts), np.int64), ["all"], None, src, ()
     if (threads <= 0).any():
         i = int(np.argmax(threads <= 0))
         raise fail(path, int(lines[i]), f"bad allThreads {int(threads[i])} (must be > 0)")
-    step, names, conc = steps_from_concurrency(threads)
-    return step, names, conc, f"allThreads ({len(names)} levels)"
+    from ..levels import closed_loop, reader_steps
+
+    inf = closed_loop(ts * 1_000_000, threads, end_ns=(ts + elapsed) * 1_000_000, source="allThreads")
+    rs = reader_steps(inf)
+    if rs is None:
+        step, names, conc = steps_from_concurrency(threads)
+        return step, names, conc, f"allThreads ({len(names)} levels, none held: one step each)", inf.notes
+    return rs.step, rs.names, rs.concurrency, f"allThreads, held levels ({len(rs.names)} steps)", rs.notes
 
 
 def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warnings) -> Table:
@@ -85,7 +93,8 @@ def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warning
         threads = threads[keep] if threads is not None else None
     if len(ts) == 0:
         raise fail(path, None, "no samples (the file has a header but no data rows)")
-    step, names, conc, src = steps_of(path, ts, threads, lines)
+    step, names, conc, src, notes = steps_of(path, ts, threads, lines, elapsed)
+    warnings += [f"{path}: {n}" for n in notes]
     return Table(
         fmt=fmt,
         fidelity=COARSE_MS,

@@ -125,7 +125,43 @@ def _times_arrow(col, path: Path, lines) -> np.ndarray:
     return _times_ns([("" if v is None else str(v)) for v in col.to_pylist()], path, lines)
 
 
-def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, vus_v, warnings) -> Table:
+def _dropped(times_ns: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """One time per dropped iteration (a sample counts one or more); None without samples."""
+    if len(times_ns) == 0:
+        return None
+    n = np.clip(np.nan_to_num(np.rint(values)), 0, 1 << 20).astype(np.int64)
+    return np.repeat(np.asarray(times_ns, np.int64), n)
+
+
+def _steps_of(path, start, end_ns, vus_t, vus_v, dropped, warnings):
+    """One scenario's steps (headroom.levels): the held VU levels (``vus``, sampled once a second,
+    changes placed by the request rate), or rate steps from the request starts and the
+    ``dropped_iterations`` samples when k6 dropped work or the VU levels go up and down
+    (``ramping-arrival-rate``).  Returns (step, names, concurrency, rates, source)."""
+    from ..levels import closed_loop, levels_from_samples, reader_steps, steps_from_arrivals
+
+    inf, turns = None, 0
+    if len(vus_t):
+        level = levels_from_samples(start, vus_t, vus_v)
+        inf = closed_loop(start, level, end_ns=end_ns, source="the vus metric")
+        lv = np.diff(np.asarray(inf.levels))
+        turns = int((np.sign(lv[1:]) * np.sign(lv[:-1]) < 0).sum()) if len(lv) > 1 else 0
+    if inf is None or (dropped is not None and len(dropped)) or turns >= 2 or inf.looks_open:
+        drop = np.zeros(0, np.int64) if dropped is None else dropped
+        inf = steps_from_arrivals(start, dropped_ns=drop, transients="next",
+                                  source="requests + dropped_iterations per second")  # fmt: skip
+    rs = reader_steps(inf)
+    warnings += [f"{path}: {x}" for x in inf.notes]
+    if rs is None:
+        return np.zeros(len(start), np.int64), ["all"], None, None, "no level held: one step"
+    if rs.rates is not None:
+        return rs.step, rs.names, None, rs.rates, "rate steps (requests and dropped_iterations per second)"
+    src = "the vus metric (held levels; sampled once a second, changes placed by the request rate)"
+    return rs.step, rs.names, rs.concurrency, None, src
+
+
+def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, vus_v, warnings,
+           dropped=None) -> Table:  # fmt: skip
     n = len(end_ns)
     if n == 0:
         raise fail(
@@ -150,7 +186,7 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
     vus_t, vus_v = vus_t[order], vus_v[order]
     arrow = not isinstance(scenario, list)
     names = sorted(set(scenario)) if not arrow else sorted(str(v) for v in scenario.unique().to_pylist())
-    conc = None
+    conc, rates = None, None
     if len(names) > 1:
         step, names = steps_from_labels(scenario, start) if not arrow else steps_from_arrow(scenario, start)
         src = f"the scenario tag ({len(names)} scenarios)"
@@ -164,16 +200,8 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
             warnings.append(
                 f"{path}: some scenarios have no vus sample inside them: their concurrency is unknown"
             )
-    elif len(vus_t):
-        # the VU count at each request's start: the latest vus sample at or before it
-        i = np.searchsorted(vus_t, start, side="right") - 1
-        level = vus_v[np.maximum(i, 0)].astype(np.int64)
-        levels = np.unique(level)
-        pos = {int(v): k for k, v in enumerate(levels)}
-        step = np.array([pos[int(v)] for v in level], np.int64)
-        names = [f"{int(v)} VUs" for v in levels]
-        conc = [int(v) for v in levels]
-        src = "the vus metric (sampled once a second: step boundaries accurate to about 1 s)"
+    elif len(vus_t) or dropped is not None:
+        step, names, conc, rates, src = _steps_of(path, start, end_ns, vus_t, vus_v, dropped, warnings)
     else:
         step = np.zeros(n, np.int64)
         names = [names[0] if names and names[0] else "all"]
@@ -188,6 +216,7 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
         step=step,
         step_names=names,
         step_concurrency=conc,
+        step_rates=rates,
         steps_source=src,
         line=np.asarray(lines, np.int64),
         warnings=warnings,
@@ -211,7 +240,7 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
             explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
         point = pc.fill_null(pc.equal(t.column("type"), "Point"), False)
         rows = {}
-        for metric in ("http_req_duration", "vus"):
+        for metric in ("http_req_duration", "vus", "dropped_iterations"):
             sel = pc.and_(point, pc.fill_null(pc.equal(t.column("metric"), metric), False))
             d = pc.filter(t.column("data"), sel).combine_chunks()
             idx = np.flatnonzero(np.asarray(sel.to_numpy(zero_copy_only=False), bool))
@@ -221,6 +250,9 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     (req, lines), (vus, vus_lines) = rows["http_req_duration"], rows["vus"]
+    drop, drop_lines = rows["dropped_iterations"]
+    drop_v = np.asarray(drop.field("value").to_numpy(zero_copy_only=False), np.float64)
+    dropped = _dropped(_times_arrow(drop.field("time"), path, drop_lines), drop_v)
     end_ns = _times_arrow(req.field("time"), path, lines)
     vus_t = _times_arrow(vus.field("time"), path, vus_lines)
     tg = req.field("tags")
@@ -229,7 +261,9 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
     )
     durs = np.asarray(req.field("value").to_numpy(zero_copy_only=False), np.float64)
     vus_v = np.asarray(vus.field("value").to_numpy(zero_copy_only=False), np.float64)
-    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings)
+    return _build(
+        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings, dropped
+    )
 
 
 def read_json(path: Path, data: bytes) -> Table:
@@ -241,6 +275,7 @@ def read_json(path: Path, data: bytes) -> Table:
         return fast
     times, durs, status, expected, scen, lines = [], [], [], [], [], []
     vus_times, vus_vals, vus_lines = [], [], []
+    drop_times, drop_vals, drop_lines = [], [], []
     for ln, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -254,7 +289,7 @@ def read_json(path: Path, data: bytes) -> Table:
         if not isinstance(rec, dict) or rec.get("type") != "Point":
             continue
         metric = rec.get("metric")
-        if metric not in ("http_req_duration", "vus"):
+        if metric not in ("http_req_duration", "vus", "dropped_iterations"):
             continue
         d = rec.get("data")
         if (
@@ -263,10 +298,13 @@ def read_json(path: Path, data: bytes) -> Table:
             or not isinstance(d.get("value"), (int, float))
         ):
             raise fail(path, ln, f"a k6 Point without data.time and data.value: '{short(line)}'")
-        if metric == "vus":
-            vus_times.append(d["time"])
-            vus_vals.append(float(d["value"]))
-            vus_lines.append(ln)
+        if metric != "http_req_duration":
+            t, v, ls = (
+                (vus_times, vus_vals, vus_lines) if metric == "vus" else (drop_times, drop_vals, drop_lines)
+            )
+            t.append(d["time"])
+            v.append(float(d["value"]))
+            ls.append(ln)
             continue
         tags = d.get("tags") if isinstance(d.get("tags"), dict) else {}
         times.append(d["time"])
@@ -277,7 +315,10 @@ def read_json(path: Path, data: bytes) -> Table:
         lines.append(ln)
     end_ns = _times_ns(times, path, lines)
     vus_t = _times_ns(vus_times, path, vus_lines)
-    return _build(path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings)
+    dropped = _dropped(_times_ns(drop_times, path, drop_lines), np.asarray(drop_vals, np.float64))
+    return _build(
+        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings, dropped
+    )
 
 
 def read_csv(path: Path, data: bytes) -> Table:
@@ -305,6 +346,8 @@ def read_csv(path: Path, data: bytes) -> Table:
     names = t.column("metric_name")
     req = np.asarray(pc.equal(names, "http_req_duration").to_numpy(zero_copy_only=False), bool)
     vus = np.asarray(pc.equal(names, "vus").to_numpy(zero_copy_only=False), bool)
+    drop = np.asarray(pc.equal(names, "dropped_iterations").to_numpy(zero_copy_only=False), bool)
+    dt = t.filter(pa.array(drop))
     rt = t.filter(pa.array(req))
     vt = t.filter(pa.array(vus))
 
@@ -325,7 +368,9 @@ def read_csv(path: Path, data: bytes) -> Table:
     end_ns = _times_arrow(col(rt, "timestamp"), path, line[req])
     vus_t = _times_arrow(col(vt, "timestamp"), path, line[vus])
     vus_v = [float(v) if is_float(v) else 0.0 for v in col(vt, "metric_value").to_pylist()]
+    drop_v = np.array([float(v) if is_float(v) else 0.0 for v in col(dt, "metric_value").to_pylist()])
+    dropped = _dropped(_times_arrow(col(dt, "timestamp"), path, line[drop]), drop_v)
     return _build(
         path, "k6-csv", end_ns, durs, col(rt, "status"), col(rt, "expected_response"), col(rt, "scenario"),
-        line[req], vus_t, vus_v, warnings,
+        line[req], vus_t, vus_v, warnings, dropped,
     )  # fmt: skip

@@ -2,7 +2,9 @@
 
 Every result has its absolute start (unix ns), status code (0: no response)
 and latency (ns): exact per request.  Steps: one per ``attack`` name (a rate
-ramp is several named attacks), ordered by their first request.
+ramp is several named attacks), ordered by their first request; an attack name that
+holds a number (``rate250``) states its intended rate (headroom.levels: sent
+rate and "fell behind schedule").
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ def _table(path, t, warnings, fmt) -> Table:
 
     step, names = steps_from_arrow(t.column("attack"), start)
     src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
+    rates = _rates(path, start, step, names, warnings)
     return Table(
         fmt=fmt,
         fidelity=EXACT,
@@ -155,10 +158,25 @@ def _table(path, t, warnings, fmt) -> Table:
         status=code,
         step=step,
         step_names=names,
+        step_rates=rates,
         steps_source=src,
         line=np.arange(1, len(start) + 1),
         warnings=warnings,
     )
+
+
+def _rates(path, start, step, names, warnings) -> list[dict] | None:
+    """Rate steps of the attacks (headroom.levels): intended rate from the attack name
+    (``rate250`` -> 250/s), sent rate as vegeta reports it, and whether the attack fell behind."""
+    from ..levels import rate_from_name, reader_steps, steps_from_groups
+
+    want = [rate_from_name(n) for n in names]
+    if all(w is None for w in want):
+        return None
+    inf = steps_from_groups(start, step, intended_rps=want, source="the attack names")
+    warnings += [f"{path}: {x}" for x in inf.notes]
+    rs = reader_steps(inf, names=names)
+    return None if rs is None else rs.rates
 
 
 def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
