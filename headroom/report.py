@@ -92,13 +92,16 @@ def notebook_parameters(
     if figure_format not in FIGURE_FORMATS:
         raise HeadroomError(f"figure format {figure_format!r}: expected one of {', '.join(FIGURE_FORMATS)}")
     labels = list(labels) + [""] * (len(runs) - len(labels))
+    read = ReadOptions.from_dict(read_options)
     common = {
         "objective": objective,
         "bucket": bucket,
         "bins": int(bins),
         "bin_width": float(bin_width),
         "cpu_target": float(cpu_target),
-        "read_options": ReadOptions.from_dict(read_options).to_dict(),
+        "cpu_cores": float(read.cpu_cores or 0.0),
+        "skip_bad_rows": bool(read.skip_bad_rows),
+        "read_options": read.to_dict(),
         "title": title,
         "figure_format": figure_format,
         "log_latency": bool(log_latency),
@@ -141,7 +144,7 @@ def load_summaries(
     out = []
     for path, label in zip(paths, labels):
         read = ReadOptions.from_dict(read_options)
-        if read_options is None:
+        if not read_options:  # a notebook run by hand with the two plain parameters
             read = ReadOptions(cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
         run = reduce_run(path, bucket_s=parse_duration(bucket), label=label or None, **read.reduce_kwargs())
         out.append(

@@ -370,10 +370,27 @@ def test_all_requests_failed_is_said_so(tmp_path):
     one_line_error(cli("summary", p), f"all {len(rows):,} requests failed: {len(rows):,}x HTTP 404")
 
 
-def test_report_refuses_options_it_cannot_honour(tmp_path):
-    p = cli("report", DATA / "k6.json", "-o", tmp_path / "r.html", "--hey-start", "2024-01-01T00:00:00Z")
-    one_line_error(p, "report does not take --hey-start")
-    assert not (tmp_path / "r.html").exists()
+def test_report_reads_with_the_options_summary_takes(tmp_path):
+    # a hey ramp with a stated start and plan: the report's step table is summary's, step for step
+    opts = ["--hey-start", "2024-01-01T00:00:00Z", "--concurrency", "3,5,7", "--format", "hey"]
+    js = tmp_path / "s.json"
+    assert cli("summary", DATA / "hey-ramp.csv", *opts, "--json", js).returncode == 0
+    doc = json.loads(js.read_text())
+    assert [s["concurrency"] for s in doc["steps"]] == [3, 5, 7]
+    p = cli("report", DATA / "hey-ramp.csv", *opts, "-o", tmp_path / "r.html")
+    assert p.returncode == 0, p.stderr
+    page = (tmp_path / "r.html").read_text()
+    # the stated plan reached the notebook: step k at concurrency 3, 5, 7 in the report's step table
+    for k, c in enumerate((3, 5, 7)):
+        assert f"<tr><td>{k}</td><td>{c}</td>" in page
+    shown = [s for s in doc["steps"] if s["goodput_rps"] is not None]
+    assert shown
+    for step in shown:
+        assert f"<td>{round(step['goodput_rps']):,}</td>" in page
+    # a forced format that does not fit is refused the same way in both
+    bad = cli("report", DATA / "k6.json", "--format", "jmeter-csv", "-o", tmp_path / "x.html")
+    one_line_error(bad, "k6.json")
+    assert not (tmp_path / "x.html").exists()
 
 
 @pytest.mark.skipif(not os.environ.get("HEADROOM_REPORT_TESTS"), reason="slow: runs a notebook")

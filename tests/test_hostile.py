@@ -249,8 +249,10 @@ def test_megabyte_header_gives_a_short_message(tmp_path):
     assert p.returncode == 2 and len(p.stderr) < 400, p.stderr[:500]
 
 
-def test_report_refuses_hey_start(tmp_path):
-    p = cli(
-        "report", make_run(tmp_path / "r"), "-o", tmp_path / "o.html", "--hey-start", "2024-01-02T03:04:00Z"
-    )
-    error(p, "report does not take --hey-start")
+def test_report_takes_hey_start_as_summary_does(tmp_path):
+    # issue 14 asked that report not drop --hey-start silently: it now reads with it, as summary does
+    run = make_run(tmp_path / "r")
+    opts = ["--hey-start", "2024-01-02T03:04:00Z"]
+    assert cli("summary", run, *opts).returncode == 0
+    p = cli("report", run, "-o", tmp_path / "o.html", *opts)
+    assert p.returncode == 0 and (tmp_path / "o.html").exists(), p.stderr
