@@ -429,33 +429,25 @@ def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Me
     note = f"geometric mean over {t.pairs} {what} step pairs"
     if spec.out == "paired_plateau_rps":
         note += " (the summary's plateau is the median of one run's saturated steps)"
-    if not spec.weight:
-        q = t_quantile(1.0 - alpha / 2.0, t.df)
-        return Metric(
-            **_base(spec, threshold),
-            baseline=t.baseline,
-            candidate=t.candidate,
-            change=math.exp(t.d) - 1.0,
-            ci=_interval(t, q),
-            decision="shown",
-            note=note,
-            pairs=t.pairs,
-            noise=t.noise,
-            level=1.0 - alpha,
-        )
-    rejected, a_local = holm[spec.out]
-    decision, bound = _decide(t, rejected, threshold, alpha)
-    q = t_quantile(1.0 - a_local / 2.0, t.df)
-    return Metric(
+    common = dict(
         **_base(spec, threshold),
         baseline=t.baseline,
         candidate=t.candidate,
         change=math.exp(t.d) - 1.0,
-        ci=_interval(t, q),
-        decision=decision,
         note=note,
         pairs=t.pairs,
         noise=t.noise,
+    )
+    if not spec.weight:  # shown with a plain two-sided interval, not tested
+        q = t_quantile(1.0 - alpha / 2.0, t.df)
+        return Metric(**common, ci=_interval(t, q), decision="shown", level=1.0 - alpha)
+    rejected, a_local = holm[spec.out]
+    decision, bound = _decide(t, rejected, threshold, alpha)
+    q = t_quantile(1.0 - a_local / 2.0, t.df)
+    return Metric(
+        **common,
+        ci=_interval(t, q),
+        decision=decision,
         level=1.0 - a_local,
         bound=bound,
         mdc=_mdc(t, alpha * _initial_weight(holm, spec.out)),
