@@ -130,7 +130,7 @@ class Noise:
             return f"between-run noise: {self.source} (a comparison of an older schema)"
         if self.source == "default":
             return (
-                "between-run noise: per-metric defaults for a shared CI machine (see README); "
+                "between-run noise: per-metric defaults for a shared CI machine (docs/ci.md); "
                 "--noise-from A/A runs or repeat runs would measure it"
             )
         if self.source == "learned":
@@ -787,24 +787,31 @@ def _would_decide(m: Metric, primary: str, threshold: float, n: int, alpha: floa
     return abs(m.change) >= threshold and abs(logc) > t_quantile(1.0 - alpha * w / 2.0, df) * se
 
 
-def _load_means(sides) -> list[list[float | None]]:
+def _load_means(sides, key: str = "mean_percent") -> list[list[float | None]]:
+    """Per run, the foreign CPU (or steal, ``steal_mean_percent``) headroom ramp recorded, % of the machine."""
     out = []
     for side in sides:
         vals = []
         for s in side:
             fc = s.run.meta.fields.get("foreign_cpu") if s.run.meta is not None else None
-            v = fc.get("mean_percent") if isinstance(fc, dict) else None
+            v = fc.get(key) if isinstance(fc, dict) else None
             vals.append(float(v) if isinstance(v, (int, float)) else None)
         out.append(vals)
     return out
 
 
 def _load_notes(sides) -> list[str]:
-    means = _load_means(sides)
-    if any(v is None for side in means for v in side):
-        return []
-    b, c = (", ".join(f"{v:.0f}" for v in side) for side in means)
-    return [f"CPU used by other processes during the runs (% of the machine): baseline {b}; candidate {c}"]
+    notes = []
+    for key, what in (
+        ("mean_percent", "CPU used by other processes"),
+        ("steal_mean_percent", "CPU stolen by the host"),
+    ):
+        means = _load_means(sides, key)
+        if any(v is None for side in means for v in side):
+            continue
+        b, c = (", ".join(f"{v:.0f}" for v in side) for side in means)
+        notes.append(f"{what} during the runs (% of the machine): baseline {b}; candidate {c}")
+    return notes
 
 
 def _load_warnings(sides) -> list[str]:

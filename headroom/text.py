@@ -384,6 +384,7 @@ def format_comparison(c) -> str:
             indent="    ",
         ),
         *_wrap(f"  {c.noise.describe()}", indent="    "),
+        *(line for note in c.notes[2:] for line in _wrap(f"  {note}", indent="    ")),
         "",
     ]
     rows = []

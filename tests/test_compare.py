@@ -341,10 +341,11 @@ def _with_meta(s, **fields):
 
 def test_foreign_load_is_shown_and_warned():
     a, b = analyze(synthetic.ramp(1)), analyze(synthetic.ramp(2))
-    quiet = _with_meta(a, foreign_cpu={"mean_percent": 4.0})
-    busy = _with_meta(b, foreign_cpu={"mean_percent": 31.0})
+    quiet = _with_meta(a, foreign_cpu={"mean_percent": 4.0, "steal_mean_percent": 0.5})
+    busy = _with_meta(b, foreign_cpu={"mean_percent": 31.0, "steal_mean_percent": 6.0})
     c = compare_runs(quiet, busy)
-    assert any("baseline 4; candidate 31" in n for n in c.notes)
+    assert any("other processes" in n and "baseline 4; candidate 31" in n for n in c.notes)
+    assert any("stolen by the host" in n and "baseline 0; candidate 6" in n for n in c.notes)
     assert any("candidate runs were recorded under more foreign load (31 % vs 4 %" in w for w in c.warnings)
     assert not any("foreign" in w for w in compare_runs(a, b).warnings)  # not recorded: not guessed
 
