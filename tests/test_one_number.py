@@ -114,3 +114,21 @@ def test_comparison_shows_the_summaries_values(outputs):
         for key, summary_key in SHOWN.items():
             assert metrics[key][side] == pytest.approx(cap[summary_key], rel=1e-5), key
         assert metrics["rps_at_objective"][side] == pytest.approx(cap["at_objective"]["rps"], rel=1e-5)
+    # the comparison's paired plateau is another figure, under another name than the summary's
+    assert metrics["paired_plateau_rps"]["name"] != "plateau throughput"
+    assert "plateau_rps" not in metrics
+
+
+def test_history_shows_the_summaries_values(outputs, tmp_path):
+    """``headroom history`` on the same runs: each release's figures are the summary's."""
+    out = tmp_path / "h.json"
+    p = cli("history", *(RUNS / n for n in RUN_NAMES), "--objective", OBJ, "--cache", "none", "--json", out)
+    assert p.returncode in (0, 1, 3), p.stderr
+    doc = json.loads(out.read_text())
+    assert [r["label"] for r in doc["runs"]] == [d["label"] for d in outputs["json"]]
+    for release, summary in zip(doc["runs"], outputs["json"]):
+        cap, ms = summary["capacity"], release["metrics"]
+        for key in ("plateau_rps", "capacity_rps"):
+            assert ms[key]["value"] == pytest.approx(cap[key], rel=1e-5), key
+        assert ms["rps_at_objective"]["value"] == pytest.approx(cap["at_objective"]["rps"], rel=1e-5)
+        assert ms["rps_at_objective"]["lower_bound"] == (cap["at_objective"]["status"] == "held")
