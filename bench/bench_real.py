@@ -1,0 +1,270 @@
+"""Reading the SHAPES of the real tool samples at about 1M requests, as a ratio against a plain parse.
+
+    python3 bench/bench_real.py                      # about 1M requests per format
+    python3 bench/bench_real.py --requests 200000    # smaller, quicker
+
+For each real sample in tests/data/formats/real/ (JMeter 5.6.3 CSV JTL
+``jmeter-stacked.csv.gz``, Gatling 3.11 ``gatling-ClosedRampSimulation.log.gz``,
+k6 ramping-vus CSV ``k6-ramping-vus.csv.gz``, vegeta ``vegeta-rates.csv.gz``)
+a file of about N requests is written to bench/_data/ (git-ignored) by tiling
+the sample's data rows k times (k = round(N / the sample's requests)), tile i
+shifted in time by i x (the sample's span + 1 s): the header is kept once
+(Gatling: the RUN record once; USER and REQUEST times shifted), so each tile
+repeats the plan (levels, attacks; vegeta keeps its attack names).  The tiled
+file must read with ``headroom.reduce_run(path)`` and hold k x the sample's
+requests.
+
+Measured in the same run, best of 3, each run in a fresh child process:
+"floor" is ``pyarrow.csv.read_csv`` of the tiled file with the columns the
+reader needs (tab-separated, REQUEST-shaped rows, for Gatling); "headroom"
+is ``headroom.reduce_run(path)`` (detection, parsing, checks, steps, errors,
+reduction to histograms).  The ratio is headroom / floor (lower is better);
+no absolute time is asserted.  Peak RSS is the child's high-water mark
+(``VmHWM``, else ``resource.getrusage``) for reduce_run (includes the interpreter and imports).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+REAL = ROOT / "tests" / "data" / "formats" / "real"
+OUT = ROOT / "bench" / "_data"
+SEC_NS = 10**9
+
+
+def _lines(name: str) -> list[str]:
+    with gzip.open(REAL / name, "rt", encoding="utf-8", newline="") as f:
+        return f.read().splitlines(keepends=True)
+
+
+# ---- tiling: each writes `out` and returns its number of lines (records) ---------------------------------------------------
+
+
+def tile_jmeter(k: int, out: Path) -> Path:
+    lines = _lines("jmeter-stacked.csv.gz")
+    head, rows = lines[0], lines[1:]
+    ts = np.array([int(r[: r.index(",")]) for r in rows], np.int64)  # ms
+    rest = [r[r.index(",") :] for r in rows]
+    shift = int(ts.max() - ts.min()) + 1000
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.write(head)
+        for i in range(k):
+            f.writelines([f"{t}{r}" for t, r in zip((ts + i * shift).tolist(), rest)])
+    return 1 + k * len(rows)
+
+
+def tile_gatling(k: int, out: Path) -> Path:
+    lines = _lines("gatling-ClosedRampSimulation.log.gz")
+    runs = [ln for ln in lines if ln.startswith("RUN\t")]
+    recs = [ln.rstrip("\r\n").split("\t") for ln in lines if not ln.startswith("RUN\t")]
+    kinds = {r[0] for r in recs}
+    assert kinds <= {"USER", "REQUEST"}, kinds
+    times = [int(r[3]) for r in recs] + [int(r[4]) for r in recs if r[0] == "REQUEST"]
+    shift = max(times) - min(times) + 1000  # ms
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.writelines(runs)
+        for i in range(k):
+            d = i * shift
+            buf = []
+            for r in recs:
+                if r[0] == "REQUEST":
+                    buf.append("\t".join([*r[:3], str(int(r[3]) + d), str(int(r[4]) + d), *r[5:]]) + "\n")
+                else:
+                    buf.append("\t".join([*r[:3], str(int(r[3]) + d), *r[4:]]) + "\n")
+            f.writelines(buf)
+    return len(runs) + k * len(recs)
+
+
+def tile_k6(k: int, out: Path) -> Path:
+    lines = _lines("k6-ramping-vus.csv.gz")
+    head, rows = lines[0], lines[1:]
+    assert head.split(",")[1] == "timestamp", head
+    parts = [r.split(",", 2) for r in rows]  # metric_name, timestamp (rfc3339_nano, UTC 'Z'), rest
+    assert all(p[1].endswith("Z") for p in parts)
+    ts = np.array([p[1][:-1] for p in parts], "datetime64[ns]").astype(np.int64)
+    names = [p[0] for p in parts]
+    rest = [p[2] for p in parts]
+    shift = int(ts.max() - ts.min()) + SEC_NS
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.write(head)
+        for i in range(k):
+            s = np.datetime_as_string((ts + i * shift).astype("datetime64[ns]"), unit="ns").tolist()
+            f.writelines([f"{n},{t}Z,{r}" for n, t, r in zip(names, s, rest)])
+    return 1 + k * len(rows)
+
+
+def tile_vegeta(k: int, out: Path) -> Path:
+    rows = _lines("vegeta-rates.csv.gz")  # no header; timestamp (unix ns) is the first field
+    ts = np.array([int(r[: r.index(",")]) for r in rows], np.int64)
+    rest = [r[r.index(",") :] for r in rows]
+    shift = int(ts.max() - ts.min()) + SEC_NS
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        for i in range(k):
+            f.writelines([f"{t}{r}" for t, r in zip((ts + i * shift).tolist(), rest)])
+    return k * len(rows)
+
+
+# ---- floors: pyarrow.csv.read_csv of the columns the reader needs --------------------------
+
+
+def floor_jmeter(p):
+    import pyarrow.csv as pacsv
+
+    cols = ["timeStamp", "elapsed", "success", "responseCode", "responseMessage", "allThreads"]
+    return pacsv.read_csv(
+        p,
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(include_columns=cols),
+    ).num_rows
+
+
+def floor_gatling(p):
+    import pyarrow.csv as pacsv
+
+    # REQUEST records (7 fields); RUN and USER records (other lengths) are skipped.  One thread, as
+    # the reader does: with threads the Python row handler makes it ~15x slower (4.4 s against 0.25 s
+    # on the 1x closed-ramp tile), which would flatter the ratio.
+    return pacsv.read_csv(
+        p,
+        read_options=pacsv.ReadOptions(column_names=[f"c{i}" for i in range(7)], use_threads=False),
+        parse_options=pacsv.ParseOptions(
+            delimiter="\t", quote_char=False, invalid_row_handler=lambda row: "skip"
+        ),
+        convert_options=pacsv.ConvertOptions(include_columns=["c0", "c3", "c4", "c5"]),
+    ).num_rows
+
+
+def floor_k6(p):
+    import pyarrow.csv as pacsv
+
+    cols = ["metric_name", "timestamp", "metric_value", "status", "expected_response", "scenario"]
+    return pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(include_columns=cols)).num_rows
+
+
+def floor_vegeta(p):
+    import pyarrow.csv as pacsv
+
+    from headroom.formats.vegeta import CSV_COLUMNS
+
+    return pacsv.read_csv(
+        p,
+        read_options=pacsv.ReadOptions(column_names=CSV_COLUMNS),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(include_columns=["timestamp", "code", "latency", "attack"]),
+    ).num_rows
+
+
+CASES = {  # key: (label, sample, tiled name, tile, floor)
+    "jmeter": ("JMeter CSV (stacked)", "jmeter-stacked.csv.gz", "real-jmeter.csv", tile_jmeter, floor_jmeter),
+    "gatling": ("Gatling log (closed ramp)", "gatling-ClosedRampSimulation.log.gz", "real-simulation.log",
+                tile_gatling, floor_gatling),  # fmt: skip
+    "k6": ("k6 CSV (ramping-vus)", "k6-ramping-vus.csv.gz", "real-k6.csv", tile_k6, floor_k6),
+    "vegeta": ("vegeta CSV (5 attacks)", "vegeta-rates.csv.gz", "real-vegeta.csv", tile_vegeta, floor_vegeta),
+}
+
+
+def _requests(run) -> int:
+    return run.n_requests + run.errors
+
+
+def _child(what: str, key: str, path: str) -> None:
+    """One timed measurement in this (fresh) process; prints JSON."""
+    import resource
+
+    import headroom
+
+    t = time.perf_counter()
+    if what == "floor":
+        n = CASES[key][4](path)
+    else:
+        n = _requests(headroom.reduce_run(path))
+    s = time.perf_counter() - t
+    # VmHWM is this process's own peak (ru_maxrss after fork+exec may carry the parent's)
+    try:
+        status = Path("/proc/self/status").read_text()
+        rss_kb = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmHWM:")))
+    except (OSError, StopIteration):
+        rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"s": s, "n": n, "rss_mb": rss_kb / 1024}))
+
+
+def measure(what: str, key: str, path: Path, repeat: int) -> list[dict]:
+    out = []
+    for _ in range(repeat):
+        r = subprocess.run(
+            [sys.executable, __file__, "--_child", what, key, str(path)],
+            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+        )  # fmt: skip
+        if r.returncode:
+            raise RuntimeError((r.stderr.strip().splitlines() or ["(no message)"])[-1])
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=1_000_000, help="requests per tiled file (default 1,000,000)")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (default 3)")
+    ap.add_argument("--keep", action="store_true", help="keep the tiled files in bench/_data/")
+    ap.add_argument("formats", nargs="*", help=f"only these ({', '.join(CASES)})")
+    ap.add_argument("--_child", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a._child:
+        _child(*a._child)
+        return
+
+    import headroom
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows, failed = [], []
+    for key, (label, sample, name, tile, _floor) in CASES.items():
+        if a.formats and key not in a.formats:
+            continue
+        base = _requests(headroom.reduce_run(REAL / sample))
+        k = max(1, round(a.requests / base))
+        p = OUT / name
+        t = time.perf_counter()
+        nlines = tile(k, p)
+        print(f"  {label}: {k} x {base:,} requests, {p.stat().st_size / 2**20:,.0f} MB "
+              f"written in {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            head = measure("headroom", key, p, a.repeat)
+        except RuntimeError as exc:
+            failed.append((label, str(exc)))
+            print(f"  {label}: headroom could not read it: {exc}", file=sys.stderr, flush=True)
+            continue
+        n = head[0]["n"]
+        if n != k * base:
+            failed.append((label, f"{n:,} requests read, expected {k:,} x {base:,} = {k * base:,}"))
+        floor = measure("floor", key, p, a.repeat)
+        th, tf = min(r["s"] for r in head), min(r["s"] for r in floor)
+        rss = max(r["rss_mb"] for r in head)
+        rows.append((label, n, nlines, p.stat().st_size, tf, th, rss))
+        print(f"  {label}: headroom {th:.2f} s, floor {tf:.2f} s", file=sys.stderr, flush=True)
+        if not a.keep:
+            p.unlink()
+
+    print(f"\nreal sample shapes tiled to ~{a.requests:,} requests (best of {a.repeat}, fresh process each)\n")
+    print("| format | requests | rows (lines) | MB | floor s | headroom s | ratio | headroom peak RSS MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, n, nrows, size, tf, th, rss in rows:
+        print(f"| {label} | {n:,} | {nrows:,} | {size / 2**20:,.0f} | {tf:.2f} | {th:.2f} | {th / tf:.2f} | {rss:,.0f} |")
+    for label, why in failed:
+        print(f"\nFAILED {label}: {why}")
+    if failed:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
