@@ -167,8 +167,13 @@ def floor_vegeta(p):
 
 CASES = {  # key: (label, sample, tiled name, tile, floor)
     "jmeter": ("JMeter CSV (stacked)", "jmeter-stacked.csv.gz", "real-jmeter.csv", tile_jmeter, floor_jmeter),
-    "gatling": ("Gatling log (closed ramp)", "gatling-ClosedRampSimulation.log.gz", "real-simulation.log",
-                tile_gatling, floor_gatling),  # fmt: skip
+    "gatling": (
+        "Gatling log (closed ramp)",
+        "gatling-ClosedRampSimulation.log.gz",
+        "real-simulation.log",
+        tile_gatling,
+        floor_gatling,
+    ),  # fmt: skip
     "k6": ("k6 CSV (ramping-vus)", "k6-ramping-vus.csv.gz", "real-k6.csv", tile_k6, floor_k6),
     "vegeta": ("vegeta CSV (5 attacks)", "vegeta-rates.csv.gz", "real-vegeta.csv", tile_vegeta, floor_vegeta),
 }
@@ -214,7 +219,9 @@ def measure(what: str, key: str, path: Path, repeat: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=1_000_000, help="requests per tiled file (default 1,000,000)")
+    ap.add_argument(
+        "--requests", type=int, default=1_000_000, help="requests per tiled file (default 1,000,000)"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (default 3)")
     ap.add_argument("--keep", action="store_true", help="keep the tiled files in bench/_data/")
     ap.add_argument("formats", nargs="*", help=f"only these ({', '.join(CASES)})")
@@ -255,11 +262,15 @@ def main() -> None:
         if not a.keep:
             p.unlink()
 
-    print(f"\nreal sample shapes tiled to ~{a.requests:,} requests (best of {a.repeat}, fresh process each)\n")
+    print(
+        f"\nreal sample shapes tiled to ~{a.requests:,} requests (best of {a.repeat}, fresh process each)\n"
+    )
     print("| format | requests | rows (lines) | MB | floor s | headroom s | ratio | headroom peak RSS MB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, n, nrows, size, tf, th, rss in rows:
-        print(f"| {label} | {n:,} | {nrows:,} | {size / 2**20:,.0f} | {tf:.2f} | {th:.2f} | {th / tf:.2f} | {rss:,.0f} |")
+        print(
+            f"| {label} | {n:,} | {nrows:,} | {size / 2**20:,.0f} | {tf:.2f} | {th:.2f} | {th / tf:.2f} | {rss:,.0f} |"
+        )
     for label, why in failed:
         print(f"\nFAILED {label}: {why}")
     if failed:
