@@ -71,7 +71,7 @@ examples:
   headroom compare old/ new/ --noise-from aa/run-*        # noise learned from A/A runs
   headroom compare old/ new/ --noise-from history.json    # ... or from 'headroom history --json'
   headroom compare --baseline a-01/ a-02/ a-03/ --candidate b-01/ b-02/ b-03/   # interleaved repeats
-  headroom ramp URL_A --ab URL_B --repeats 3 -o ab/ ...   # records such repeats (see ramp --help)
+  headroom ramp --ab URL_A URL_B --repeats 3 -o ab/ ...   # records such repeats (see ramp --help)
 
 How the verdict is reached: steps are paired by concurrency (the matched condition of a
 ramp). Each run gives one value per metric: the mean log value over the matched steps

@@ -172,10 +172,6 @@ class Comparison:
         """The weighted Holm procedure's starting weights."""
         return dict(WEIGHTS)
 
-    @property
-    def metric_confidence(self) -> float:
-        return 1.0 - (1.0 - self.confidence) * min(WEIGHTS.values())
-
     def metric(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
 
@@ -405,8 +401,7 @@ def _mdc(t: _Test, alpha_local: float) -> float:
     return math.exp(q * t.se) - 1.0
 
 
-def _not_judged(spec_or_base, note: str) -> Metric:
-    base = spec_or_base
+def _not_judged(base: dict, note: str) -> Metric:
     return Metric(
         **base, baseline=None, candidate=None, change=None, ci=None, decision="not judged", note=note
     )
