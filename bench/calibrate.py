@@ -11,7 +11,7 @@ Two sources:
   (data/calibration): A/A sets ("aa...", both sides unchanged) and changed
   sets; every 1 vs 1 pair within a set, every 3 vs 3 combination, the
   unchanged runs in recording order 3 against the next 3 (no interleaving),
-  the sequential design per set; learned noise from the project's archive
+  the sequential design per set (looks after 2 and 4 runs per side); learned noise from the project's archive
   of unchanged runs (every unchanged run of the other sets, 26-34 runs), and
   from a single A/A set recorded in another half hour (10-12 runs).
 
@@ -19,7 +19,8 @@ Modes: 1 vs 1 with the default noise; 1 vs 1 with noise learned from 8
 other A runs; 3 vs 3 interleaved (repeats measure the noise); 3 vs 3 with
 learned noise; 3 vs 3 with all baseline runs first (synthetic: a drift of
 3 % per run in the host's speed); the sequential `--until-decided` design
-(1 to 4 runs per side, each look at 1 - 0.05/4).
+as `headroom ramp --ab` runs it (a look after each ABBA block: 2, then 4
+runs per side, each at 1 - 0.05/2).
 
 Prints one row per (change, mode): how many comparisons said each verdict.
 "A/A false alarms" are regressed + improved on no change; "wrong direction"
@@ -44,6 +45,7 @@ import synthetic  # noqa: E402
 
 from headroom import analyze, reduce_run  # noqa: E402
 from headroom.compare import compare_runs  # noqa: E402
+from headroom.ramp.ab import per_look_confidence  # noqa: E402
 
 VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
 LOOKS = 4
@@ -60,9 +62,11 @@ def _row(what: str, mode: str, verdicts: list[str]) -> str:
 
 
 def sequential(a_runs, b_runs, noise_from=None) -> str:
-    """The --until-decided design: look after 1, 2, ... LOOKS runs per side at a Bonferroni level."""
-    conf = 1 - 0.05 / LOOKS
-    for k in range(1, LOOKS + 1):
+    """The --until-decided design as `headroom ramp --ab` runs it: a look after every ABBA block
+    (2, 4, ... runs per side, up to LOOKS), each at ab.per_look_confidence over the possible looks."""
+    looks = range(2, LOOKS + 1, 2)
+    conf = per_look_confidence(0.95, len(looks))
+    for k in looks:
         c = compare_runs(a_runs[:k], b_runs[:k], confidence=conf, noise_from=noise_from)
         if c.verdict != "inconclusive":
             return c.verdict

@@ -50,8 +50,11 @@ def _kernel_manager_class(socket_dir: str) -> str:
             # the kernel's own log lines (e.g. "KeyboardInterrupt caught in kernel" when it is shut
             # down after a failed cell) are not the command's output: they go to a file beside
             # the sockets; cell errors still arrive through the messaging protocol
-            kw.setdefault("stderr", open(os.path.join(socket_dir, "kernel-stderr.log"), "ab"))  # noqa: SIM115
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
+            if "stderr" in kw:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            with open(os.path.join(socket_dir, "kernel-stderr.log"), "ab") as log:
+                # the kernel inherits the descriptor; the parent's copy is closed once it has started
+                return await super()._async_launch_kernel(kernel_cmd, stderr=log, **kw)
 
     globals()["_LocalKernelManager"] = LocalKernelManager
     return f"{__name__}._LocalKernelManager"
