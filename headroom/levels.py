@@ -187,18 +187,163 @@ def _assign(t: np.ndarray, s_t0: np.ndarray, s_t1: np.ndarray, transients: str) 
     return np.where(inside, k, -1)
 
 
-def _transient_note(lv_sorted: np.ndarray, outside: np.ndarray, n: int, mode: str) -> str | None:
-    """Say how many requests were outside every held level, at which levels, and where they went."""
-    if not outside.any():
+def _transient_note(vals, counts, n: int, mode: str) -> str | None:
+    """Say how many requests were outside every held level, at which levels (sorted), and where they went."""
+    total = int(np.sum(counts)) if len(counts) else 0
+    if not total:
         return None
-    vals, counts = np.unique(lv_sorted[outside], return_counts=True)
     shown = ", ".join(f"{v:g}: {c}" for v, c in list(zip(vals, counts))[:12])
     more = f", ... ({len(vals)} levels)" if len(vals) > 12 else ""
     where = "left out" if mode == "drop" else "counted in the step that follows them (the last step: in it)"
     return (
-        f"{int(outside.sum())} of {n} requests ({100 * outside.sum() / n:.2f} %) started while the "
+        f"{total} of {n} requests ({100 * total / n:.2f} %) started while the "
         f"level was not held (start-up, shut-down): {where}; by level {shown}{more}"
     )
+
+
+class RunBuilder:
+    """Runs of equal level in start order, built from batches in file order in bounded memory.
+
+    Rows are final once a newer batch starts later than they do; the rest
+    wait for the next batch.  The runs equal those of the whole file sorted
+    by start (ties in file order) unless a batch holds a start earlier than
+    rows already final (a request longer than a batch's time span in a file
+    written in completion order): then ``exact`` is False and the caller
+    sorts the whole run instead.
+    """
+
+    def __init__(self):
+        self._t = np.zeros(0, np.int64)
+        self._lv = np.zeros(0, np.int64)
+        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (level, t0, n) per emit
+        self.last_t: int | None = None
+        self.exact = True
+
+    def add(self, t: np.ndarray, lv: np.ndarray) -> None:
+        if not len(t):
+            return
+        t = np.asarray(t, np.int64)
+        w = int(t.min())
+        if self.last_t is not None and w < self.last_t:
+            self.exact = False
+        tt = np.concatenate([self._t, t])
+        ll = np.concatenate([self._lv, np.asarray(lv)]) if len(self._lv) else np.asarray(lv)
+        o = np.argsort(tt, kind="stable")
+        tt, ll = tt[o], ll[o]
+        cut = int(np.searchsorted(tt, w, side="left"))
+        self._emit(tt[:cut], ll[:cut])
+        self._t, self._lv = tt[cut:], ll[cut:]
+
+    def _emit(self, t: np.ndarray, lv: np.ndarray) -> None:
+        if not len(t):
+            return
+        b = np.flatnonzero(lv[1:] != lv[:-1]) + 1
+        i0 = np.concatenate(([0], b))
+        n = np.diff(np.concatenate((i0, [len(t)]))).astype(np.int64)
+        r_lv, r_t0 = lv[i0], t[i0]
+        if self._runs and self._runs[-1][0][-1] == r_lv[0]:
+            self._runs[-1][2][-1] += n[0]  # the open run goes on
+            r_lv, r_t0, n = r_lv[1:], r_t0[1:], n[1:]
+        if len(n):
+            self._runs.append((r_lv, r_t0, n))
+        self.last_t = int(t[-1])
+
+    def finish(self, t_end: int):
+        """(level, t0, t1, count) of every run; ``t_end``: the last response (ends the last run)."""
+        self._emit(self._t, self._lv)
+        self._t = self._t[:0]
+        if not self._runs:
+            z = np.zeros(0, np.int64)
+            return z, z, z, z
+        r_lv = np.concatenate([r[0] for r in self._runs])
+        r_t0 = np.concatenate([r[1] for r in self._runs])
+        r_n = np.concatenate([r[2] for r in self._runs])
+        r_t1 = np.concatenate((r_t0[1:], [max(int(t_end), self.last_t + 1)]))
+        return r_lv, r_t0, r_t1, r_n
+
+
+class LevelSteps:
+    """The held levels of a run (from its runs), and the step of its requests, batch by batch.
+
+    :meth:`assign` gives the step of every request of a batch (any order,
+    any split of the run into batches) and counts the requests per step and
+    those outside every held level; :meth:`inference` then describes the
+    steps.  :func:`steps_from_levels` is this on one batch.
+    """
+
+    def __init__(self, runs, t_first: int, *, min_dwell_s: float, max_gap_s: float, transients: str):
+        if transients not in ("drop", "next"):
+            raise ValueError(f"transients must be 'drop' or 'next', not {transients!r}")
+        r_lv, r_t0, r_t1, r_n = runs
+        c_lv, c_t0, c_t1, c_occ, _, _ = _clusters(r_lv, r_t0, r_t1, r_n, int(max_gap_s * NS_PER_S))
+        spans = _held_spans(c_lv, c_t0, c_t1, c_occ, min_dwell_s * NS_PER_S)
+        self.levels = [s[0] for s in spans]
+        self.h_t0 = np.array([s[1] for s in spans], np.int64)
+        self.h_t1 = np.array([s[2] for s in spans], np.int64)
+        self.s_t0, self.s_t1 = self.h_t0, self.h_t1
+        if transients == "next" and spans:
+            # the steps tile the run: each starts where the one before ends
+            self.s_t0 = np.concatenate(([t_first], self.h_t1[:-1]))
+            self.s_t1 = np.concatenate((self.h_t1[:-1], [max(int(self.h_t1[-1]), int(r_t1[-1]))]))
+        self.transients, self.min_dwell_s = transients, min_dwell_s
+        self.counts = np.zeros(len(spans), np.int64)
+        self._outside: dict = {}
+        self.n = self.n_outside = self.n_transient = 0
+
+    def assign(self, t: np.ndarray, lv: np.ndarray) -> np.ndarray:
+        """Step of every request of a batch (-1: a transient left out); counts them."""
+        t = np.asarray(t, np.int64)
+        if len(self.levels):
+            sid = _assign(t, self.h_t0, self.h_t1, self.transients)
+            outside = _assign(t, self.h_t0, self.h_t1, "drop") < 0
+        else:
+            sid, outside = np.full(len(t), -1, np.int64), np.ones(len(t), bool)
+        self.counts += np.bincount(sid[sid >= 0], minlength=len(self.levels))
+        vals, cnt = np.unique(np.asarray(lv)[outside], return_counts=True)
+        for v, c in zip(vals.tolist(), cnt.tolist()):
+            self._outside[v] = self._outside.get(v, 0) + c
+        self.n += len(t)
+        self.n_outside += int(outside.sum())
+        self.n_transient += int((sid < 0).sum())
+        return sid
+
+    def reset(self) -> None:
+        """Forget the requests counted so far (before a second pass)."""
+        self.counts[:] = 0
+        self._outside = {}
+        self.n = self.n_outside = self.n_transient = 0
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(Step(float(v), int(self.s_t0[k]), int(self.s_t1[k]), int(self.counts[k]))
+                     for k, v in enumerate(self.levels))  # fmt: skip
+
+    @property
+    def looks_open(self) -> bool:
+        return bool(self.levels) and self.n_outside > 0.2 * self.n
+
+    def notes(self) -> tuple[str, ...]:
+        """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
+        vals = sorted(self._outside)
+        notes = [_transient_note(vals, [self._outside[v] for v in vals], self.n, self.transients)]
+        lvls = [float(v) for v in self.levels]
+        dup = sorted({v for v in lvls if lvls.count(v) > 1})
+        if dup:
+            notes.append(
+                f"level(s) {', '.join(f'{v:g}' for v in dup)} held at two separate times: two steps each"
+            )
+        if not self.levels:
+            notes.append(f"no level held for {self.min_dwell_s:g} s: no steps")
+        elif self.looks_open:
+            notes.append(
+                "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
+                "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
+            )
+        return tuple(x for x in notes if x)
+
+    def inference(self, step_id: np.ndarray, source: str) -> StepInference:
+        return StepInference("concurrency", self.steps, step_id, self.n_transient, source, self.notes(),
+                             self.looks_open)  # fmt: skip
 
 
 def steps_from_levels(
@@ -253,46 +398,11 @@ def steps_from_levels(
     t, lv = start_ns[order], level[order]
     t_end = int(np.max(end_ns)) if end_ns is not None and len(end_ns) else int(t[-1])
     r_lv, r_t0, r_t1, _, r_n = _runs(t, lv, t_end)
-    c_lv, c_t0, c_t1, c_occ, _, _ = _clusters(r_lv, r_t0, r_t1, r_n, int(max_gap_s * NS_PER_S))
-    spans = _held_spans(c_lv, c_t0, c_t1, c_occ, min_dwell_s * NS_PER_S)
-    s_t0 = np.array([s[1] for s in spans], np.int64)
-    s_t1 = np.array([s[2] for s in spans], np.int64)
-    sid_sorted = _assign(t, s_t0, s_t1, transients) if spans else np.full(n, -1, np.int64)
-    outside = _assign(t, s_t0, s_t1, "drop") < 0 if spans else np.ones(n, bool)
+    ls = LevelSteps((r_lv, r_t0, r_t1, r_n), int(t[0]), min_dwell_s=min_dwell_s, max_gap_s=max_gap_s,
+                    transients=transients)  # fmt: skip
     sid = np.empty(n, np.int64)
-    sid[order] = sid_sorted
-    counts = np.bincount(sid_sorted[sid_sorted >= 0], minlength=len(spans))
-    if transients == "next" and spans:
-        # the steps now tile the run: each starts where the one before ends
-        s_t0 = np.concatenate(([t[0]], s_t1[:-1]))
-        s_t1 = np.concatenate((s_t1[:-1], [max(int(s_t1[-1]), r_t1[-1])]))
-    steps = []
-    for k, lvk in enumerate(s[0] for s in spans):
-        steps.append(Step(float(lvk), int(s_t0[k]), int(s_t1[k]), int(counts[k])))
-    notes = _level_notes(steps, lv, outside, transients, min_dwell_s)
-    n_tr = int((sid_sorted < 0).sum())
-    looks_open = bool(steps) and outside.sum() > 0.2 * n
-    return StepInference("concurrency", tuple(steps), sid, n_tr, source, notes, looks_open)
-
-
-def _level_notes(steps: list, lv_sorted: np.ndarray, outside: np.ndarray, mode: str, min_dwell_s: float):
-    """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
-    n = len(lv_sorted)
-    notes = [_transient_note(lv_sorted, outside, n, mode)]
-    lvls = [s.level for s in steps]
-    dup = sorted({v for v in lvls if lvls.count(v) > 1})
-    if dup:
-        notes.append(
-            f"level(s) {', '.join(f'{v:g}' for v in dup)} held at two separate times: two steps each"
-        )
-    if not steps:
-        notes.append(f"no level held for {min_dwell_s:g} s: no steps")
-    elif outside.sum() > 0.2 * n:
-        notes.append(
-            "over 20 % of the requests at levels never held: an open-loop (rate) ramp? "
-            "its steps come from the rates (steps_from_arrivals, steps_from_plan)"
-        )
-    return tuple(x for x in notes if x)
+    sid[order] = ls.assign(t, lv)
+    return ls.inference(sid, source)
 
 
 def gatling_active_users(
@@ -488,20 +598,46 @@ def steps_from_groups(
     order = present[np.argsort(first[present], kind="stable")]
     rank = np.full(ng, -1, np.int64)
     rank[order] = np.arange(len(order))
+    want = None
+    if intended_rps is not None:
+        want = [intended_rps[c] if c < len(intended_rps) else None for c in order]
+    inf = group_steps(
+        first[order], last[order], n[order], intended_rps=want, tolerance=tolerance, source=source
+    )
+    if intended_rps is None:
+        inf = StepInference(inf.kind, inf.steps, inf.step_id, 0, source,
+                            inf.notes + ("intended rates unknown: no 'fell behind' verdict",))  # fmt: skip
+    return StepInference("rate", inf.steps, rank[g], 0, source, inf.notes)
+
+
+def group_steps(
+    first,
+    last,
+    n,
+    *,
+    intended_rps=None,
+    tolerance: float = BEHIND_TOLERANCE,
+    source: str = "one group per rate",
+) -> StepInference:
+    """Rate steps of groups already in order of first request: their first and last start and count.
+
+    The core of :func:`steps_from_groups`, for a reader that counted its
+    groups batch by batch; ``step_id`` is the group's position.
+    """
     steps, late = [], []
-    for code in order:
-        span_s = (last[code] - first[code]) / NS_PER_S
-        sent = n[code] / span_s if span_s > 0 else float("nan")
-        want = intended_rps[code] if intended_rps is not None and code < len(intended_rps) else None
+    for k in range(len(first)):
+        span_s = (int(last[k]) - int(first[k])) / NS_PER_S
+        sent = int(n[k]) / span_s if span_s > 0 else float("nan")
+        want = intended_rps[k] if intended_rps is not None and k < len(intended_rps) else None
         behind = _behind(want, sent, None, 0.0, tolerance)
         if behind:
             late.append(f"{want:g}/s sent {sent:.1f}/s")
         steps.append(
             Step(
                 level=float("nan") if want is None else float(want),
-                start_ns=int(first[code]),
-                end_ns=int(last[code]),
-                n_requests=int(n[code]),
+                start_ns=int(first[k]),
+                end_ns=int(last[k]),
+                n_requests=int(n[k]),
                 intended_rps=want,
                 sent_rps=sent,
                 fell_behind=behind,
@@ -510,9 +646,7 @@ def steps_from_groups(
     notes = []
     if late:
         notes.append("fell behind schedule (latency understated, coordinated omission): " + "; ".join(late))
-    if intended_rps is None:
-        notes.append("intended rates unknown: no 'fell behind' verdict")
-    return StepInference("rate", tuple(steps), rank[g], 0, source, tuple(notes))
+    return StepInference("rate", tuple(steps), np.arange(len(steps), dtype=np.int64), 0, source, tuple(notes))
 
 
 def steps_from_plan(

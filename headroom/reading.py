@@ -215,10 +215,14 @@ def source_for(files: RunFiles, path: Path, s: ReadSettings):
     """The source that reads one request file."""
     from .tables import detect_format
 
+    from .spooled import SpoolSource
+
     fmt = detect_format(path, s.format)
     if fmt in CSV_FAMILY and not s.steps and not _relative_offsets(path):
         return CsvSource(path, s)
-    return TableSource(files, s, fmt, path)
+    if fmt in CSV_FAMILY:
+        return TableSource(files, s, fmt, path)
+    return SpoolSource(path, s, fmt)
 
 
 def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
@@ -235,7 +239,10 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
         )
     relative = fmts[0] == "oha-csv" or any(_relative_offsets(p) for p in files.steps if fmts[0] in CSV_FAMILY)
     if relative or fmts[0] not in CSV_FAMILY:
-        tables = [TableSource(files, s, fmts[0], p) for p in files.steps]
+        from .spooled import SpoolSource
+
+        tables = [SpoolSource(p, s, fmts[0]) if fmts[0] not in CSV_FAMILY else TableSource(files, s, fmts[0], p)
+                  for p in files.steps]  # fmt: skip
         if relative or not _overlapping([t.spans() for t in tables]):
             return "one", [TableSource(files, s, "one file per step")]
         return "generators", tables

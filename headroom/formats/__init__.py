@@ -17,7 +17,7 @@ entry in :data:`FORMATS`, one sample in ``tests/data/formats``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import HeadroomError
@@ -52,6 +52,9 @@ class Format:
     read: Callable[[Path, bytes], Table] | None  # None: streamed by headroom.reading
     export: str  # how to make this file
     expects: str  # what its beginning looks like, for "does not look like" messages
+    scan: Callable | None = None  # (path, chunk_bytes=) -> _batch.Scan: record batches in bounded memory
+    finish: Callable | None = None  # (scan, rows) -> Table: the whole-table steps of the joined rows
+    plan: Callable | None = None  # (scan, spool) -> a step plan (_plans); None: the whole-table steps
 
 
 FORMATS: dict[str, Format] = {
@@ -84,6 +87,58 @@ FORMATS: dict[str, Format] = {
                "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
     )
 }  # fmt: skip
+
+
+def _plan_classes():
+    from . import _plans as p
+
+    return {"jmeter-csv": p.JMeterPlan, "jmeter-xml": p.JMeterPlan, "gatling": p.GatlingPlan,
+            "vegeta-csv": p.VegetaPlan, "vegeta-json": p.VegetaPlan}  # fmt: skip
+
+
+_SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
+    "jmeter-csv": (jmeter, "scan_csv", "finish"), "jmeter-xml": (jmeter, "scan_xml", "finish"),
+    "gatling": (gatling, "scan", "finish"), "vegeta-csv": (vegeta, "scan_csv", "finish"),
+    "vegeta-json": (vegeta, "scan_json", "finish"), "k6-csv": (k6, "scan_csv", "finish"),
+    "k6-json": (k6, "scan_json", "finish"), "oha-csv": (oha, "scan_csv", "finish"),
+}  # fmt: skip
+
+
+def _register() -> None:
+    for name, (mod, scan, finish) in _SCANS.items():
+        FORMATS[name] = replace(FORMATS[name], scan=getattr(mod, scan, None), finish=getattr(mod, finish, None),
+                                plan=_plan_classes().get(name))  # fmt: skip
+
+
+_register()
+
+
+def scan_file(path: Path, fmt: str, chunk_bytes: int):
+    """One pass over a request file as record batches (a format without a batch reader: its table, cut up)."""
+    from ._batch import Batch, Scan
+
+    f = FORMATS[fmt]
+    if f.scan is not None:
+        return f.scan(path, chunk_bytes=chunk_bytes)
+    t = read_table(path, fmt)
+
+    def batches(rows: int = 1 << 20):
+        for a in range(0, len(t.start_ns), rows):
+            cut = slice(a, a + rows)
+            pick = lambda x: None if x is None else x[cut]  # noqa: E731
+            yield Batch(t.start_ns[cut], t.latency_s[cut], pick(t.status), pick(t.ok), None, pick(t.line))
+
+    return Scan(path, fmt, t.fidelity, relative=t.relative, warnings=list(t.warnings), side={"table": t},
+                _gen=batches())  # fmt: skip
+
+
+def finish_rows(scan, rows):
+    """The whole-table steps of a scan's joined rows (a :class:`Table`)."""
+    f = FORMATS[scan.fmt]
+    if f.finish is None:
+        raise ValueError(f"{scan.fmt} has no finish(scan, rows)")
+    return f.finish(scan, rows)
+
 
 #: Aliases accepted by ``--format``: a tool name whose variant is detected (None), or a format.
 ALIASES = {"hey-fork": "hey", "vegeta": None, "k6": None, "jmeter": None, "oha": "oha-csv"}
