@@ -213,9 +213,8 @@ def _relative_offsets(path: Path) -> bool:
 
 def source_for(files: RunFiles, path: Path, s: ReadSettings):
     """The source that reads one request file."""
-    from .tables import detect_format
-
     from .spooled import SpoolSource
+    from .tables import detect_format
 
     fmt = detect_format(path, s.format)
     if fmt in CSV_FAMILY and not s.steps and not _relative_offsets(path):

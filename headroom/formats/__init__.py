@@ -125,7 +125,7 @@ def scan_file(path: Path, fmt: str, chunk_bytes: int):
     def batches(rows: int = 1 << 20):
         for a in range(0, len(t.start_ns), rows):
             cut = slice(a, a + rows)
-            pick = lambda x: None if x is None else x[cut]  # noqa: E731
+            pick = lambda x, cut=cut: None if x is None else x[cut]  # noqa: E731
             yield Batch(t.start_ns[cut], t.latency_s[cut], pick(t.status), pick(t.ok), None, pick(t.line))
 
     return Scan(path, fmt, t.fidelity, relative=t.relative, warnings=list(t.warnings), side={"table": t},
