@@ -204,25 +204,31 @@ def _transient_note(vals, counts, n: int, mode: str) -> str | None:
 class RunBuilder:
     """Runs of equal level in start order, built from batches in file order in bounded memory.
 
-    Rows are final once a newer batch starts later than they do; the rest
-    wait for the next batch.  The runs equal those of the whole file sorted
-    by start (ties in file order) unless a batch holds a start earlier than
-    rows already final (a request longer than a batch's time span in a file
-    written in completion order): then ``exact`` is False and the caller
-    sorts the whole run instead.
+    Files are written in about completion order, so a row is final once
+    every newer batch starts later than it: rows more than ``margin`` (one
+    second plus twice the longest latency seen, when ``end`` is given)
+    before a new batch's first start are settled; the rest wait.  The runs
+    equal those of the whole file sorted by start (ties in file order)
+    unless a batch holds a start earlier than rows already settled (a
+    request far longer than any before it): then ``exact`` is False and
+    the caller sorts the whole run instead.
     """
 
-    def __init__(self):
+    def __init__(self, margin_ns: int = 1_000_000_000):
         self._t = np.zeros(0, np.int64)
         self._lv = np.zeros(0, np.int64)
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (level, t0, n) per emit
         self.last_t: int | None = None
         self.exact = True
+        self.margin_ns = margin_ns
+        self._max_lat = 0
 
-    def add(self, t: np.ndarray, lv: np.ndarray) -> None:
+    def add(self, t: np.ndarray, lv: np.ndarray, end: np.ndarray | None = None) -> None:
         if not len(t):
             return
         t = np.asarray(t, np.int64)
+        if end is not None:
+            self._max_lat = max(self._max_lat, int(np.max(end - t)))
         w = int(t.min())
         if self.last_t is not None and w < self.last_t:
             self.exact = False
@@ -230,7 +236,7 @@ class RunBuilder:
         ll = np.concatenate([self._lv, np.asarray(lv)]) if len(self._lv) else np.asarray(lv)
         o = np.argsort(tt, kind="stable")
         tt, ll = tt[o], ll[o]
-        cut = int(np.searchsorted(tt, w, side="left"))
+        cut = int(np.searchsorted(tt, w - self.margin_ns - 2 * self._max_lat, side="left"))
         self._emit(tt[:cut], ll[:cut])
         self._t, self._lv = tt[cut:], ll[cut:]
 

@@ -94,10 +94,10 @@ class LevelPlan:
         for c in raw.chunks(COLS):
             if check is not None:
                 check(c)
-            st = c["start_ns"]
-            rb.add(st, level_of(c))
+            st, ends = c["start_ns"], _ends(c)
+            rb.add(st, level_of(c), ends)
             t_min = int(st.min()) if t_min is None else min(t_min, int(st.min()))
-            e = int(_ends(c).max())
+            e = int(ends.max())
             t_end = e if t_end is None else max(t_end, e)
         if rb.exact:
             runs = rb.finish(t_end)

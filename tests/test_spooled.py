@@ -1,0 +1,152 @@
+"""The spooled reading path: held levels found batch by batch, the spool, and whole runs.
+
+The batch-by-batch step inference (RunBuilder, LevelSteps) is held against
+the whole-array inference (:func:`headroom.levels.steps_from_levels`) on the
+real JMeter ramp read independently with the csv module (plan_reader.py) and
+on seeded ramps with ties and out-of-order rows; the spooled reduction of
+every real sample against the whole-table reduction (TableSource).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import plan_reader as P
+import pytest
+
+from headroom import levels as L
+from headroom import reading, spool
+from headroom.cli import main as cli_main
+
+REAL = Path(__file__).parent / "data" / "formats" / "real"
+
+
+def _batches(n, k, rng):
+    """Cut 0..n into k random batches (file order)."""
+    cuts = np.sort(rng.choice(np.arange(1, n), size=k - 1, replace=False))
+    return np.split(np.arange(n), cuts)
+
+
+def _streamed(t, lv, end, parts, transients="next"):
+    rb = L.RunBuilder()
+    for p in parts:
+        rb.add(t[p], lv[p], end[p])
+    runs = rb.finish(int(end.max()))
+    dwell = L.dwell_for(t, end)
+    ls = L.LevelSteps(runs, int(t.min()), min_dwell_s=dwell, max_gap_s=L.MAX_GAP_S, transients=transients)
+    sid = np.concatenate([ls.assign(t[p], lv[p]) for p in parts])
+    return rb.exact, ls.inference(sid, "x")
+
+
+def _whole(t, lv, end, transients="next"):
+    return L.steps_from_levels(t, lv, end_ns=end, min_dwell_s=L.dwell_for(t, end), transients=transients,
+                               source="x")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def jmeter_real():
+    r = P.jmeter_csv(REAL / "jmeter-stepping.csv.gz")
+    t = np.asarray(r.start_ns, np.int64)
+    end = t + np.asarray(r.latency, np.int64) * 1_000_000
+    return t, np.asarray(r.level, np.int64), end
+
+
+@pytest.mark.parametrize("k", [1, 7, 300, 3000])
+def test_levels_batch_by_batch_equal_the_whole_run(jmeter_real, k):
+    """The real JMeter ramp (file order: completion) cut into k batches: same steps, ids and notes."""
+    t, lv, end = jmeter_real
+    exact, got = _streamed(t, lv, end, _batches(len(t), k, np.random.default_rng(k)))
+    want = _whole(t, lv, end)
+    assert exact
+    assert got.steps == want.steps and got.notes == want.notes and got.n_transient == want.n_transient
+    assert np.array_equal(got.step_id, want.step_id)
+    assert [s.level for s in want.steps] == [float(v) for v in P.STEPPING_LEVELS]  # the .jmx plan
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("transients", ["next", "drop"])
+def test_levels_with_ties_and_flicker(seed, transients):
+    """Millisecond ties, rows a little out of order, flickering levels between steps: same as whole."""
+    rng = np.random.default_rng(seed)
+    levels = rng.choice([1, 2, 3, 5, 8], size=6)
+    n_per = rng.integers(200, 2000, size=6)
+    t = np.concatenate([i * 3_000 + np.sort(rng.integers(0, 3_000, m)) for i, m in enumerate(n_per)])
+    lv = np.repeat(levels, n_per)
+    flick = rng.random(len(t)) < 0.03
+    lv = np.where(flick, rng.choice([1, 2, 3, 5, 8], size=len(t)), lv)
+    t = t * 1_000_000  # ms ticks: many ties
+    jitter = rng.integers(0, 5, len(t)) * 1_000_000  # written a little out of start order
+    order = np.argsort(t + jitter, kind="stable")
+    t, lv = t[order], lv[order]
+    end = t + rng.integers(0, 5, len(t)) * 1_000_000
+    exact, got = _streamed(t, lv, end, _batches(len(t), 40, rng), transients)
+    want = _whole(t, lv, end, transients)
+    assert exact
+    assert got.steps == want.steps and got.notes == want.notes
+    assert np.array_equal(got.step_id, want.step_id)
+
+
+def test_run_builder_says_when_a_batch_goes_back_in_time():
+    rb = L.RunBuilder(margin_ns=0)
+    rb.add(np.array([10, 11, 12]), np.array([1, 1, 1]))
+    rb.add(np.array([20, 21]), np.array([2, 2]))  # 10..12 final now
+    rb.add(np.array([5]), np.array([3]))  # earlier than rows already final
+    assert not rb.exact
+
+
+def test_spool_round_trip(tmp_path):
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 1 << 62, 10_001)
+    b = rng.random(10_001)
+    with spool.Spool({"a": np.int64, "b": np.float64}, where=str(tmp_path)) as s:
+        for part in np.array_split(np.arange(10_001), 7):
+            s.append(a=a[part], b=b[part])
+        chunks = list(s.chunks(("a", "b"), rows=999))
+        assert [len(c["a"]) for c in chunks] == [999] * 10 + [11]
+        assert np.array_equal(np.concatenate([c["a"] for c in chunks]), a)
+        assert np.array_equal(np.concatenate([c["b"] for c in chunks]), b)
+        where = Path(s.dir)
+        assert where.parent == tmp_path
+    assert not where.exists()
+
+
+def _summary_json(path, capsys, extra=()):
+    assert cli_main(["summary", str(path), "--json", "-", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+SAMPLES = sorted(p.name for p in REAL.iterdir() if p.name.endswith(".gz")) + ["oha-rates"]
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_spooled_equals_the_whole_table(name, capsys, monkeypatch):
+    """Every real sample, spooled in chunks of 777 rows, gives the JSON of the whole-table reduction."""
+    path = REAL / name
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 777)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (777,))
+    streamed = _summary_json(path, capsys)
+
+    def whole(files, p, s):
+        from headroom.tables import detect_format
+
+        return reading.TableSource(files, s, detect_format(p, s.format), p)
+
+    monkeypatch.setattr(reading, "source_for", whole)
+    monkeypatch.setattr(reading, "SpoolSource", None, raising=False)
+    table = _summary_json(path, capsys)
+    assert streamed == table
+
+
+def test_steps_option_over_a_spooled_file(capsys):
+    """--steps 10s on the real JMeter ramp: 4 steps of 10 s, the same requests as the whole file."""
+    whole = _summary_json(REAL / "jmeter-stepping.csv.gz", capsys)
+    cut = _summary_json(REAL / "jmeter-stepping.csv.gz", capsys, ["--steps", "10s"])
+    r = P.jmeter_csv(REAL / "jmeter-stepping.csv.gz")
+    t = np.asarray(r.start_ns, np.int64)
+    k = (t - t.min()) // 10_000_000_000
+    want = np.bincount(k[np.asarray(r.ok)])
+    got = [s["requests"] for s in cut["steps"]]
+    assert got == want.tolist()
+    assert sum(got) == sum(s["requests"] for s in whole["steps"])
