@@ -31,7 +31,6 @@ class Spool:
         base = where or os.environ.get("HEADROOM_SPOOL_DIR") or None
         self.dir = tempfile.mkdtemp(prefix="headroom-spool-", dir=base)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
-        self._files = {k: open(os.path.join(self.dir, k), "wb") for k in self.dtypes}  # noqa: SIM115
         self.n = 0
 
     def append(self, **cols: np.ndarray) -> None:
@@ -39,19 +38,15 @@ class Spool:
         n = len(next(iter(cols.values())))
         if set(cols) != set(self.dtypes) or any(len(a) != n for a in cols.values()):
             raise ValueError(f"a spool append needs {sorted(self.dtypes)} of one length")
-        for k, a in cols.items():
-            self._files[k].write(np.ascontiguousarray(a, self.dtypes[k]).data)
+        for k, a in cols.items():  # opened per append: a run with thousands of steps has as many spools
+            with open(os.path.join(self.dir, k), "ab") as f:
+                f.write(np.ascontiguousarray(a, self.dtypes[k]).data)
         self.n += n
-
-    def _flush(self) -> None:
-        for f in self._files.values():
-            f.flush()
 
     def chunks(
         self, names: tuple[str, ...] | list[str], rows: int = CHUNK_ROWS
     ) -> Iterator[dict[str, np.ndarray]]:
         """The rows in order, ``rows`` at a time, as {column: array}."""
-        self._flush()
         handles = {k: open(os.path.join(self.dir, k), "rb") for k in names}  # noqa: SIM115
         try:
             done = 0
@@ -65,12 +60,9 @@ class Spool:
 
     def column(self, name: str) -> np.ndarray:
         """One whole column (for the rare paths that need it whole)."""
-        self._flush()
         return np.fromfile(os.path.join(self.dir, name), self.dtypes[name], self.n)
 
     def close(self) -> None:
-        for f in self._files.values():
-            f.close()
         self._cleanup()
 
     def __enter__(self) -> Spool:

@@ -133,13 +133,18 @@ class SpoolSource:
         for c in raw.chunks(tuple(RAW)):
             sid = plan.assign(c)
             failed = _failed(c, have)
-            for k in np.unique(sid[sid >= 0]).tolist():
-                m = sid == k
-                st, lat, fl, ln = c["start_ns"][m], c["latency_s"][m], failed[m], c["line"][m]
+            order = np.argsort(sid, kind="stable")  # the rows of each step together, in file order
+            srt = sid[order]
+            cuts = np.flatnonzero(srt[1:] != srt[:-1]) + 1
+            for rows in np.split(order, cuts):
+                k = int(sid[rows[0]]) if len(rows) else -1
+                if k < 0:
+                    continue
+                st, lat, fl, ln = c["start_ns"][rows], c["latency_s"][rows], failed[rows], c["line"][rows]
                 s = stats.setdefault(k, StepStats())
                 s.add(st, lat, fl)
                 if fl.any():
-                    codes = c["status"][m][fl] if have["status"] else np.full(int(fl.sum()), -1, np.int64)
+                    codes = c["status"][rows][fl] if have["status"] else np.full(int(fl.sum()), -1, np.int64)
                     add_codes(s.codes, failed_codes(codes))
                 if k not in spools:
                     spools[k] = Spool(STEP)

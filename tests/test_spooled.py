@@ -150,3 +150,19 @@ def test_steps_option_over_a_spooled_file(capsys):
     got = [s["requests"] for s in cut["steps"]]
     assert got == want.tolist()
     assert sum(got) == sum(s["requests"] for s in whole["steps"])
+
+
+@pytest.mark.parametrize("steps", ["0.25s", "3,7.5,20"])
+def test_steps_option_spooled_equals_the_whole_table(steps, capsys, monkeypatch):
+    """--steps cutting the real JMeter ramp into 160 steps (or at three times): as the whole table."""
+    path = REAL / "jmeter-stepping.csv.gz"
+    streamed = _summary_json(path, capsys, ["--steps", steps])
+
+    def whole(files, p, s):
+        from headroom.tables import detect_format
+
+        return reading.TableSource(files, s, detect_format(p, s.format), p)
+
+    monkeypatch.setattr(reading, "source_for", whole)
+    assert streamed == _summary_json(path, capsys, ["--steps", steps])
+    assert len(streamed["steps"]) == (4 if "," in steps else 161)
