@@ -840,18 +840,31 @@ def _compare_rc(out: Path, confidence: str, a: str = "a", b: str = "b") -> int:
 
 
 def test_until_decided_stops_at_max_repeats(nginx, nginx_b, tmp_path, capsys):
-    """A/A, --max-repeats 2: one ABBA block, one look at 95 %, its exit code is compare's."""
+    """A/A, --max-repeats 2: one ABBA block, one look at 95 %, its exit code is compare's.
+
+    The steps (0.8 s) are well above compare's 0.5 s minimum, so the look compares all four
+    levels of every run.  (With 0.5 s steps each step's span came out just under or just over
+    0.5 s at random: the look compared nothing, or compare refused runs whose usable steps
+    differed and the job exited 2 with nothing on stdout.)
+    """
     url_a, pid_a = nginx
     out = tmp_path / "seq"
     rc = cli.main(
         ["ramp", "--ab", url_a, nginx_b.url, "--until-decided", "--max-repeats", "2", "-o", str(out)]
-        + ["--concurrency", "1:7:2", "--step-duration", "0.5s", "--pause", "0s"]
+        + ["--concurrency", "1:7:2", "--step-duration", "0.8s", "--pause", "0s"]
         + ["--cpu-pid-a", str(pid_a), "--cpu-pid-b", str(nginx_b.pid), "--label-a", "v1", "--label-b", "v2"]
     )
+    captured = capsys.readouterr()
+    assert rc in (0, 1, 3), captured.err
     job = yaml.safe_load((out / "ab.yml").read_text())
     assert [r["folder"] for r in job["runs"]] == ["v1-01", "v2-01", "v2-02", "v1-02"]
     assert meta(out / "v2-01")["label"] == "v2-01" and meta(out / "v2-01")["ab"]["side"] == "b"
-    assert capsys.readouterr().out.strip() == f"headroom compare --baseline {out}/v1-* --candidate {out}/v2-*"
+    assert captured.out.strip() == f"headroom compare --baseline {out}/v1-* --candidate {out}/v2-*"
+    for name in ("v1-01", "v2-01", "v2-02", "v1-02"):  # independent: every step is long enough to use
+        spans = [
+            (max(t + r * 1e9 for t, r, _ in s) - min(t for t, _, _ in s)) / 1e9 for s in sections(out / name)
+        ]
+        assert len(spans) == 4 and min(spans) > 0.6, (name, spans)
     (look,) = job["looks"]
     assert look["runs_per_side"] == [2, 2] and look["confidence"] == 0.95
     assert job["sequential"]["max_looks"] == 1 and job["sequential"]["per_look_confidence"] == 0.95
@@ -914,6 +927,17 @@ def test_until_decided_decides_a_slow_server(nginx, slow_nginx, tmp_path, capsys
             "bad --confidence",
         ),
         (["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--pause", "soon"], "--pause"),
+        (
+            [
+                "--ab",
+                "http://127.0.0.1:1/",
+                "http://127.0.0.1:2/",
+                "--until-decided",
+                "--step-duration",
+                "0.5s",
+            ],
+            "--step-duration 0.5s: compare leaves steps shorter than 0.5 s out",
+        ),
         (
             ["--ab", "http://127.0.0.1:1/", "http://127.0.0.1:2/", "--cpu-pid-b", "999999999"],
             "--cpu-pid-b 999999999: no such process",

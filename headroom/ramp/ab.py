@@ -137,9 +137,19 @@ class AbJob:
 
     def check(self) -> None:
         """Every option, the generator, both servers and all PIDs, before anything is written."""
+        from ..steps import MIN_STEP_S
         from .cpu import ProcessTree
 
-        self.recorder("a", 1)
+        rec = self.recorder("a", 1)
+        if self.until_decided and rec.requests_per_step is None and rec.step_duration <= MIN_STEP_S:
+            # A step's span (first request to last response) comes out a few ms under the
+            # generator's duration, and compare leaves steps under MIN_STEP_S out as short: with
+            # such steps each look would compare nothing (inconclusive) or, when only some steps
+            # happen to reach MIN_STEP_S, refuse the runs (their usable steps differ).
+            raise HeadroomError(
+                f"--step-duration {self.args.step_duration}: compare leaves steps shorter than "
+                f"{MIN_STEP_S:g} s out, so no look of --until-decided could use them: give longer steps (1s or more)"
+            )
         for s in (self.a, self.b):
             ProcessTree(s.pids, option=f"--cpu-pid-{s.key}")  # no such process -> exit 2
         for s in (self.a, self.b):
