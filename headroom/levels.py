@@ -504,29 +504,57 @@ def levels_from_samples(
         The level at every request (input order).
     """
     st = np.asarray(start_ns, np.int64)
-    o = np.argsort(np.asarray(sample_ns, np.int64), kind="stable")
-    ts = np.asarray(sample_ns, np.int64)[o]
-    lv = np.rint(np.asarray(sample_level, np.float64)[o]).astype(np.int64)
-    if len(ts) == 0:
-        raise ValueError("no level samples")
-    i = np.searchsorted(ts, st, side="right") - 1
-    out = lv[np.maximum(i, 0)]
-    if not refine:
+    sl = SampledLevels(sample_ns, sample_level)
+    if refine:
+        sl.refine(sl.interval_counts(st))
+    return sl.at(st)
+
+
+class SampledLevels:
+    """:func:`levels_from_samples` in parts: the samples, the counts that place each change, the levels.
+
+    A reader that sees its requests batch by batch adds up
+    :meth:`interval_counts` over the batches, calls :meth:`refine` once, then
+    :meth:`at` per batch.
+    """
+
+    def __init__(self, sample_ns, sample_level):
+        o = np.argsort(np.asarray(sample_ns, np.int64), kind="stable")
+        self.ts = np.asarray(sample_ns, np.int64)[o]
+        self.lv = np.rint(np.asarray(sample_level, np.float64)[o]).astype(np.int64)
+        if len(self.ts) == 0:
+            raise ValueError("no level samples")
+        self.cuts: dict[int, int] = {}
+
+    def interval_counts(self, start_ns: np.ndarray) -> np.ndarray:
+        """Requests with start in ``(ts[j], ts[j + 1]]`` for every j (one more: after the last)."""
+        j = np.searchsorted(self.ts, np.asarray(start_ns, np.int64), side="left") - 1
+        return np.bincount(j[j >= 0], minlength=len(self.ts))
+
+    def refine(self, counts: np.ndarray) -> None:
+        """Place every change of level by the request rates around it (``counts``: all requests')."""
+        ts, lv = self.ts, self.lv
+        for a in np.flatnonzero(lv[1:] != lv[:-1]).tolist():
+            b = a + 1
+            m = int(counts[a])
+            r_a = int(counts[a - 1]) / max(int(ts[a] - ts[a - 1]), 1) if a >= 1 else None
+            r_b = int(counts[b]) / max(int(ts[b + 1] - ts[b]), 1) if b + 1 < len(ts) else None
+            width = int(ts[b] - ts[a])
+            cut = int(ts[a]) + width // 2
+            if r_a is not None and r_b is not None and abs(r_a - r_b) > 0.1 * max(r_a, r_b):
+                x = (m - r_b * width) / (r_a - r_b)
+                cut = int(ts[a]) + int(min(max(x, 0.0), width))
+            self.cuts[a] = cut
+
+    def at(self, start_ns: np.ndarray) -> np.ndarray:
+        """The level at each request start."""
+        st = np.asarray(start_ns, np.int64)
+        i = np.searchsorted(self.ts, st, side="right") - 1
+        out = self.lv[np.maximum(i, 0)]
+        for a, cut in self.cuts.items():
+            between = (st > self.ts[a]) & (st <= self.ts[a + 1])
+            out[between] = np.where(st[between] < cut, self.lv[a], self.lv[a + 1])
         return out
-    srt = np.sort(st)
-    for a in np.flatnonzero(lv[1:] != lv[:-1]):
-        b = a + 1
-        m = _count(srt, ts[a], ts[b])
-        r_a = _rate(srt, ts[a - 1], ts[a]) if a >= 1 else None
-        r_b = _rate(srt, ts[b], ts[b + 1]) if b + 1 < len(ts) else None
-        width = int(ts[b] - ts[a])
-        cut = ts[a] + width // 2
-        if r_a is not None and r_b is not None and abs(r_a - r_b) > 0.1 * max(r_a, r_b):
-            x = (m - r_b * width) / (r_a - r_b)
-            cut = ts[a] + int(min(max(x, 0.0), width))
-        between = (st > ts[a]) & (st <= ts[b])
-        out[between] = np.where(st[between] < cut, lv[a], lv[b])
-    return out
 
 
 def _count(srt: np.ndarray, lo: int, hi: int) -> int:

@@ -93,7 +93,7 @@ def _plan_classes():
     from . import _plans as p
 
     return {"jmeter-csv": p.JMeterPlan, "jmeter-xml": p.JMeterPlan, "gatling": p.GatlingPlan,
-            "vegeta-csv": p.VegetaPlan, "vegeta-json": p.VegetaPlan}  # fmt: skip
+            "vegeta-csv": p.VegetaPlan, "vegeta-json": p.VegetaPlan, "k6-csv": p.K6Plan, "k6-json": p.K6Plan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
