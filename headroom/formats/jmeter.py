@@ -127,7 +127,7 @@ class TextBlocks:
 
     Iterating yields ``(buf, start, end, line)``: the block is ``buf[start:end]``
     (a memoryview of it is free), ``line`` the file line (1-based, counted
-    by ``\\n``) it starts at.  With ``quotes`` a block ends only at a line end
+    by ``\\n``) it starts at, :attr:`line_after` the line after it.  With ``quotes`` a block ends only at a line end
     outside double quotes (an even number of ``"`` before it), so that a
     quoted value with line ends in it stays in one block.  The last line of
     a file that does not end with a line end was cut mid-write: it is left
@@ -140,15 +140,11 @@ class TextBlocks:
         self.path, self.chunks, self.chunk_bytes, self.quotes = path, chunks, max(1, chunk_bytes), quotes
         self.truncated: str | None = None
         self.lines = 0
+        self.line_after = 1  # while a block is out: the line after it
 
-    def _cut(self, buf: bytes, parity: int) -> int:
-        nl = buf.rfind(b"\n")
-        if nl < 0 or not self.quotes:
-            return nl + 1
-        a = np.frombuffer(buf, np.uint8, count=nl)
-        if (parity + int(np.count_nonzero(a == 34))) % 2 == 0:
-            return nl + 1
-        # a line end inside quotes (rare): the last one outside
+    @staticmethod
+    def _quoted_cut(a: np.ndarray, parity: int) -> int:
+        """After the last line end of ``a`` outside quotes (0: none), when the last one is inside."""
         npos = np.flatnonzero(a == 10)
         before = np.searchsorted(np.flatnonzero(a == 34), npos)
         ok = npos[(parity + before) % 2 == 0]
@@ -158,18 +154,20 @@ class TextBlocks:
         carry, parity, line = b"", 0, 1
         for chunk in self.chunks:
             buf = carry + chunk if carry else chunk
-            if len(buf) < self.chunk_bytes:
-                carry = buf
-                continue
-            cut = self._cut(buf, parity)
+            cut = buf.rfind(b"\n") + 1 if len(buf) >= self.chunk_bytes else 0
+            if cut and self.quotes:
+                a = np.frombuffer(buf, np.uint8, count=cut)
+                q = int(np.count_nonzero(a == 34))
+                if (parity + q) % 2:  # the last line end is inside quotes (rare)
+                    cut = self._quoted_cut(a, parity)
+                    q = int(np.count_nonzero(a[:cut] == 34))
+                parity = (parity + q) % 2
             if cut <= 0:
                 carry = buf
                 continue
-            a = np.frombuffer(buf, np.uint8, count=cut)
-            n = int(np.count_nonzero(a == 10))
-            if self.quotes:
-                parity = (parity + int(np.count_nonzero(a == 34))) % 2
+            n = int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=cut) == 10))
             carry = buf[cut:]
+            self.line_after = line + n
             yield buf, 0, cut, line
             line += n
         # the end: a last line without a line end was cut mid-write (unless the file is one line)
@@ -181,6 +179,7 @@ class TextBlocks:
             self.truncated = truncated_warning(self.path, at, end, tail[:end])
             carry = carry[: nl + 1]
         self.lines = line - 1 + carry.count(b"\n")
+        self.line_after = self.lines + 1
         if carry:
             yield carry, 0, len(carry), line
 
@@ -255,12 +254,21 @@ def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[s
     return fail(path, None, f"cannot parse this CSV file: {short(why.splitlines()[0] if why else why)}")
 
 
-def _by_value(col, judge, dtype) -> np.ndarray:
-    """``judge`` (pyarrow compute on the distinct values) of every row of a dictionary column."""
+def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
+    """``judge`` (pyarrow compute on distinct values) of every row of a dictionary column.
+
+    ``memo`` keeps the verdicts across blocks: each distinct value is judged once per file.
+    """
+    import pyarrow as pa
+
     parts = []
     for chunk in col.chunks:
-        vals = np.asarray(judge(chunk.dictionary).to_numpy(zero_copy_only=False), dtype)
-        parts.append(vals[np.asarray(chunk.indices.to_numpy(zero_copy_only=False), np.int64)])
+        vals = chunk.dictionary.to_pylist()
+        new = [v for v in vals if v not in memo]
+        if new:
+            memo.update(zip(new, judge(pa.array(new, pa.string())).to_pylist()))
+        of = np.array([memo[v] for v in vals], dtype)
+        parts.append(of[np.asarray(chunk.indices.to_numpy(zero_copy_only=False), np.int64)])
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
@@ -328,6 +336,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
     null_el: list = [None]
     el_min, el_min_row = 0, -1
     threads_ok = True
+    memo_rc: dict = {}
+    memo_ok: dict = {}
+    memo_tc: dict = {}
     for buf, start, end, _line in blocks:
         header = cols is None
         if header:
@@ -354,10 +365,10 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise _diagnose(path, block, csv_line, header, cols, str(exc)) from None
-        if buf.count(b"\r", start, end):
-            csv_line += buf.count(b"\n", start, end) + buf.count(b"\r", start, end) - buf.count(b"\r\n", start, end)
-        else:
-            csv_line += buf.count(b"\n", start, end)
+        nxt = blocks.line_after
+        if buf.find(b"\r", start, end) >= 0:  # a lone CR ends a line for the csv module too
+            nxt += buf.count(b"\r", start, end) - buf.count(b"\r\n", start, end)
+        csv_line += nxt - _line
         n = t.num_rows
         if n == 0:
             continue
@@ -367,11 +378,11 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
         if el[i] < el_min:
             el_min, el_min_row = int(el[i]), rows + i
         if "responseCode" in types:
-            code = _by_value(t.column("responseCode"), _code_of, np.int64)
+            code = _by_value(t.column("responseCode"), _code_of, memo_rc, np.int64)
         else:
             code = np.zeros(n, np.int64)
         if "success" in types:
-            ok = _by_value(t.column("success"), _success_of, bool)
+            ok = _by_value(t.column("success"), _success_of, memo_ok, bool)
         else:
             ok = (code >= 200) & (code <= 299)
         key = None
@@ -385,7 +396,7 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
         rows += n
         b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, line)
         if "responseMessage" in types:
-            tc = _by_value(t.column("responseMessage"), _tc_of, bool)
+            tc = _by_value(t.column("responseMessage"), _tc_of, memo_tc, bool)
             if tc.any():
                 n_tc += int(tc.sum())
                 b = b.take(~tc)
