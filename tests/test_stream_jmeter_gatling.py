@@ -99,15 +99,14 @@ def test_jmeter_csv_tiny_blocks_equal_the_whole_and_the_csv_module(tmp_path, rea
 def _quoted_csv(n: int) -> bytes:
     """A JTL whose responseMessage holds quoted line ends (and quotes) every few rows, and a transaction
     parent every 37 rows: some of each land on block edges."""
-    head = real_head = "timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,success,allThreads"
-    assert real_head == head
+    head = "timeStamp,elapsed,label,responseCode,responseMessage,threadName,dataType,success,allThreads"
     out = [head]
     for i in range(n):
         msg = "OK"
         if i % 7 == 3:
             msg = '"line one\nline ""two"",\r\nthree"'
         if i % 37 == 5:
-            msg = f"\"{TC} 2, number of failing samples : 0\""
+            msg = f'"{TC} 2, number of failing samples : 0"'
         code = "503" if i % 11 == 0 else "200"
         out.append(f"{1795430000000 + i * 3},{i % 50},idx,{code},{msg},g 1-1,text,"
                    f"{'false' if code == '503' else 'true'},{1 + i // 400}")  # fmt: skip
@@ -180,7 +179,9 @@ def _xml_reference(data: bytes):
     text_lines = data.split(b"\n")
     line_of = {}  # a sample's line: where its element ends
     for i, ln in enumerate(text_lines, start=1):
-        if ln.startswith((b"</httpSample>", b"</sample>")) or (ln.startswith((b"<httpSample", b"<sample")) and ln.endswith(b"/>")):
+        if ln.startswith((b"</httpSample>", b"</sample>")) or (
+            ln.startswith((b"<httpSample", b"<sample")) and ln.endswith(b"/>")
+        ):
             line_of[len(line_of)] = i
     rows = []
     k = 0
@@ -215,7 +216,11 @@ def test_jmeter_xml_tiny_blocks_equal_the_whole_and_elementtree(tmp_path, real_x
 
 def test_jmeter_xml_bad_sample_in_a_later_block_is_named(tmp_path, real_xml):
     lines = real_xml.split(b"\n")
-    at = next(i for i in range(len(lines)) if sum(len(x) + 1 for x in lines[:i]) > 2.5 * SMALL and b' ts="' in lines[i])
+    at = next(
+        i
+        for i in range(len(lines))
+        if sum(len(x) + 1 for x in lines[:i]) > 2.5 * SMALL and b' ts="' in lines[i]
+    )
     lines[at] = lines[at].replace(b' ts="', b' ts="x', 1)
     assert lines[at + 2] == b"</httpSample>"
     p = _write(tmp_path, "bad.xml", b"\n".join(lines))
@@ -344,10 +349,14 @@ def test_gatling_bad_record_in_the_third_block_is_named(tmp_path, real_log):
     for chunk in (SMALL, 1 << 24):
         with pytest.raises(HeadroomError) as e:
             list(gatling.scan(p, chunk_bytes=chunk).batches())
-        assert str(e.value).startswith(f"{p}:{at + 1}: a REQUEST record without start, end (ms) and OK/KO: 'REQUEST")
+        assert str(e.value).startswith(
+            f"{p}:{at + 1}: a REQUEST record without start, end (ms) and OK/KO: 'REQUEST"
+        )
     lines[at] = b"SOMETHING\telse"
     p.write_bytes(b"\n".join(lines))
-    with pytest.raises(HeadroomError, match=rf"^{p}:{at + 1}: not a Gatling simulation.log record: 'SOMETHING"):
+    with pytest.raises(
+        HeadroomError, match=rf"^{p}:{at + 1}: not a Gatling simulation.log record: 'SOMETHING"
+    ):
         list(gatling.scan(p, chunk_bytes=SMALL).batches())
 
 
@@ -365,6 +374,8 @@ def test_gatling_truncated_tail_is_dropped_with_the_warning(tmp_path, real_log, 
 
 
 def test_gatling_no_requests(tmp_path):
-    p = _write(tmp_path, "s.log", b"RUN\tdemo.Sim\tsim\t1795430000000\t \t3.9.5\nUSER\tscn\tSTART\t1795430000001\n")
+    p = _write(
+        tmp_path, "s.log", b"RUN\tdemo.Sim\tsim\t1795430000000\t \t3.9.5\nUSER\tscn\tSTART\t1795430000001\n"
+    )
     with pytest.raises(HeadroomError, match="no REQUEST records in this Gatling simulation.log"):
         list(gatling.scan(p, chunk_bytes=SMALL).batches())

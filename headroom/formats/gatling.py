@@ -84,7 +84,9 @@ def _line(path: Path, ln: int, raw: bytes):
             if s < 0 or e < s or e > _MAX_MS:
                 raise ValueError
         except ValueError:
-            raise fail(path, ln, f"a REQUEST record without start, end (ms) and OK/KO: '{short(raw)}'") from None
+            raise fail(
+                path, ln, f"a REQUEST record without start, end (ms) and OK/KO: '{short(raw)}'"
+            ) from None
         return ("req", s, e, f[k] == b"OK")
     if kind == b"USER":
         what = _user(path, ln, f, raw)
@@ -166,7 +168,14 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     flen = np.where(b.ntab > 0, b.tp[np.minimum(b.t0, len(b.tp) - 1)], b.nl) - b.ls
     kind = np.zeros(n, np.int8)  # 0 slow, 1 REQUEST, 2 USER, 3 skipped
     kind[b.nl == b.ls] = 3  # empty lines
-    for word, k in ((b"REQUEST", 1), (b"USER", 2), (b"RUN", 3), (b"GROUP", 3), (b"ERROR", 3), (b"ASSERTION", 3)):
+    for word, k in (
+        (b"REQUEST", 1),
+        (b"USER", 2),
+        (b"RUN", 3),
+        (b"GROUP", 3),
+        (b"ERROR", 3),
+        (b"ASSERTION", 3),
+    ):
         c = np.flatnonzero((flen == len(word)) & (kind == 0))
         if len(c):
             kind[c[b.eq(b.ls[c], word)]] = k

@@ -77,7 +77,6 @@ def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray
     return rs.step, rs.names, rs.concurrency, f"allThreads, held levels ({len(rs.names)} steps)", rs.notes
 
 
-
 # --------------------------------------------------------------------------
 # blocks of a text file at line ends (shared with .gatling; belongs in _scan.py)
 
@@ -244,7 +243,9 @@ def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[s
                 continue
             if len(row) != ncols:
                 return fail(
-                    path, off + reader.line_num, f"expected {ncols} fields, got {len(row)}: '{short(','.join(row))}'"
+                    path,
+                    off + reader.line_num,
+                    f"expected {ncols} fields, got {len(row)}: '{short(','.join(row))}'",
                 )
             p = problem(row)
             if p:
@@ -359,7 +360,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
         try:
             t = pacsv.read_csv(
                 pa.BufferReader(arrow_copy(block)),
-                read_options=pacsv.ReadOptions(column_names=cols, skip_rows=1 if header else 0, use_threads=True),
+                read_options=pacsv.ReadOptions(
+                    column_names=cols, skip_rows=1 if header else 0, use_threads=True
+                ),
                 parse_options=opts[0],
                 convert_options=opts[1],
             )
@@ -465,7 +468,9 @@ def _xml_rows(path: Path, attrs: list[dict], lines: list[int], state: dict) -> B
                 int(a["t"])
             except (KeyError, ValueError):
                 shown = {(("{" + k) if "}" in k else k): v for k, v in a.items()}  # as ElementTree names them
-                raise fail(path, ln, f"a sample without integer ts and t attributes: '{short(str(shown))}'") from None
+                raise fail(
+                    path, ln, f"a sample without integer ts and t attributes: '{short(str(shown))}'"
+                ) from None
         raise
     memo: dict = state["memo"]
     ok = np.fromiter((a.get("s", "true") == "true" for a in attrs), bool, len(attrs))
