@@ -9,15 +9,23 @@ read.  Per request, millisecond times.  The binary log of Gatling 3.12+ is
 not read (refused with a message).  Steps: the held levels of active users
 (USER START/END records around each request, headroom.levels); in an open
 model the rates users were started at; else one step.
+
+Read in one pass of bounded memory (:mod:`._batch`): :func:`scan` cuts the
+log into blocks of whole lines and parses each with numpy on the raw bytes
+(record kind, tab positions, the digits of the times); only lines of an
+unusual shape (and bad ones, to name them) go through Python line by line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from ._common import COARSE_MS, Table, drop_truncated_tail, fail, short
+from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._common import COARSE_MS, Table, fail, short
+from .jmeter import TextBlocks, raw_chunks
 
 
 def guess(head: bytes) -> bool:
@@ -30,7 +38,7 @@ def looks_binary_gatling(head: bytes) -> bool:
     return head[:1] == b"\x00" and b"simulation" in head[:512].lower()
 
 
-def steps_of(st: np.ndarray, en: np.ndarray, u_start: list[int], u_end: list[int]):
+def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
     """The steps of the requests (start, end ms) from the USER records (headroom.levels).
 
     Closed model: the held levels of active users around each request; when
@@ -39,11 +47,11 @@ def steps_of(st: np.ndarray, en: np.ndarray, u_start: list[int], u_end: list[int
     (step of every request, step names, concurrency per step or None, how
     steps were found, rate figures per step or None, notes for the warnings).
     """
-    if not u_start:
+    if not len(u_start):
         return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step", None, ()
     from ..levels import closed_loop, gatling_active_users, reader_steps, steps_from_arrivals
 
-    users = gatling_active_users(u_start, u_end if u_end else [], st)
+    users = gatling_active_users(u_start, u_end if len(u_end) else [], st)
     inf = closed_loop(st * 1_000_000, users, end_ns=en * 1_000_000, source="active users (USER records)")
     src = "active users around each request (USER START/END records)"
     if inf.looks_open:
@@ -57,50 +65,38 @@ def steps_of(st: np.ndarray, en: np.ndarray, u_start: list[int], u_end: list[int
     return rs.step, rs.names, rs.concurrency, f"{src}, {len(rs.names)} steps", rs.rates, rs.notes
 
 
-def _read_lines(path: Path, data: bytes, only: set[int] | None = None):
-    """The records line by line (only the lines in ``only`` when given):
-    (starts, ends, ok, lines, user starts, user ends)."""
-    starts, ends, ok, lines = [], [], [], []
-    u_start, u_end = [], []
-    for ln, raw in _lines(data, only):
-        raw = raw.rstrip(b"\r")
-        if not raw:
-            continue
-        f = raw.split(b"\t")
-        kind = f[0]
-        if kind == b"REQUEST":
-            k = next((i for i in range(3, len(f)) if f[i] in (b"OK", b"KO")), None)
-            try:
-                if k is None:
-                    raise ValueError
-                s, e = int(f[k - 2]), int(f[k - 1])
-                if s < 0 or e < s:
-                    raise ValueError
-            except ValueError:
-                raise fail(
-                    path, ln, f"a REQUEST record without start, end (ms) and OK/KO: '{short(raw)}'"
-                ) from None
-            starts.append(s)
-            ends.append(e)
-            ok.append(f[k] == b"OK")
-            lines.append(ln)
-        elif kind == b"USER":
-            (u_start if _user(path, ln, f, raw) == b"START" else u_end).append(int(f[-1]))
-        elif kind not in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
-            raise fail(path, ln, f"not a Gatling simulation.log record: '{short(raw)}'")
-    return starts, ends, ok, lines, u_start, u_end
+_MAX_MS = 2**63 - 1
 
 
-def _lines(data: bytes, only: set[int] | None):
-    """(line number, bytes) of every line, or of the lines in ``only`` (found by their line ends)."""
-    if only is None:
-        yield from enumerate(data.split(b"\n"), start=1)
-        return
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
-    for ln in sorted(only):
-        a = int(ends[ln - 2]) + 1 if ln >= 2 else 0
-        b = int(ends[ln - 1]) if ln - 1 < len(ends) else len(data)
-        yield ln, data[a:b]
+def _line(path: Path, ln: int, raw: bytes):
+    """One record the slow way: ("req", start, end, ok), ("user", is_start, time), or None (skipped)."""
+    raw = raw.rstrip(b"\r")
+    if not raw:
+        return None
+    f = raw.split(b"\t")
+    kind = f[0]
+    if kind == b"REQUEST":
+        k = next((i for i in range(3, len(f)) if f[i] in (b"OK", b"KO")), None)
+        try:
+            if k is None:
+                raise ValueError
+            s, e = int(f[k - 2]), int(f[k - 1])
+            if s < 0 or e < s or e > _MAX_MS:
+                raise ValueError
+        except ValueError:
+            raise fail(
+                path, ln, f"a REQUEST record without start, end (ms) and OK/KO: '{short(raw)}'"
+            ) from None
+        return ("req", s, e, f[k] == b"OK")
+    if kind == b"USER":
+        what = _user(path, ln, f, raw)
+        t = int(f[-1])
+        if t > _MAX_MS:
+            raise fail(path, ln, f"a USER record without START/END and a time (ms): '{short(raw)}'")
+        return ("user", what == b"START", t)
+    if kind not in (b"RUN", b"GROUP", b"ERROR", b"ASSERTION"):
+        raise fail(path, ln, f"not a Gatling simulation.log record: '{short(raw)}'")
+    return None
 
 
 def _user(path: Path, ln: int, f: list[bytes], raw: bytes) -> bytes:
@@ -110,89 +106,215 @@ def _user(path: Path, ln: int, f: list[bytes], raw: bytes) -> bytes:
     return what
 
 
-def _read_fast(path: Path, data: bytes):
-    """The 3.4-3.11 REQUEST records (7 tab-separated fields) parsed by pyarrow; the other records
-    line by line.  None when pyarrow refuses the file (then everything goes line by line)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
+class _Block:
+    """The lines and tab-separated fields of one block of whole lines, found with numpy."""
 
-    if b"\n\n" in data:  # blank lines: rows would not match lines
-        return None
-    try:  # pyarrow hands invalid rows to Python as text: the bytes must be UTF-8
-        pa.array([data], pa.binary()).cast(pa.string())
-    except pa.ArrowInvalid:
-        return None
-    others: list[int] = []
+    def __init__(self, buf, start: int, end: int):
+        a = np.frombuffer(buf, np.uint8, count=end - start, offset=start)
+        self.a = a
+        nl = np.flatnonzero(a == 10)
+        if len(nl) == 0 or nl[-1] != len(a) - 1:  # the file's last line, without a line end
+            nl = np.append(nl, len(a))
+            a = self.a = np.append(a, np.uint8(10))
+        self.nl = nl
+        self.ls = np.concatenate([[0], nl[:-1] + 1]).astype(np.int64)
+        tp = np.flatnonzero(a == 9)
+        self.tp = np.append(tp, len(a))  # a sentinel past the end: field ends of missing fields
+        self.t0 = np.searchsorted(tp, self.ls)
+        self.ntab = np.searchsorted(tp, nl) - self.t0
 
-    def handler(row):
-        others.append(row.number)
-        return "skip"
+    def eq(self, pos: np.ndarray, word: bytes) -> np.ndarray:
+        """Whether the bytes at ``pos`` (each within the block with ``len(word)`` bytes after) are ``word``."""
+        out = np.ones(len(pos), bool)
+        for j, c in enumerate(word):
+            out &= self.a[pos + j] == c
+        return out
 
-    names = [f"c{i}" for i in range(7)]
-    try:
-        t = pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
-            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=handler),
-            convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in names}, include_columns=["c0", "c3", "c4", "c5"],
-                strings_can_be_null=False,
-            ),
-        )  # fmt: skip
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if any(n < 1 for n in others):
-        return None
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    row_lines = np.setdiff1d(np.arange(1, n_lines + 1), np.asarray(others, np.int64))
-    if len(row_lines) != t.num_rows:
-        return None
-    req = np.asarray(pc.equal(t.column("c0"), "REQUEST").to_numpy(zero_copy_only=False), bool)
-    status = t.column("c5").filter(pa.array(req))
-    try:
-        st = np.asarray(t.column("c3").filter(pa.array(req)).cast(pa.int64()).to_numpy(), np.int64)
-        en = np.asarray(t.column("c4").filter(pa.array(req)).cast(pa.int64()).to_numpy(), np.int64)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    ok = np.asarray(pc.equal(status, "OK").to_numpy(zero_copy_only=False), bool)
-    good = ok | np.asarray(pc.equal(status, "KO").to_numpy(zero_copy_only=False), bool)
-    if not good.all() or (st < 0).any() or (en < st).any():
-        return None
-    slow = set(others) | set(row_lines[~req].tolist())
-    s2, e2, ok2, l2, u_start, u_end = _read_lines(path, data, slow)
-    if not s2:  # only USER/RUN records went line by line: the rows are in file order already
-        return st, en, ok, row_lines[req], u_start, u_end
-    lines = np.concatenate([row_lines[req], np.asarray(l2, np.int64)])
-    order = np.argsort(lines, kind="stable")
-    cat = lambda a, b, dt: np.concatenate([a, np.asarray(b, dt)])[order]  # noqa: E731
-    return cat(st, s2, np.int64), cat(en, e2, np.int64), cat(ok, ok2, bool), lines[order], u_start, u_end
+    def field(self, rows: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of field ``i`` (0-based) of lines ``rows`` that have a tab after it."""
+        t0 = self.t0[rows]
+        s = self.ls[rows] if i == 0 else self.tp[t0 + i - 1] + 1
+        return s, self.tp[t0 + i]
+
+    def digits(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The values of fields of 1 to 18 ASCII digits, and which fields are such."""
+        w = e - s
+        good = (w >= 1) & (w <= 18)
+        val = np.zeros(len(s), np.int64)
+        if not good.any():
+            return val, good
+        for j in range(int(w[good].max())):
+            inb = j < w
+            d = self.a[np.where(inb, s + j, 0)] - np.uint8(48)
+            good &= ~inb | (d < 10)
+            val = np.where(inb, val * 10 + d, val)
+        return val, good
+
+    def word_in(self, s: np.ndarray, e: np.ndarray, words: tuple[bytes, ...]) -> np.ndarray:
+        """For each field: 1 + the index of the word of ``words`` it is, 0 for none."""
+        out = np.zeros(len(s), np.int8)
+        w = e - s
+        for k, word in enumerate(words, start=1):
+            c = np.flatnonzero((w == len(word)) & (out == 0))
+            if len(c):
+                out[c[self.eq(s[c], word)]] = k
+        return out
 
 
-def read(path: Path, data: bytes) -> Table:
-    """A Gatling simulation.log: its REQUEST records, steps from its USER records."""
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    fast = _read_fast(path, data)
-    starts, ends, ok, lines, u_start, u_end = fast if fast is not None else _read_lines(path, data)
-    if len(starts) == 0:
+def _parse_block(path: Path, buf, start: int, end: int, line0: int):
+    """The REQUEST rows (start ms, end ms, OK, line) and USER records (line, is start, ms) of a block."""
+    b = _Block(buf, start, end)
+    n = len(b.nl)
+    flen = np.where(b.ntab > 0, b.tp[np.minimum(b.t0, len(b.tp) - 1)], b.nl) - b.ls
+    kind = np.zeros(n, np.int8)  # 0 slow, 1 REQUEST, 2 USER, 3 skipped
+    kind[b.nl == b.ls] = 3  # empty lines
+    for word, k in (
+        (b"REQUEST", 1),
+        (b"USER", 2),
+        (b"RUN", 3),
+        (b"GROUP", 3),
+        (b"ERROR", 3),
+        (b"ASSERTION", 3),
+    ):
+        c = np.flatnonzero((flen == len(word)) & (kind == 0))
+        if len(c):
+            kind[c[b.eq(b.ls[c], word)]] = k
+    # REQUEST: the status is the first of fields 3, 4, ... that is OK or KO, the two times before it
+    req = np.flatnonzero(kind == 1)
+    status = np.zeros(len(req), np.int8)  # 1 OK, 2 KO
+    k_of = np.zeros(len(req), np.int64)
+    for k in range(3, 9):
+        c = np.flatnonzero((k_of == 0) & (b.ntab[req] > k))
+        if not len(c):
+            continue
+        s, e = b.field(req[c], k)
+        st = b.word_in(s, e, (b"OK", b"KO"))
+        hit = st > 0
+        k_of[c[hit]] = k
+        status[c[hit]] = st[hit]
+    found = k_of > 0
+    st_ms = np.zeros(len(req), np.int64)
+    en_ms = np.zeros(len(req), np.int64)
+    good = found.copy()
+    for k in np.unique(k_of[found]).tolist():
+        c = np.flatnonzero(k_of == k)
+        v1, g1 = b.digits(*b.field(req[c], k - 2))
+        v2, g2 = b.digits(*b.field(req[c], k - 1))
+        st_ms[c], en_ms[c] = v1, v2
+        good[c] &= g1 & g2 & (v2 >= v1)
+    kind[req[~good]] = 0
+    req_ok = status[good] == 1
+    req_lines = req[good]
+    st_ms, en_ms = st_ms[good], en_ms[good]
+    # USER: START or END in field 1, 2 or 3 (the first), the time (digits) last
+    usr = np.flatnonzero(kind == 2)
+    what = np.zeros(len(usr), np.int8)  # 1 START, 2 END
+    ugood = b.ntab[usr] >= 3
+    for i in (1, 2, 3):
+        c = np.flatnonzero(ugood & (what == 0) & (b.ntab[usr] > i))
+        if len(c):
+            what[c] = b.word_in(*b.field(usr[c], i), (b"START", b"END"))
+    ugood &= what > 0
+    last_s = b.tp[np.maximum(b.t0[usr] + b.ntab[usr] - 1, 0)] + 1
+    last_e = b.nl[usr] - (b.a[np.maximum(b.nl[usr] - 1, 0)] == 13)
+    u_ms, g = b.digits(last_s, last_e)
+    ugood &= g
+    kind[usr[~ugood]] = 0
+    u_lines, u_start, u_ms = usr[ugood], what[ugood] == 1, u_ms[ugood]
+    # everything else line by line (and bad lines named, the first of the block first)
+    slow = np.flatnonzero(kind == 0)
+    if len(slow):
+        sr, su = [], []
+        data = b.a
+        for i in slow.tolist():
+            r = _line(path, line0 + i, data[b.ls[i] : b.nl[i]].tobytes())
+            if r is None:
+                continue
+            (sr if r[0] == "req" else su).append((i, *r[1:]))
+        if sr:
+            li, s2, e2, ok2 = zip(*sr)
+            order = np.argsort(np.concatenate([req_lines, li]), kind="stable")
+            cat = lambda x, y, dt: np.concatenate([x, np.asarray(y, dt)])[order]  # noqa: E731
+            req_lines, st_ms, en_ms, req_ok = (cat(req_lines, li, np.int64), cat(st_ms, s2, np.int64),
+                                               cat(en_ms, e2, np.int64), cat(req_ok, ok2, bool))  # fmt: skip
+        if su:
+            li, us2, t2 = zip(*su)
+            order = np.argsort(np.concatenate([u_lines, li]), kind="stable")
+            u_start = np.concatenate([u_start, np.asarray(us2, bool)])[order]
+            u_ms = np.concatenate([u_ms, np.asarray(t2, np.int64)])[order]
+    return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms
+
+
+def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over a simulation.log (plain or gzip) in blocks of about ``chunk_bytes``.
+
+    Batches of its REQUEST records (``ok``; no status, no key); the USER records' times
+    are collected on the side: ``side["user_start_ms"]``, ``side["user_end_ms"]`` (int64,
+    in file order).  A bad record is named at its line; "no REQUEST records" at the end.
+    """
+    return _scan(Path(path), chunk_bytes, None)
+
+
+def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
+    sc = Scan(path, "gatling", COARSE_MS)
+    sc._gen = _batches(sc, chunk_bytes, data)
+    return sc
+
+
+def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
+    path = sc.path
+    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
+    us: list[np.ndarray] = []
+    ue: list[np.ndarray] = []
+    n = 0
+    for buf, start, end, line0 in blocks:
+        st, en, ok, lines, u_start, u_ms = _parse_block(path, buf, start, end, line0)
+        if len(u_ms):
+            us.append(u_ms[u_start])
+            ue.append(u_ms[~u_start])
+        if len(st):
+            n += len(st)
+            yield Batch(st * 1_000_000, (en - st) / 1e3, None, ok, None, lines)
+    if blocks.truncated:
+        sc.warnings.append(blocks.truncated)
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
+    sc.side = {"user_start_ms": cat(us), "user_end_ms": cat(ue)}
+    if n == 0:
         raise fail(path, None, "no REQUEST records in this Gatling simulation.log")
-    st = np.asarray(starts, np.int64)
-    en = np.asarray(ends, np.int64)
-    step, names, conc, src, rates, notes = steps_of(st, en, u_start, u_end)
-    warnings += [f"{path}: {n}" for n in notes]
+
+
+def steps_of_rows(sc: Scan, rows: Batch):
+    """The steps of a scan's joined rows: (step of every row, step names, concurrency per step or None,
+    how steps were found, rate figures per step or None, notes for the warnings)."""
+    st = rows.start_ns // 1_000_000
+    en = st + np.rint(rows.latency_s * 1e3).astype(np.int64)
+    return steps_of(st, en, sc.side.get("user_start_ms", ()), sc.side.get("user_end_ms", ()))
+
+
+def finish(sc: Scan, rows: Batch) -> Table:
+    """The request table of a finished scan and its joined rows (``_batch.join``)."""
+    if len(rows) == 0:
+        raise fail(sc.path, None, "no REQUEST records in this Gatling simulation.log")
+    step, names, conc, src, rates, notes = steps_of_rows(sc, rows)
     return Table(
         fmt="gatling",
         fidelity=COARSE_MS,
-        start_ns=st * 1_000_000,
-        latency_s=(en - st) / 1e3,
-        ok=np.asarray(ok, bool),
+        start_ns=rows.start_ns,
+        latency_s=rows.latency_s,
+        ok=rows.ok,
         status=None,
         step=step,
         step_names=names,
         step_concurrency=conc,
         step_rates=rates,
         steps_source=src,
-        line=np.asarray(lines, np.int64),
-        warnings=warnings,
+        line=rows.line,
+        warnings=[*sc.warnings, *(f"{sc.path}: {n}" for n in notes)],
     )
+
+
+def read(path: Path, data: bytes | None = None) -> Table:
+    """A Gatling simulation.log: its REQUEST records, steps from its USER records
+    (``data``: the file's bytes when already read)."""
+    sc = _scan(Path(path), CHUNK_BYTES, data)
+    return finish(sc, join(list(sc.batches())))

@@ -9,26 +9,28 @@ samples (message "Number of samples in transaction ...") are left out, so no
 request is counted twice.  Steps: the ``allThreads`` levels (active threads
 in the whole test when the sample was taken) that are held (headroom.levels:
 thread start-up and shut-down are counted in the next step), else one step.
+
+Both are read in one pass of bounded memory (:mod:`._batch`): ``scan_csv``
+and ``scan_xml`` yield batches of compact columns (``key``: allThreads),
+``finish`` turns a scan and its joined rows into the request table, and
+``read_csv`` / ``read_xml`` are the two together.  The CSV is cut into
+blocks at line ends outside quoted values (JMeter quotes a value with a
+line end in it) and parsed block by block with pyarrow; a block pyarrow
+refuses is read line by line with the csv module to name its bad line.
+The XML is fed to expat in blocks.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from ._common import (
-    COARSE_MS,
-    Table,
-    arrow_csv,
-    drop_truncated_tail,
-    fail,
-    first_line,
-    is_int,
-    short,
-    steps_from_concurrency,
-)
+from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
+from ._scan import BOM, arrow_copy, truncated_warning
 
 _TC = "Number of samples in transaction"
 _NOHEADER = re.compile(rb"^1\d{12},\d+,")
@@ -75,63 +77,137 @@ def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray
     return rs.step, rs.names, rs.concurrency, f"allThreads, held levels ({len(rs.names)} steps)", rs.notes
 
 
-def _finish(path, fmt, ts, elapsed, success, code, threads, msgs, lines, warnings) -> Table:
-    n = len(ts)
-    if msgs is None:
-        tc = np.zeros(n, bool)
-    elif isinstance(msgs, np.ndarray):
-        tc = msgs  # already the transaction-parent flags
-    else:
-        tc = np.array([m.startswith(_TC) for m in msgs], bool)
-    if tc.any():
-        warnings.append(
-            f"{path}: left out {int(tc.sum())} transaction-controller parent sample(s) "
-            "(their requests are counted on their own rows)"
-        )
-        keep = ~tc
-        ts, elapsed, success, code, lines = ts[keep], elapsed[keep], success[keep], code[keep], lines[keep]
-        threads = threads[keep] if threads is not None else None
-    if len(ts) == 0:
-        raise fail(path, None, "no samples (the file has a header but no data rows)")
-    step, names, conc, src, notes = steps_of(path, ts, threads, lines, elapsed)
-    warnings += [f"{path}: {n}" for n in notes]
-    return Table(
-        fmt=fmt,
-        fidelity=COARSE_MS,
-        start_ns=ts * 1_000_000,
-        latency_s=elapsed / 1e3,
-        status=code,
-        ok=success,
-        step=step,
-        step_names=names,
-        step_concurrency=conc,
-        steps_source=src,
-        line=lines,
-        warnings=warnings,
-    )
+# --------------------------------------------------------------------------
+# blocks of a text file at line ends (shared with .gatling; belongs in _scan.py)
 
 
-def _codes(values) -> np.ndarray:
-    return np.array(
-        [int(v) if v and v.isascii() and v.isdigit() and len(v) <= 4 else 0 for v in values], np.int64
-    )
+def raw_chunks(path: Path, data: bytes | None, chunk_bytes: int) -> Iterator[bytes]:
+    """The file's bytes (decompressed when gzipped, by its magic bytes), about ``chunk_bytes`` at a time.
+
+    ``data``: the whole file already read (then no second read).
+    """
+    import gzip
+    import zlib
+
+    from ._scan import _gzip_error, _open_error
+
+    if data is not None:
+        view = memoryview(data)
+        for i in range(0, len(data), chunk_bytes):
+            yield bytes(view[i : i + chunk_bytes])
+        return
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise _open_error(path, e) from None
+    with f:
+        try:
+            magic = f.read(2)
+            f.seek(0)
+        except OSError as e:
+            raise _open_error(path, e) from None
+        src = f
+        if magic == b"\x1f\x8b":
+            src = gzip.GzipFile(fileobj=f)
+        while True:
+            try:
+                chunk = src.read(chunk_bytes)
+            except (EOFError, zlib.error) as e:
+                raise _gzip_error(path, e) from None
+            except OSError as e:
+                raise (_gzip_error(path, e) if src is not f else _open_error(path, e)) from None
+            if not chunk:
+                return
+            yield chunk
 
 
-def read_csv(path: Path, data: bytes) -> Table:
+class TextBlocks:
+    """A text file cut into blocks of whole lines, about ``chunk_bytes`` each, in one pass.
+
+    Iterating yields ``(buf, start, end, line)``: the block is ``buf[start:end]``
+    (a memoryview of it is free), ``line`` the file line (1-based, counted
+    by ``\\n``) it starts at, :attr:`line_after` the line after it.  With ``quotes`` a block ends only at a line end
+    outside double quotes (an even number of ``"`` before it), so that a
+    quoted value with line ends in it stays in one block.  The last line of
+    a file that does not end with a line end was cut mid-write: it is left
+    out, and :attr:`truncated` holds the warning (the one rule of
+    ``_scan.truncated_tail``, applied to the file's end only).  After the
+    pass :attr:`lines` is the number of ``\\n`` in what was yielded.
+    """
+
+    def __init__(self, path: Path, chunks: Iterator[bytes], chunk_bytes: int, *, quotes: bool = False):
+        self.path, self.chunks, self.chunk_bytes, self.quotes = path, chunks, max(1, chunk_bytes), quotes
+        self.truncated: str | None = None
+        self.lines = 0
+        self.line_after = 1  # while a block is out: the line after it
+
+    @staticmethod
+    def _quoted_cut(a: np.ndarray, parity: int) -> int:
+        """After the last line end of ``a`` outside quotes (0: none), when the last one is inside."""
+        npos = np.flatnonzero(a == 10)
+        before = np.searchsorted(np.flatnonzero(a == 34), npos)
+        ok = npos[(parity + before) % 2 == 0]
+        return int(ok[-1]) + 1 if len(ok) else 0
+
+    def __iter__(self):
+        carry, parity, line = b"", 0, 1
+        for chunk in self.chunks:
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n") + 1 if len(buf) >= self.chunk_bytes else 0
+            if cut and self.quotes:
+                a = np.frombuffer(buf, np.uint8, count=cut)
+                q = int(np.count_nonzero(a == 34))
+                if (parity + q) % 2:  # the last line end is inside quotes (rare)
+                    cut = self._quoted_cut(a, parity)
+                    q = int(np.count_nonzero(a[:cut] == 34))
+                parity = (parity + q) % 2
+            if cut <= 0:
+                carry = buf
+                continue
+            n = int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=cut) == 10))
+            carry = buf[cut:]
+            self.line_after = line + n
+            yield buf, 0, cut, line
+            line += n
+        # the end: a last line without a line end was cut mid-write (unless the file is one line)
+        nl = carry.rfind(b"\n")
+        tail = carry[nl + 1 :]
+        end = len(tail.rstrip(b" \t"))
+        if end and tail[end - 1 : end] != b"\r" and (nl >= 0 or line > 1) and tail[:end].strip():
+            at = line + carry.count(b"\n")
+            self.truncated = truncated_warning(self.path, at, end, tail[:end])
+            carry = carry[: nl + 1]
+        self.lines = line - 1 + carry.count(b"\n")
+        self.line_after = self.lines + 1
+        if carry:
+            yield carry, 0, len(carry), line
+
+
+# --------------------------------------------------------------------------
+# CSV JTL
+
+
+_DICT = None  # pa.dictionary(pa.int32(), pa.string()), made on first use (pyarrow imported lazily)
+
+
+def _csv_types(cols: list[str]) -> dict:
     import pyarrow as pa
 
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    cols = [c.strip() for c in first_line(data).decode("utf-8", "replace").split(",")]
+    global _DICT
+    if _DICT is None:
+        _DICT = pa.dictionary(pa.int32(), pa.string())
     types = {"timeStamp": pa.int64(), "elapsed": pa.int64()}
     for c in ("success", "responseCode", "responseMessage"):
         if c in cols:
-            types[c] = pa.string()
+            types[c] = _DICT  # few distinct values: judged once per value, not once per row
     if "allThreads" in cols:
         types["allThreads"] = pa.int64()
+    return types
+
+
+def _row_problem(cols: list[str]):
     ti, ei = cols.index("timeStamp"), cols.index("elapsed")
+    ai = cols.index("allThreads") if "allThreads" in cols else None
 
     def problem(row):
         if not is_int(row[ti]):
@@ -141,113 +217,423 @@ def read_csv(path: Path, data: bytes) -> Table:
             )
         if not is_int(row[ei]) or int(row[ei]) < 0:
             return f"bad elapsed '{short(row[ei], 40)}' (expected milliseconds >= 0)"
-        if "allThreads" in cols and not is_int(row[cols.index("allThreads")]):
-            return f"bad allThreads '{short(row[cols.index('allThreads')], 40)}' (expected an integer)"
+        if ai is not None and not is_int(row[ai]):
+            return f"bad allThreads '{short(row[ai], 40)}' (expected an integer)"
         return None
 
-    t = arrow_csv(
-        data, path, columns=cols, types=types, header=True, row_problem=problem, newlines_in_values=True
-    )
-    from ._common import null_check
+    return problem
 
-    null_check(t, path, ["timeStamp", "elapsed"])
-    ts = np.asarray(t.column("timeStamp").to_numpy(), np.int64)
-    el = np.asarray(t.column("elapsed").to_numpy(), np.int64)
-    if len(el) and el.min() < 0:
-        i = int(np.argmin(el))
-        raise fail(path, i + 2, f"bad elapsed {int(el[i])} (must be >= 0)")
 
+def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[str], why: str):
+    """The first bad line of a block pyarrow refused (the csv module, line by line), as an error.
+
+    ``first_csv_line``: the file line the block starts at, counted as the csv module counts
+    (``\\r``, ``\\n`` and ``\\r\\n`` each end a line).
+    """
+    import csv
+    import io
+
+    problem = _row_problem(cols)
+    ncols = len(cols)
+    reader = csv.reader(io.StringIO(bytes(block).decode("utf-8", "replace"), newline=""))
+    off = first_csv_line - 1
+    try:
+        for row in reader:
+            if header and reader.line_num == 1:
+                continue
+            if len(row) != ncols:
+                return fail(
+                    path,
+                    off + reader.line_num,
+                    f"expected {ncols} fields, got {len(row)}: '{short(','.join(row))}'",
+                )
+            p = problem(row)
+            if p:
+                return fail(path, off + reader.line_num, p)
+    except csv.Error as e:
+        return fail(path, off + reader.line_num, f"bad CSV ({short(str(e))})")
+    return fail(path, None, f"cannot parse this CSV file: {short(why.splitlines()[0] if why else why)}")
+
+
+def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
+    """``judge`` (pyarrow compute on distinct values) of every row of a dictionary column.
+
+    ``memo`` keeps the verdicts across blocks: each distinct value is judged once per file.
+    """
+    import pyarrow as pa
+
+    parts = []
+    for chunk in col.chunks:
+        vals = chunk.dictionary.to_pylist()
+        new = [v for v in vals if v not in memo]
+        if new:
+            memo.update(zip(new, judge(pa.array(new, pa.string())).to_pylist()))
+        of = np.array([memo[v] for v in vals], dtype)
+        parts.append(of[np.asarray(chunk.indices.to_numpy(zero_copy_only=False), np.int64)])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def _code_of(values):
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    def strings(name):
-        return pc.fill_null(t.column(name), "") if name in types else None
+    rc = pc.utf8_trim_whitespace(values)
+    return pc.if_else(pc.match_substring_regex(rc, r"^[0-9]{1,4}$"), rc, "0").cast(pa.int64())
 
-    def np_bool(a):
-        return np.asarray(a.to_numpy(zero_copy_only=False), bool)
 
-    rc = strings("responseCode")
-    if rc is not None:
-        rc = pc.utf8_trim_whitespace(rc)
-        code = pc.if_else(pc.match_substring_regex(rc, r"^[0-9]{1,4}$"), rc, "0").cast(pa.int64())
-        code = np.asarray(code.to_numpy(zero_copy_only=False), np.int64)
-    else:
-        code = np.zeros(len(ts), np.int64)
-    succ = strings("success")
-    if succ is not None:
-        success = np_bool(pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(succ)), "true"))
-    else:
-        success = (code >= 200) & (code <= 299)
-    msgs = strings("responseMessage")
-    tc = np_bool(pc.starts_with(msgs, _TC)) if msgs is not None else None
-    threads = None
-    if "allThreads" in types:
-        c = t.column("allThreads")
-        if c.null_count:
-            threads = None
-            warnings.append(f"{path}: allThreads has empty values: one step")
+def _success_of(values):
+    import pyarrow.compute as pc
+
+    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(values)), "true")
+
+
+def _tc_of(values):
+    import pyarrow.compute as pc
+
+    return pc.starts_with(values, _TC)
+
+
+def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
+    """A null-free int64 column as numpy; the first null's row (``base`` + index) is noted in ``first_null``."""
+    import pyarrow.compute as pc
+
+    from ._scan import first_null as first_null_row
+    from ._scan import np_column
+
+    if col.null_count:
+        if first_null[0] is None:
+            first_null[0] = base + first_null_row(col)
+        col = pc.fill_null(col, 0)
+    return np_column(col, np.int64).copy()
+
+
+def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over a CSV JTL (plain or gzip) in blocks of about ``chunk_bytes``: batches of its samples.
+
+    Transaction-controller parents are left out (counted in a warning); ``key`` is
+    ``allThreads`` (None without the column, or from the first block with an empty value on:
+    then :attr:`Scan.key_kind` is None after the pass and a warning says so).  Errors that
+    need the whole file (an empty or negative value, no samples) are raised at the end of the pass.
+    """
+    return _scan_csv(Path(path), chunk_bytes, None)
+
+
+def _scan_csv(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
+    scan = Scan(path, "jmeter-csv", COARSE_MS, key_kind="level")
+    scan._gen = _csv_batches(scan, chunk_bytes, data)
+    return scan
+
+
+def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    path = scan.path
+    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes, quotes=True)
+    cols: list[str] | None = None
+    rows = kept = n_tc = 0
+    csv_line = 1  # file line of the block's start as the csv module counts lines (for messages)
+    null_ts: list = [None]
+    null_el: list = [None]
+    el_min, el_min_row = 0, -1
+    threads_ok = True
+    memo_rc: dict = {}
+    memo_ok: dict = {}
+    memo_tc: dict = {}
+    for buf, start, end, _line in blocks:
+        header = cols is None
+        if header:
+            if buf[start : start + 3] == BOM:
+                start += 3
+            nl = buf.find(b"\n", start, end)
+            first = first_line(buf[start : nl if nl >= 0 else end])
+            cols = [c.strip() for c in first.decode("utf-8", "replace").split(",")]
+            types = _csv_types(cols)
+            if "allThreads" not in types:
+                scan.key_kind = None
+            opts = (
+                pacsv.ParseOptions(newlines_in_values=True),
+                pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
+                                     strings_can_be_null=False, quoted_strings_can_be_null=False),
+            )  # fmt: skip
+        block = memoryview(buf)[start:end]
+        try:
+            t = pacsv.read_csv(
+                pa.BufferReader(arrow_copy(block)),
+                read_options=pacsv.ReadOptions(
+                    column_names=cols, skip_rows=1 if header else 0, use_threads=True
+                ),
+                parse_options=opts[0],
+                convert_options=opts[1],
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise _diagnose(path, block, csv_line, header, cols, str(exc)) from None
+        nxt = blocks.line_after
+        if buf.find(b"\r", start, end) >= 0:  # a lone CR ends a line for the csv module too
+            nxt += buf.count(b"\r", start, end) - buf.count(b"\r\n", start, end)
+        csv_line += nxt - _line
+        n = t.num_rows
+        if n == 0:
+            continue
+        ts = _int_column(t.column("timeStamp"), null_ts, "timeStamp", rows)
+        el = _int_column(t.column("elapsed"), null_el, "elapsed", rows)
+        i = int(np.argmin(el))
+        if el[i] < el_min:
+            el_min, el_min_row = int(el[i]), rows + i
+        if "responseCode" in types:
+            code = _by_value(t.column("responseCode"), _code_of, memo_rc, np.int64)
         else:
-            threads = np.asarray(c.to_numpy(), np.int64)
-    return _finish(path, "jmeter-csv", ts, el, success, code, threads, tc,
-                   np.arange(2, len(ts) + 2), warnings)  # fmt: skip
+            code = np.zeros(n, np.int64)
+        if "success" in types:
+            ok = _by_value(t.column("success"), _success_of, memo_ok, bool)
+        else:
+            ok = (code >= 200) & (code <= 299)
+        key = None
+        if threads_ok and "allThreads" in types:
+            c = t.column("allThreads")
+            if c.null_count:
+                threads_ok = False
+            else:
+                key = _int_column(c, [None], "allThreads", rows)
+        line = np.arange(rows + 2, rows + 2 + n, dtype=np.int64)
+        rows += n
+        b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, line)
+        if "responseMessage" in types:
+            tc = _by_value(t.column("responseMessage"), _tc_of, memo_tc, bool)
+            if tc.any():
+                n_tc += int(tc.sum())
+                b = b.take(~tc)
+        del t
+        kept += len(b)
+        if len(b):
+            yield b
+    if blocks.truncated:
+        scan.warnings.append(blocks.truncated)
+    if "allThreads" in (cols or ()) and not threads_ok:
+        scan.key_kind = None
+        scan.warnings.append(f"{path}: allThreads has empty values: one step")
+    if n_tc:
+        scan.warnings.append(
+            f"{path}: left out {n_tc} transaction-controller parent sample(s) "
+            "(their requests are counted on their own rows)"
+        )
+    for name, first in (("timeStamp", null_ts[0]), ("elapsed", null_el[0])):
+        if first is not None:
+            raise fail(path, first + 2, f"empty {name} value")
+    if el_min < 0:
+        raise fail(path, el_min_row + 2, f"bad elapsed {el_min} (must be >= 0)")
+    if kept == 0:
+        raise fail(path, None, "no samples (the file has a header but no data rows)")
 
 
-def read_xml(path: Path, data: bytes) -> Table:
-    """XML JTL: the top-level samples (``httpSample`` or ``sample``) of ``testResults``.
+# --------------------------------------------------------------------------
+# XML JTL
+
+_SAMPLES = ("httpSample", "sample")
+
+
+def scan_xml(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over an XML JTL (plain or gzip), fed to expat in blocks of about ``chunk_bytes``.
+
+    The top-level samples (``httpSample`` or ``sample``) of ``testResults``; a
+    transaction-controller parent gives its child samples instead.  ``key`` is ``na``
+    (None from the first batch with a sample without an integer ``na`` on: then
+    :attr:`Scan.key_kind` is None after the pass).  A file with a DOCTYPE (entity
+    definitions) is refused rather than expanded: no block holding ``<!ENTITY`` is parsed.
+    """
+    return _scan_xml(Path(path), chunk_bytes, None)
+
+
+def _scan_xml(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
+    scan = Scan(path, "jmeter-xml", COARSE_MS, key_kind="level")
+    scan._gen = _xml_batches(scan, chunk_bytes, data)
+    return scan
+
+
+def _refused(path: Path):
+    return fail(path, None, "an XML JTL with a DOCTYPE or entity definitions is refused (JMeter writes none)")
+
+
+def _xml_rows(path: Path, attrs: list[dict], lines: list[int], state: dict) -> Batch | None:
+    """The samples collected from one block as a batch (ts and t must be integers, as Python reads them)."""
+    if not attrs:
+        return None
+    try:
+        ts = list(map(int, [a["ts"] for a in attrs]))
+        el = list(map(int, [a["t"] for a in attrs]))
+    except (KeyError, ValueError):
+        for a, ln in zip(attrs, lines):
+            try:
+                int(a["ts"])
+                int(a["t"])
+            except (KeyError, ValueError):
+                shown = {(("{" + k) if "}" in k else k): v for k, v in a.items()}  # as ElementTree names them
+                raise fail(
+                    path, ln, f"a sample without integer ts and t attributes: '{short(str(shown))}'"
+                ) from None
+        raise
+    memo: dict = state["memo"]
+    ok = np.fromiter((a.get("s", "true") == "true" for a in attrs), bool, len(attrs))
+    rcs = [a.get("rc", "") for a in attrs]
+    for v in set(rcs).difference(memo["rc"]):
+        memo["rc"][v] = int(v) if v and v.isascii() and v.isdigit() and len(v) <= 4 else 0
+    code = np.fromiter(map(memo["rc"].__getitem__, rcs), np.int64, len(rcs))
+    key = None
+    if state["threads"]:
+        nas = [a.get("na") for a in attrs]
+        for v in set(nas).difference(memo["na"]):
+            memo["na"][v] = int(v) if v is not None and is_int(v) else None
+        thr = list(map(memo["na"].__getitem__, nas))
+        if None in thr:
+            state["threads"] = False
+        else:
+            key = np.array(thr, np.int64)
+    ts_a = np.array(ts, np.int64)
+    el_a = np.array(el, np.int64)
+    line = np.array(lines, np.int64)
+    if len(el_a):
+        i = int(np.argmin(el_a))
+        if el_a[i] < state["el_min"][0]:
+            state["el_min"] = (int(el_a[i]), int(line[i]))
+    return Batch(ts_a * 1_000_000, el_a / 1e3, code, ok, key, line)
+
+
+def _xml_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
+    import xml.parsers.expat as expat
+
+    path = scan.path
+    p = expat.ParserCreate(None, "}")  # as ElementTree's parser: names in a namespace are not samples
+    attrs: list[dict] = []
+    lines: list[int] = []
+    depth = 0
+    top: dict | None = None  # the attributes of the open top-level sample
+    tc = False  # ... a transaction-controller parent: its child samples are the rows
+    children: list[dict] = []
+
+    def start(name, a):
+        nonlocal depth, top, tc
+        depth += 1
+        if depth == 2:
+            if name in _SAMPLES:
+                top = a
+                tc = a.get("rm", "").startswith(_TC)
+                if tc:
+                    children.clear()
+        elif depth == 3 and tc and top is not None and name in _SAMPLES:
+            children.append(a)
+
+    def end(name):
+        nonlocal depth, top, tc
+        depth -= 1
+        if depth == 1 and top is not None:
+            if tc:
+                attrs.extend(children)
+                lines.extend([p.CurrentLineNumber] * len(children))
+            else:
+                attrs.append(top)
+                lines.append(p.CurrentLineNumber)
+            top, tc = None, False
+
+    p.StartElementHandler = start
+    p.EndElementHandler = end
+    state = {"memo": {"rc": {}, "na": {}}, "threads": True, "el_min": (0, 0)}
+
+    def parse(piece: bytes, final: bool) -> Batch | None:
+        try:
+            p.Parse(piece, final)
+        except expat.ExpatError as e:
+            _xml_rows(path, attrs, lines, state)  # a bad sample before the bad XML is named first
+            raise fail(path, e.lineno, f"bad XML ({short(str(e), 80)})") from None
+        b = _xml_rows(path, attrs, lines, state)
+        attrs.clear()
+        lines.clear()
+        return b
+
+    if data is not None and (b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data):
+        raise _refused(path)
+    n = 0
+    head, prev = b"", b""
+    step = min(chunk_bytes, 1 << 20)  # expat's attribute dicts of at most this many bytes at a time
+    parts: list[Batch] = []
+    for chunk in raw_chunks(path, data, chunk_bytes):
+        if len(head) < 4096:
+            head += chunk[: 4096 - len(head)]
+            if b"<!DOCTYPE" in head:
+                raise _refused(path)
+        if b"<!ENTITY" in prev + chunk[:8] or b"<!ENTITY" in chunk:
+            raise _refused(path)
+        prev = chunk[-8:]
+        view = memoryview(chunk)
+        for i in range(0, len(chunk), step):
+            b = parse(view[i : i + step], False)
+            if b is not None:
+                parts.append(b)
+        if parts:
+            b = join(parts) if len(parts) > 1 else parts[0]
+            parts.clear()
+            n += len(b)
+            yield b
+    b = parse(b"", True)
+    if b is not None:
+        n += len(b)
+        yield b
+    if not state["threads"]:
+        scan.key_kind = None
+    if state["el_min"][0] < 0:
+        v, ln = state["el_min"]
+        raise fail(path, ln, f"bad elapsed t={v} (must be >= 0)")
+    if n == 0:
+        raise fail(path, None, "no samples (the file has a header but no data rows)")
+
+
+# --------------------------------------------------------------------------
+# the request table
+
+
+def steps_of_rows(scan: Scan, rows: Batch):
+    """The steps of a scan's joined rows: (step of every row, step names, concurrency per step or None,
+    how steps were found, rate figures per step (None: JMeter's are closed-loop levels), notes)."""
+    ts = rows.start_ns // 1_000_000
+    elapsed = np.rint(rows.latency_s * 1e3).astype(np.int64)
+    threads = rows.key if scan.key_kind == "level" else None
+    step, names, conc, src, notes = steps_of(scan.path, ts, threads, rows.line, elapsed)
+    return step, names, conc, src, None, notes
+
+
+def finish(scan: Scan, rows: Batch) -> Table:
+    """The request table of a finished scan and its joined rows (``_batch.join``)."""
+    if len(rows) == 0:
+        raise fail(scan.path, None, "no samples (the file has a header but no data rows)")
+    step, names, conc, src, _, notes = steps_of_rows(scan, rows)
+    return Table(
+        fmt=scan.fmt,
+        fidelity=COARSE_MS,
+        start_ns=rows.start_ns,
+        latency_s=rows.latency_s,
+        status=rows.status,
+        ok=rows.ok,
+        step=step,
+        step_names=names,
+        step_concurrency=conc,
+        steps_source=src,
+        line=rows.line,
+        warnings=[*scan.warnings, *(f"{scan.path}: {n}" for n in notes)],
+    )
+
+
+def _read(scan: Scan) -> Table:
+    return finish(scan, join(list(scan.batches())))
+
+
+def read_csv(path: Path, data: bytes | None = None) -> Table:
+    """A whole CSV JTL as a request table (``data``: its bytes when already read)."""
+    return _read(_scan_csv(Path(path), CHUNK_BYTES, data))
+
+
+def read_xml(path: Path, data: bytes | None = None) -> Table:
+    """A whole XML JTL as a request table (``data``: its bytes when already read).
 
     Parsed with the standard library's expat; a file with a DOCTYPE (entity
     definitions) is refused rather than expanded.
     """
-    import xml.etree.ElementTree as ET
-
-    if b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data:
-        raise fail(
-            path, None, "an XML JTL with a DOCTYPE or entity definitions is refused (JMeter writes none)"
-        )
-    warnings: list[str] = []
-    ts, el, ok, rc, thr, msg, lines = [], [], [], [], [], [], []
-    parser = ET.XMLPullParser(events=("start", "end"))
-    depth = 0
-    has_threads = True
-    try:
-        for lno, chunk in enumerate(data.splitlines(keepends=True), start=1):
-            parser.feed(chunk)
-            for ev, elem in parser.read_events():
-                if ev == "start":
-                    depth += 1
-                    continue
-                depth -= 1
-                if depth != 1 or elem.tag not in ("httpSample", "sample"):
-                    continue
-                a = elem.attrib
-                rows = [a]
-                if a.get("rm", "").startswith(_TC):
-                    rows = [c.attrib for c in elem if c.tag in ("httpSample", "sample")]
-                for r in rows:
-                    try:
-                        ts.append(int(r["ts"]))
-                        el.append(int(r["t"]))
-                    except (KeyError, ValueError):
-                        raise fail(
-                            path, lno, f"a sample without integer ts and t attributes: '{short(str(r))}'"
-                        ) from None
-                    ok.append(r.get("s", "true") == "true")
-                    rc.append(r.get("rc", ""))
-                    msg.append("")
-                    lines.append(lno)
-                    if "na" in r and is_int(r["na"]):
-                        thr.append(int(r["na"]))
-                    else:
-                        has_threads = False
-                elem.clear()
-        parser.close()
-    except ET.ParseError as e:
-        line = getattr(e, "position", (None,))[0]
-        raise fail(path, line, f"bad XML ({short(str(e), 80)})") from None
-    ts_a = np.array(ts, np.int64)
-    el_a = np.array(el, np.int64)
-    if len(el_a) and el_a.min() < 0:
-        i = int(np.argmin(el_a))
-        raise fail(path, lines[i], f"bad elapsed t={int(el_a[i])} (must be >= 0)")
-    threads = np.array(thr, np.int64) if has_threads and thr else None
-    return _finish(path, "jmeter-xml", ts_a, el_a, np.array(ok, bool), _codes(rc), threads, msg,
-                   np.array(lines, np.int64), warnings)  # fmt: skip
+    return _read(_scan_xml(Path(path), CHUNK_BYTES, data))
