@@ -90,8 +90,10 @@ class SpoolSource:
     def _spool(self):
         """Parse the file into a spool; check every row's values (as the table path does first)."""
         from .formats import scan_file
+        from .formats._batch import CHUNK_BYTES
 
-        scan = scan_file(self.path, self.fmt, self.settings.chunk_bytes)
+        # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
+        scan = scan_file(self.path, self.fmt, min(self.settings.chunk_bytes, CHUNK_BYTES))
         raw = Spool(RAW)
         have: dict[str, bool] | None = None
         for b in scan.batches():
