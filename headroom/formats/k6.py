@@ -25,7 +25,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
-from ._scan import TS_UTC, arrow_copy, head_bytes, strip_bom
+from ._scan import TS_UTC, head_bytes, strip_bom
 from .vegeta import (
     Block,
     blocks,
@@ -318,16 +318,15 @@ def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
     import pyarrow.compute as pc
     import pyarrow.json as pajson
 
-    data = blk.data
-    if b"\n\n" in data or data.startswith(b"\n"):  # rows would not match lines
+    if blk.blank_line:  # rows would not match lines
         return None
     tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string())])
     data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
     schema = pa.schema([("type", pa.string()), ("metric", pa.string()), ("data", data_t)])
     try:
-        t = pajson.read_json(pa.BufferReader(arrow_copy(data)), parse_options=pajson.ParseOptions(
+        t = pajson.read_json(pa.BufferReader(blk.data), parse_options=pajson.ParseOptions(
             explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
-        if t.num_rows != blk.nlines + (0 if data.endswith(b"\n") else 1):
+        if t.num_rows != blk.lines():
             return None
         point = pc.fill_null(pc.equal(t.column("type"), "Point"), False)
         got = {}
@@ -358,7 +357,7 @@ def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
     """A block line by line with the json module: the first bad line is named."""
     ts, durs, status, expected, keys, lines = [], [], [], [], [], []
     other = {m: ([], [], []) for m in _METRICS[1:]}
-    for ln, line in enumerate(blk.data.split(b"\n"), start=blk.line0):
+    for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
             continue
         if b'"Point"' not in line:

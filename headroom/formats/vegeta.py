@@ -27,7 +27,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
-from ._scan import TS_UTC, _gzip_error, _open_error, arrow_copy, np_column, truncated_warning
+from ._scan import TS_UTC, _gzip_error, _open_error, np_column, truncated_warning
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -51,26 +51,66 @@ def guess_json(head: bytes) -> bool:
 
 
 class Block(NamedTuple):
-    """Whole lines of a file: ``data`` (its last line end included, except at the end of the file),
-    ``line0`` the file line of its first line, ``nlines`` the line ends in it."""
+    """Whole lines of a file: ``data`` (an Arrow buffer; its last line end included except at the end
+    of the file), ``line0`` the file line of its first line, ``nlines`` the line ends in it,
+    ``blank_line`` whether it holds an empty line (``\\n\\n``, or a line end first)."""
 
-    data: bytes
+    data: object
     line0: int
     nlines: int
+    blank_line: bool
+
+    def text(self) -> bytes:
+        """The block's bytes (a copy: for the line-by-line paths only)."""
+        return self.data.to_pybytes()
+
+    def lines(self) -> int:
+        """Lines in the block (the last one may have no line end)."""
+        n = len(self.data)
+        return self.nlines + (1 if n and self.data[n - 1] != 10 else 0)
 
 
-def _cut(buf: bytes, quotes: bool) -> int:
-    """Offset just after the last line end of ``buf`` that ends a record (-1: none).
+_WS = np.zeros(256, bool)
+_WS[[9, 10, 11, 12, 13, 32]] = True
+
+
+def is_blank(buf) -> bool:
+    """Whether an Arrow buffer holds only ASCII whitespace."""
+    a = np.frombuffer(buf, np.uint8)
+    return bool(_WS[a[:4096]].all() and _WS[a].all())
+
+
+def _last_nl(a: np.ndarray, lo: int, hi: int) -> int:
+    """Offset of the last line end in ``a[lo:hi]`` (-1: none), looking back from the end in windows."""
+    w = 1 << 16
+    while hi > lo:
+        s = max(lo, hi - w)
+        hit = np.flatnonzero(a[s:hi] == 10)
+        if len(hit):
+            return s + int(hit[-1])
+        hi, w = s, w * 4
+    return -1
+
+
+def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
+    """Offset just after the last line end in ``a[lo:hi]`` that ends a record (-1: none).
 
     With ``quotes`` (CSV fields may hold line ends inside double quotes) a line end
     ends a record when an even number of quotes comes before it (RFC 4180 doubles
-    a quote inside a quoted field).
+    a quote inside a quoted field); ``lo`` is at a record start.
     """
-    p = buf.rfind(b"\n")
+    p = _last_nl(a, lo, hi)
     if quotes:
-        while p >= 0 and buf.count(b'"', 0, p) & 1:
-            p = buf.rfind(b"\n", 0, buf.rfind(b'"', 0, p))
+        while p >= 0 and np.count_nonzero(a[lo:p] == 34) & 1:
+            q = lo + int(np.flatnonzero(a[lo:p] == 34)[-1])
+            p = _last_nl(a, lo, q)
     return p + 1 if p >= 0 else -1
+
+
+def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
+    nl = np.flatnonzero(a[lo:hi] == 10)
+    blank = bool(len(nl) and (nl[0] == 0 or (np.diff(nl) == 1).any()))
+    return Block(buf.slice(lo, hi - lo), line, len(nl), blank)
 
 
 def blocks(
@@ -78,11 +118,15 @@ def blocks(
 ) -> Iterator[Block]:
     """The file (plain or gzip, by its magic bytes) as blocks of about ``chunk_bytes`` whole lines.
 
-    ``header``: a leading byte order mark and the first line are left out (the
-    caller read the header).  A last line without a line end (a run killed
-    mid-write) is dropped with the one truncated-tail warning.  Blank blocks are
-    not yielded.  Memory: one block (and the bytes read after its last line end).
+    The bytes are read straight into Arrow memory, and a block is a slice of it
+    (no copy for pyarrow).  ``header``: a leading byte order mark and the first
+    line are left out (the caller read the header).  A last line without a line
+    end (a run killed mid-write) is dropped with the one truncated-tail warning.
+    Blocks of line ends only are not yielded.  Memory: one block (and the bytes
+    read after its last record).
     """
+    import pyarrow as pa
+
     chunk_bytes = max(int(chunk_bytes), 1)
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed below
@@ -91,62 +135,71 @@ def blocks(
     try:
         src = raw
         if raw.read(2) == b"\x1f\x8b":
-            raw.seek(0)
             src = gzip.GzipFile(fileobj=raw)
-        else:
-            raw.seek(0)
+        raw.seek(0)
 
-        def read() -> bytes:
+        def fill(mv) -> int:
+            got = 0
             try:
-                return src.read(chunk_bytes)
+                while got < len(mv):
+                    k = src.readinto(mv[got:])
+                    if not k:
+                        break
+                    got += k
             except (EOFError, OSError, zlib.error) as e:
                 raise _gzip_error(path, e) from None
+            return got
 
-        line, pending, seen_nl, first = 1, b"", False, header
+        line, carry, seen_nl, first = 1, b"", False, header
         while True:
-            chunk = read()
-            buf = pending + chunk if pending else chunk
+            buf = pa.allocate_buffer(len(carry) + chunk_bytes)
+            mv = memoryview(buf).cast("B")
+            mv[: len(carry)] = carry
+            got = fill(mv[len(carry) :])
+            n, eof = len(carry) + got, got < chunk_bytes
+            a = np.frombuffer(buf, np.uint8, count=n)
+            lo = 0
             if first:  # the header line (after a byte order mark): wait for its line end
-                if buf[:3] == b"\xef\xbb\xbf":
-                    buf = buf[3:]
-                nl = buf.find(b"\n")
-                if nl < 0 and chunk:
-                    pending = buf
+                lo = 3 if bytes(a[:3]) == b"\xef\xbb\xbf" else 0
+                hit = np.flatnonzero(a[lo:n] == 10)
+                nl = lo + int(hit[0]) if len(hit) else -1
+                if nl < 0 and not eof:
+                    carry = bytes(a)
                     continue
-                first, seen_nl = False, nl >= 0
-                buf = buf[nl + 1 :] if nl >= 0 else b""
-                line = 2
-            if not chunk:
+                first, seen_nl, line = False, nl >= 0, 2
+                lo = nl + 1 if nl >= 0 else n
+            if eof:
                 break
-            cut = _cut(buf, quotes)
-            if cut <= 0:
-                pending = buf
+            cut = _record_end(a, lo, n, quotes)
+            if cut < 0:
+                carry = bytes(a[lo:n])
                 continue
             seen_nl = True
-            data, pending = buf[:cut], buf[cut:]
-            n = data.count(b"\n")
-            if data.strip(b"\r\n"):
-                yield Block(data, line, n)
-            line += n
-        rest = buf
-        if quotes and b"\n" in rest:  # an open quote at the end: pyarrow names it
-            cut = rest.rfind(b"\n") + 1
-            n = rest.count(b"\n", 0, cut)
-            yield Block(rest[:cut], line, n)
-            rest, line, seen_nl = rest[cut:], line + n, True
+            blk = _block(buf, a, lo, cut, line)
+            if blk.nlines < cut - lo or not is_blank(blk.data):
+                yield blk
+            line += blk.nlines
+            carry = bytes(a[cut:n])
+        # the end of the file: whole lines up to the last line end (an open quote is pyarrow's to name)
+        cut = _last_nl(a, lo, n) + 1
+        if cut > 0:
+            blk = _block(buf, a, lo, cut, line)
+            if blk.nlines < cut - lo:
+                yield blk
+            line, lo, seen_nl = line + blk.nlines, cut, True
+        rest = bytes(a[lo:n])
         end = len(rest.rstrip(b" \t"))
         if seen_nl and end and rest[end - 1 : end] != b"\r" and rest.strip():
             warnings.append(truncated_warning(path, line, end, rest[:end]))
         elif rest.strip(b"\r\n"):
-            yield Block(rest, line, 0)
+            yield Block(buf.slice(lo, n - lo), line, 0, False)
     finally:
         raw.close()
 
 
 def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str = ",") -> np.ndarray:
     """File line of every row pyarrow read from ``block`` (which skips blank lines)."""
-    lines = block.nlines + (0 if block.data.endswith(b"\n") else 1)
-    if nrows == lines:
+    if nrows == block.lines():
         return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
     if csv_quotes:  # rows spanning lines: where each record starts
         import csv
@@ -154,7 +207,7 @@ def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str
 
         limit = csv.field_size_limit(1 << 30)  # restored: the diagnosis names fields over the default
         try:
-            r = csv.reader(io.StringIO(block.data.decode("utf-8", "replace"), newline=""), delimiter=delimiter)
+            r = csv.reader(io.StringIO(block.text().decode("utf-8", "replace"), newline=""), delimiter=delimiter)
             out, prev = [], 0
             for row in r:
                 if row:
@@ -164,8 +217,9 @@ def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str
             csv.field_size_limit(limit)
         found = np.asarray(out, np.int64)
     else:
-        parts = block.data.split(b"\n")
-        if block.data.endswith(b"\n"):
+        text = block.text()
+        parts = text.split(b"\n")
+        if text.endswith(b"\n"):
             parts.pop()
         found = block.line0 + np.flatnonzero([bool(p.strip(b"\r")) for p in parts]).astype(np.int64)
     if len(found) != nrows:  # pragma: no cover - pyarrow and the csv module disagree: approximate
@@ -178,7 +232,7 @@ def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, 
     import csv
     import io
 
-    text = io.StringIO(block.data.decode("utf-8", "replace"), newline="")
+    text = io.StringIO(block.text().decode("utf-8", "replace"), newline="")
     reader = csv.reader(text, delimiter=delimiter)
     off = block.line0 - 1
     try:
@@ -205,7 +259,7 @@ def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, new
 
     try:
         return pacsv.read_csv(
-            pa.BufferReader(arrow_copy(block.data)),
+            pa.BufferReader(block.data),
             read_options=pacsv.ReadOptions(column_names=columns),
             parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
             convert_options=pacsv.ConvertOptions(
@@ -297,7 +351,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
     types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
     any_text = False
     for blk in blocks(path, chunk_bytes, scan.warnings, quotes=True):
-        any_text = any_text or bool(blk.data.strip())
+        if not any_text and is_blank(blk.data):
+            continue
+        any_text = True
         t = read_block_csv(blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=True)
         if t.num_rows == 0:
             continue
@@ -384,7 +440,7 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
                         ("attack", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pajson.read_json(pa.BufferReader(arrow_copy(blk.data)), parse_options=opts)
+        t = pajson.read_json(pa.BufferReader(blk.data), parse_options=opts)
         if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
             return None
         start = col_np(t.column("timestamp").cast(TS_UTC).cast(pa.int64()), np.int64)
@@ -393,7 +449,7 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
     code, lat = col_np(t.column("code"), np.int64), col_np(t.column("latency"), np.int64)
     if (len(lat) and lat.min() < 0) or (len(code) and code.min() < 0):
         return None
-    lines = blk.nlines + (0 if blk.data.endswith(b"\n") else 1)
+    lines = blk.lines()
     if t.num_rows != lines:  # blank lines, or several results on one line: the slow path knows
         return None
     key = label_codes(pc.fill_null(t.column("attack"), ""), labels)
@@ -403,7 +459,7 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
 def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
     """A block line by line with the json module: the first bad line is named."""
     starts, lats, codes, keys, lines = [], [], [], [], []
-    for ln, line in enumerate(blk.data.split(b"\n"), start=blk.line0):
+    for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
             continue
         try:
