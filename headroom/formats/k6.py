@@ -410,7 +410,9 @@ def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
 def _json_batches(scan: Scan, chunk_bytes: int):
     path, times, side, labels, rows = scan.path, _Times(scan.path), _Side(), {}, 0
     for blk in blocks(path, chunk_bytes, scan.warnings):
-        b = _json_fast(blk, path, times, side, labels) or _json_slow(blk, path, times, side, labels)
+        b = _json_fast(blk, path, times, side, labels)
+        if b is None:  # pyarrow refused the block, or its rows are not its lines
+            b = _json_slow(blk, path, times, side, labels)
         scan.labels[:] = list(labels)
         if len(b):
             rows += len(b)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -133,9 +134,11 @@ def blocks(
     except OSError as e:
         raise _open_error(path, e) from None
     try:
-        src = raw
+        src, size = raw, None
         if raw.read(2) == b"\x1f\x8b":
             src = gzip.GzipFile(fileobj=raw)
+        else:
+            size = os.fstat(raw.fileno()).st_size  # a plain file's blocks are no larger than the file
         raw.seek(0)
 
         def fill(mv) -> int:
@@ -152,11 +155,12 @@ def blocks(
 
         line, carry, seen_nl, first = 1, b"", False, header
         while True:
-            buf = pa.allocate_buffer(len(carry) + chunk_bytes)
+            want = chunk_bytes if size is None else min(chunk_bytes, max(size - raw.tell(), 0) + 1)
+            buf = pa.allocate_buffer(len(carry) + want)
             mv = memoryview(buf).cast("B")
             mv[: len(carry)] = carry
             got = fill(mv[len(carry) :])
-            n, eof = len(carry) + got, got < chunk_bytes
+            n, eof = len(carry) + got, got < want
             a = np.frombuffer(buf, np.uint8, count=n)
             lo = 0
             if first:  # the header line (after a byte order mark): wait for its line end
@@ -500,7 +504,9 @@ def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
 def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
     path, labels, rows = scan.path, {}, 0
     for blk in blocks(path, chunk_bytes, scan.warnings):
-        b = _json_fast(blk, path, labels) or _json_slow(blk, path, labels)
+        b = _json_fast(blk, path, labels)
+        if b is None:  # pyarrow refused the block, or its rows are not its lines
+            b = _json_slow(blk, path, labels)
         scan.labels[:] = list(labels)
         if len(b):
             rows += len(b)
