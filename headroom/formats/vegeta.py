@@ -264,7 +264,7 @@ def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, new
     try:
         return pacsv.read_csv(
             pa.BufferReader(block.data),
-            read_options=pacsv.ReadOptions(column_names=columns),
+            read_options=pacsv.ReadOptions(column_names=columns, use_threads=len(block.data) >= 1 << 20),
             parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(types), null_values=[""],
@@ -273,6 +273,14 @@ def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, new
         )  # fmt: skip
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise diagnose_block(block, path, len(columns), row_problem, str(exc)) from None
+
+
+def json_read_options(block: Block):
+    """pyarrow.json options for a block: threads only for a block worth them (a small one pays more
+    to start them than it saves)."""
+    import pyarrow.json as pajson
+
+    return pajson.ReadOptions(use_threads=len(block.data) >= 1 << 20)
 
 
 def first_null_line(t, names, lines: np.ndarray, path: Path) -> None:
@@ -444,7 +452,7 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
                         ("attack", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pajson.read_json(pa.BufferReader(blk.data), parse_options=opts)
+        t = pajson.read_json(pa.BufferReader(blk.data), read_options=json_read_options(blk), parse_options=opts)
         if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
             return None
         start = col_np(t.column("timestamp").cast(TS_UTC).cast(pa.int64()), np.int64)
