@@ -165,7 +165,9 @@ def _plain(tmp_path, path) -> Path:
     return p
 
 
-@pytest.mark.parametrize(("fmt", "path", "ref"), REAL_CASES[:1] + REAL_CASES[2:3] + REAL_CASES[4:5] + REAL_CASES[6:7])
+@pytest.mark.parametrize(
+    ("fmt", "path", "ref"), REAL_CASES[:1] + REAL_CASES[2:3] + REAL_CASES[4:5] + REAL_CASES[6:7]
+)
 def test_gzip_and_plain_give_the_same_rows(tmp_path, fmt, path, ref):
     plain = _plain(tmp_path, path)
     for chunk in (SMALL, 1 << 30):
@@ -193,7 +195,9 @@ BAD_LINES = [  # (format, sample, line to spoil, how, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("fmt", "path", "line", "how", "msg"), BAD_LINES, ids=[f"{b[0]}:{b[2]}" for b in BAD_LINES])
+@pytest.mark.parametrize(
+    ("fmt", "path", "line", "how", "msg"), BAD_LINES, ids=[f"{b[0]}:{b[2]}" for b in BAD_LINES]
+)
 def test_a_bad_line_in_a_later_block_is_named_at_its_line(tmp_path, fmt, path, line, how, msg):
     p = _plain(tmp_path, path)
     if how is None:  # an http_req_duration row's value
@@ -239,7 +243,9 @@ def test_k6_csv_rows_spread_over_many_blocks_keep_their_status_and_scenario(tmp_
     assert got.line.tolist() == [e[5] for e in expect]
     assert s.key_kind == "label" and sorted(s.labels) == ["s0", "s1", "s2"]
     t = k6.finish(s, got)
-    assert t.step_names == sorted(t.step_names, key=lambda n: got.start_ns[got.key == s.labels.index(n)].min())
+    assert t.step_names == sorted(
+        t.step_names, key=lambda n: got.start_ns[got.key == s.labels.index(n)].min()
+    )
     assert len(t.step_names) == 3 and t.steps_source == "the scenario tag (3 scenarios)"
 
 
@@ -299,4 +305,7 @@ def test_memory_follows_the_rows_not_the_blocks(tmp_path):
     for b in batches:
         for a in (b.start_ns, b.latency_s, b.status, b.ok, b.key, b.line):
             assert a.base is None or isinstance(a.base, np.ndarray) and a.base.base is None
-    assert sum(a.nbytes for b in batches for a in (b.start_ns, b.latency_s, b.status, b.key, b.line)) == 40 * s.rows + 0
+    assert (
+        sum(a.nbytes for b in batches for a in (b.start_ns, b.latency_s, b.status, b.key, b.line))
+        == 40 * s.rows + 0
+    )

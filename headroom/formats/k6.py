@@ -349,7 +349,9 @@ def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
         tv = times.arrow(metric, d.field("time"), ls)
         side.add(metric, tv, col_np(d.field("value"), np.float64))
     tg = req.field("tags")
-    status, expected, scen = (pc.fill_null(tg.field(n), "") for n in ("status", "expected_response", "scenario"))
+    status, expected, scen = (
+        pc.fill_null(tg.field(n), "") for n in ("status", "expected_response", "scenario")
+    )
     codes, ok, given = _codes_ok(status, expected)
     side.expected = side.expected or given
     key = label_codes(scen, labels)
@@ -400,7 +402,9 @@ def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
         side.add(metric, times.strings(metric, t, ls), np.asarray(v, np.float64))
     codes, ok, given = _codes_ok(status, expected)
     side.expected = side.expected or given
-    return _request_batch(path, end_ns, np.asarray(durs, np.float64), codes, ok, np.array(keys, np.int64), lines)
+    return _request_batch(
+        path, end_ns, np.asarray(durs, np.float64), codes, ok, np.array(keys, np.int64), lines
+    )
 
 
 def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:

@@ -211,7 +211,9 @@ def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str
 
         limit = csv.field_size_limit(1 << 30)  # restored: the diagnosis names fields over the default
         try:
-            r = csv.reader(io.StringIO(block.text().decode("utf-8", "replace"), newline=""), delimiter=delimiter)
+            r = csv.reader(
+                io.StringIO(block.text().decode("utf-8", "replace"), newline=""), delimiter=delimiter
+            )
             out, prev = [], 0
             for row in r:
                 if row:
@@ -366,7 +368,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         if not any_text and is_blank(blk.data):
             continue
         any_text = True
-        t = read_block_csv(blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=True)
+        t = read_block_csv(
+            blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=True
+        )
         if t.num_rows == 0:
             continue
         lines = row_lines(blk, t.num_rows, csv_quotes=True)
@@ -452,7 +456,9 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
                         ("attack", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pajson.read_json(pa.BufferReader(blk.data), read_options=json_read_options(blk), parse_options=opts)
+        t = pajson.read_json(
+            pa.BufferReader(blk.data), read_options=json_read_options(blk), parse_options=opts
+        )
         if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
             return None
         start = col_np(t.column("timestamp").cast(TS_UTC).cast(pa.int64()), np.int64)
