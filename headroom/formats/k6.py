@@ -320,7 +320,7 @@ def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
     import pyarrow.compute as pc
     import pyarrow.json as pajson
 
-    if blk.blank_line:  # rows would not match lines
+    if blk.blank_line():  # rows would not match lines
         return None
     tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string())])
     data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
@@ -458,6 +458,25 @@ def _floats(col, lines, path: Path, strict: bool) -> np.ndarray:
     return np.array([float(v) if is_float(v) else 0.0 for v in vals], np.float64)
 
 
+def _metric_rows(names) -> dict[str, np.ndarray]:
+    """Rows of each metric of :data:`_METRICS` in a dictionary-encoded metric_name column, found by
+    the dictionary code (a dozen names per chunk) rather than by comparing strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, list[np.ndarray]] = {m: [] for m in _METRICS}
+    base = 0
+    for ch in names.chunks:
+        names_of = ch.dictionary.to_pylist()
+        codes = ch.indices if not ch.null_count else pc.fill_null(ch.indices, -1)
+        codes = col_np(pa.chunked_array([codes]), np.int32)
+        for m in _METRICS:
+            if m in names_of:
+                out[m].append(base + np.flatnonzero(codes == names_of.index(m)))
+        base += len(ch)
+    return {m: np.concatenate(v) if v else np.zeros(0, np.int64) for m, v in out.items()}
+
+
 def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     """One pass over a k6 CSV in blocks: the http_req_duration rows, the vus and dropped_iterations samples."""
     path = Path(path)
@@ -490,12 +509,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
         if t.num_rows == 0:
             continue
         lines = row_lines(blk, t.num_rows)
-        names = t.column("metric_name")
         picked = {}
-        for metric in _METRICS:
-            sel = pc.equal(names, metric)
-            idx = col_np(pc.indices_nonzero(sel), np.uint64)
-            picked[metric] = (t.filter(sel) if len(idx) else None, lines[idx])
+        for metric, idx in _metric_rows(t.column("metric_name")).items():
+            picked[metric] = (t.take(idx) if len(idx) else None, lines[idx])
         rt, req_lines = picked["http_req_duration"]
         if rt is not None:
             durs = _floats(col(rt, "metric_value"), req_lines, path, strict=True)

@@ -20,7 +20,7 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,13 +53,11 @@ def guess_json(head: bytes) -> bool:
 
 class Block(NamedTuple):
     """Whole lines of a file: ``data`` (an Arrow buffer; its last line end included except at the end
-    of the file), ``line0`` the file line of its first line, ``nlines`` the line ends in it,
-    ``blank_line`` whether it holds an empty line (``\\n\\n``, or a line end first)."""
+    of the file), ``line0`` the file line of its first line, ``nlines`` the line ends in it."""
 
     data: object
     line0: int
     nlines: int
-    blank_line: bool
 
     def text(self) -> bytes:
         """The block's bytes (a copy: for the line-by-line paths only)."""
@@ -69,6 +67,12 @@ class Block(NamedTuple):
         """Lines in the block (the last one may have no line end)."""
         n = len(self.data)
         return self.nlines + (1 if n and self.data[n - 1] != 10 else 0)
+
+    def blank_line(self) -> bool:
+        """Whether the block holds an empty line (``\\n\\n``, or a line end first)."""
+        a = np.frombuffer(self.data, np.uint8)
+        nl = a == 10
+        return bool(len(a) and (nl[0] or (nl[1:] & nl[:-1]).any()))
 
 
 _WS = np.zeros(256, bool)
@@ -109,9 +113,7 @@ def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
 
 
 def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
-    nl = np.flatnonzero(a[lo:hi] == 10)
-    blank = bool(len(nl) and (nl[0] == 0 or (np.diff(nl) == 1).any()))
-    return Block(buf.slice(lo, hi - lo), line, len(nl), blank)
+    return Block(buf.slice(lo, hi - lo), line, int(np.count_nonzero(a[lo:hi] == 10)))
 
 
 def blocks(
@@ -196,7 +198,7 @@ def blocks(
         if seen_nl and end and rest[end - 1 : end] != b"\r" and rest.strip():
             warnings.append(truncated_warning(path, line, end, rest[:end]))
         elif rest.strip(b"\r\n"):
-            yield Block(buf.slice(lo, n - lo), line, 0, False)
+            yield Block(buf.slice(lo, n - lo), line, 0)
     finally:
         raw.close()
 
@@ -532,7 +534,3 @@ def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
 def read_json(path: Path, data: bytes | None = None) -> Table:
     """The whole-table reader: :func:`scan_json` joined (``data`` is not used)."""
     return _read(scan_json(path))
-
-
-#: what the scans and finishers of this module are, by format name
-SCANS: dict[str, Callable[..., Scan]] = {"vegeta-csv": scan_csv, "vegeta-json": scan_json}
