@@ -309,3 +309,15 @@ def test_memory_follows_the_rows_not_the_blocks(tmp_path):
         sum(a.nbytes for b in batches for a in (b.start_ns, b.latency_s, b.status, b.key, b.line))
         == 40 * s.rows + 0
     )
+
+
+def test_vegeta_json_blank_lines_keep_true_line_numbers(tmp_path):
+    src = (DATA / "vegeta.json").read_bytes().split(b"\n")
+    p = tmp_path / "v.json"
+    p.write_bytes(b"\n".join(src[:3]) + b"\n\n   \n" + b"\n".join(src[3:]) + b"\n\n")
+    expect = ref_vegeta_json(p)
+    for chunk in (512, 1 << 30):
+        s, _, got = scan("vegeta-json", p, chunk)
+        assert got.line.tolist() == [e[5] for e in expect]
+        assert got.line[:5].tolist() == [1, 2, 3, 6, 7]
+        assert np.array_equal(got.start_ns, np.array([e[0] for e in expect]))

@@ -32,6 +32,7 @@ from .vegeta import (
     col_np,
     json_read_options,
     label_codes,
+    py_strings,
     read_block_csv,
     row_lines,
     steps_of_labels,
@@ -177,7 +178,7 @@ class _Times:
 
         if len(col) == 0:
             return np.zeros(0, np.int64)
-        f = self.first.setdefault(metric, (str(col[0].as_py() or ""), int(lines[0])))
+        f = self.first.setdefault(metric, (py_strings(col.slice(0, 1))[0], int(lines[0])))
         v0 = f[0].strip()
         try:
             if v0.isdigit():
@@ -189,7 +190,7 @@ class _Times:
                 return col_np(col.cast(TS_UTC).cast(pa.int64()), np.int64)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
-        return self.strings(metric, [("" if v is None else str(v)) for v in col.to_pylist()], lines)
+        return self.strings(metric, py_strings(col), lines)
 
 
 class _Side:

@@ -235,6 +235,16 @@ def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str
     return found
 
 
+def json_row_lines(block: Block, nrows: int) -> np.ndarray | None:
+    """File line of every JSON record pyarrow read from ``block`` (one per non-blank line; pyarrow
+    skips blank ones), or None when the records are not the non-blank lines."""
+    if nrows == block.lines():
+        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
+    parts = block.text().split(b"\n")
+    found = block.line0 + np.flatnonzero([bool(p.strip()) for p in parts]).astype(np.int64)
+    return found if len(found) == nrows else None
+
+
 def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, delimiter: str = ","):
     """The first bad line of a block pyarrow refused (line numbers from ``block.line0``), as an error."""
     import csv
@@ -257,7 +267,8 @@ def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, 
                 return fail(path, ln, problem)
     except csv.Error as e:
         return fail(path, off + reader.line_num, f"bad CSV ({short(str(e))})")
-    return fail(path, None, f"cannot parse this CSV file: {short(why.splitlines()[0] if why else why)}")
+    why = re.sub(r"Row #\d+: ", "", why.splitlines()[0] if why else why)  # pyarrow's count is the block's
+    return fail(path, None, f"cannot parse this CSV file: {short(why)}")
 
 
 def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False):
@@ -297,13 +308,21 @@ def first_null_line(t, names, lines: np.ndarray, path: Path) -> None:
             raise fail(path, int(lines[first_null(c)]), f"empty {n} value")
 
 
+def py_strings(col) -> list[str]:
+    """A pyarrow string column as Python strings (null: ""), bytes that are not UTF-8 replaced
+    (pyarrow's JSON reader lets them through; ``to_pylist`` would raise)."""
+    import pyarrow as pa
+
+    return ["" if v is None else v.decode("utf-8", "replace") for v in col.cast(pa.binary()).to_pylist()]
+
+
 def label_codes(col, labels: dict[str, int]) -> np.ndarray:
     """Codes (int64) of a pyarrow string column's values, new names added to ``labels`` in file order."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     uniq = pc.unique(col)
-    ids = np.array([labels.setdefault(str(v), len(labels)) for v in uniq.to_pylist()], np.int64)
+    ids = np.array([labels.setdefault(v, len(labels)) for v in py_strings(uniq)], np.int64)
     if len(uniq) == 1:
         return np.full(len(col), ids[0], np.int64)
     idx = pc.index_in(col, value_set=uniq)
@@ -469,11 +488,11 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
     code, lat = col_np(t.column("code"), np.int64), col_np(t.column("latency"), np.int64)
     if (len(lat) and lat.min() < 0) or (len(code) and code.min() < 0):
         return None
-    lines = blk.lines()
-    if t.num_rows != lines:  # blank lines, or several results on one line: the slow path knows
+    lines = json_row_lines(blk, t.num_rows)
+    if lines is None:  # several results on one line, or one over several: the slow path knows
         return None
     key = label_codes(pc.fill_null(t.column("attack"), ""), labels)
-    return Batch(start, lat / 1e9, code, None, key, np.arange(blk.line0, blk.line0 + lines, dtype=np.int64))
+    return Batch(start, lat / 1e9, code, None, key, lines)
 
 
 def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
