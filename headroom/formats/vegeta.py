@@ -97,6 +97,10 @@ def _last_nl(a: np.ndarray, lo: int, hi: int) -> int:
     return -1
 
 
+#: Bytes a record may span inside quotes before a block is cut at a line end anyway (a stray quote)
+_QUOTED_MAX = 64 << 20
+
+
 def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
     """Offset just after the last line end in ``a[lo:hi]`` that ends a record (-1: none).
 
@@ -105,10 +109,14 @@ def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
     a quote inside a quoted field); ``lo`` is at a record start.
     """
     p = _last_nl(a, lo, hi)
-    if quotes:
-        while p >= 0 and np.count_nonzero(a[lo:p] == 34) & 1:
-            q = lo + int(np.flatnonzero(a[lo:p] == 34)[-1])
-            p = _last_nl(a, lo, q)
+    if quotes and p >= 0:
+        qpos = lo + np.flatnonzero(a[lo:p] == 34)
+        k = len(qpos)  # quotes before p
+        while p >= 0 and k & 1:
+            p = _last_nl(a, lo, int(qpos[k - 1]))
+            k = int(np.searchsorted(qpos, p)) if p >= 0 else 0
+        if p < 0 and hi - lo > _QUOTED_MAX:  # an open quote that never closes: pyarrow names the line
+            p = _last_nl(a, lo, hi)
     return p + 1 if p >= 0 else -1
 
 
