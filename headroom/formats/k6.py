@@ -7,6 +7,12 @@ success when present, else the status (2xx).  Steps: one per scenario when
 there are several (their concurrency from the ``vus`` samples inside each);
 else from the ``vus`` metric (one sample a second, so boundaries are accurate
 to about a second); else one step.
+
+Both readers are one pass over the file in blocks of whole lines
+(:func:`headroom.formats.vegeta.blocks`): only the ``http_req_duration``
+rows become request rows (a k6 CSV has about 13 metric rows per request,
+filtered per block and never kept), the ``vus`` and ``dropped_iterations``
+samples (one a second) are kept on the side for the steps.
 """
 
 from __future__ import annotations
@@ -17,20 +23,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import (
-    EXACT,
-    Table,
-    arrow_csv,
-    drop_truncated_tail,
-    fail,
-    first_line,
-    is_float,
-    rfc3339_ns,
-    short,
-    steps_from_arrow,
-    steps_from_labels,
+from ._batch import CHUNK_BYTES, Batch, Scan
+from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
+from ._scan import TS_UTC, head_bytes, strip_bom
+from .vegeta import (
+    Block,
+    blocks,
+    col_np,
+    json_read_options,
+    label_codes,
+    py_strings,
+    read_block_csv,
+    row_lines,
+    steps_of_labels,
 )
-from ._scan import arrow_copy
 
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
 _UNIX_SCALE = {19: 1, 16: 1_000, 13: 1_000_000}  # digits of a unix time now -> ns factor
@@ -80,51 +86,6 @@ def _times_ns(values: list[str], path: Path, lines) -> np.ndarray:
     return rfc3339_ns(values, path, lambda i: lines[i])
 
 
-def _codes_ok(status, expected):
-    """HTTP codes (0: none) and success (expected_response when present, else 2xx) of lists or pyarrow arrays."""
-    if isinstance(status, list):
-        codes = np.array([int(s) if s.isdigit() and len(s) <= 4 else 0 for s in status], np.int64)
-        ok = None
-        if any(e for e in expected):
-            ok = np.array([e == "true" if e else 200 <= c <= 299 for e, c in zip(expected, codes)], bool)
-        return codes, ok
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    st = pc.fill_null(status, "")
-    codes = pc.if_else(pc.match_substring_regex(st, r"^[0-9]{1,4}$"), st, "0").cast(pa.int64())
-    codes = np.asarray(codes.to_numpy(zero_copy_only=False), np.int64)
-    exp = pc.fill_null(expected, "")
-    given = np.asarray(pc.not_equal(exp, "").to_numpy(zero_copy_only=False), bool)
-    if not given.any():
-        return codes, None
-    true = np.asarray(pc.equal(exp, "true").to_numpy(zero_copy_only=False), bool)
-    return codes, np.where(given, true, (codes >= 200) & (codes <= 299))
-
-
-def _times_arrow(col, path: Path, lines) -> np.ndarray:
-    """Like _times_ns, for a pyarrow string column: vectorized when the values are clean."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ._scan import TS_UTC
-
-    if len(col) == 0:
-        return np.zeros(0, np.int64)
-    v0 = str(col[0].as_py() or "").strip()
-    try:
-        if v0.isdigit():
-            scale = _UNIX_SCALE.get(len(v0))
-            same = pc.all(pc.equal(pc.utf8_length(col), len(v0))).as_py()
-            if scale is not None and same:
-                return np.asarray(col.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64) * scale
-        elif "." in v0:
-            return np.asarray(col.cast(TS_UTC).cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    return _times_ns([("" if v is None else str(v)) for v in col.to_pylist()], path, lines)
-
-
 def _dropped(times_ns: np.ndarray, values: np.ndarray) -> np.ndarray | None:
     """One time per dropped iteration (a sample counts one or more); None without samples."""
     if len(times_ns) == 0:
@@ -160,18 +121,103 @@ def _steps_of(path, start, end_ns, vus_t, vus_v, dropped, warnings):
     return rs.step, rs.names, rs.concurrency, None, src
 
 
-def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, vus_v, warnings,
-           dropped=None) -> Table:  # fmt: skip
-    n = len(end_ns)
-    if n == 0:
-        raise fail(
-            path,
-            None,
-            "no http_req_duration samples: is this the output of a k6 test that made HTTP requests?",
+def _bool_np(arr) -> np.ndarray:
+    """A null-free pyarrow boolean array as numpy (``to_numpy`` of booleans imports pandas)."""
+    import pyarrow as pa
+
+    return col_np(arr.cast(pa.int8()), np.int8).astype(bool)
+
+
+def _codes_ok(status, expected):
+    """HTTP codes (0: none), success (expected_response when present, else 2xx) and whether any row
+    had expected_response, of lists or pyarrow arrays."""
+    if isinstance(status, list):
+        codes = np.array([int(s) if s.isdigit() and len(s) <= 4 else 0 for s in status], np.int64)
+        ok = np.array([e == "true" if e else 200 <= c <= 299 for e, c in zip(expected, codes)], bool)
+        return codes, ok.reshape(len(codes)), any(e for e in expected)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    st = pc.fill_null(status, "")
+    try:  # k6's status is 1-4 ASCII digits (0: no response): a plain cast when all are
+        codes = col_np(st.cast(pa.int64()), np.int64)
+        clean = not len(codes) or (
+            pc.all(pc.ascii_is_decimal(st)).as_py() is not False and pc.max(pc.utf8_length(st)).as_py() <= 4
         )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        clean = False
+    if not clean:
+        codes = pc.if_else(pc.match_substring_regex(st, r"^[0-9]{1,4}$"), st, "0").cast(pa.int64())
+        codes = col_np(codes, np.int64)
+    exp = pc.fill_null(expected, "")
+    given = _bool_np(pc.not_equal(exp, ""))
+    two = (codes >= 200) & (codes <= 299)
+    if not given.any():
+        return codes, two, False
+    return codes, np.where(given, _bool_np(pc.equal(exp, "true")), two), True
+
+
+class _Times:
+    """Sample times of a k6 file: the first value of each metric decides the form (RFC 3339 with a
+    fraction, or unix ms/us/ns by its digits) for the whole file, as a whole-file read did."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.first: dict[str, tuple[str, int]] = {}
+
+    def strings(self, metric: str, values: list[str], lines) -> np.ndarray:
+        if not values:
+            return np.zeros(0, np.int64)
+        f = self.first.setdefault(metric, (values[0], int(lines[0])))
+        return _times_ns([f[0], *values], self.path, [f[1], *lines])[1:]
+
+    def arrow(self, metric: str, col, lines) -> np.ndarray:
+        """Like :meth:`strings` for a pyarrow string column: vectorized when the values are clean."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if len(col) == 0:
+            return np.zeros(0, np.int64)
+        f = self.first.setdefault(metric, (py_strings(col.slice(0, 1))[0], int(lines[0])))
+        v0 = f[0].strip()
+        try:
+            if v0.isdigit():
+                scale = _UNIX_SCALE.get(len(v0))
+                same = pc.all(pc.equal(pc.utf8_length(col), len(v0))).as_py()
+                if scale is not None and same:
+                    return col_np(col.cast(pa.int64()), np.int64) * scale
+            elif "." in v0:
+                return col_np(col.cast(TS_UTC).cast(pa.int64()), np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        return self.strings(metric, py_strings(col), lines)
+
+
+class _Side:
+    """The ``vus`` and ``dropped_iterations`` samples of a scan, block by block (one a second: small)."""
+
+    def __init__(self):
+        self.parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"vus": [], "dropped_iterations": []}
+        self.expected = False
+
+    def add(self, metric: str, t: np.ndarray, v: np.ndarray) -> None:
+        if len(t):
+            self.parts[metric].append((np.asarray(t, np.int64), np.asarray(v, np.float64)))
+
+    def store(self, scan: Scan) -> None:
+        for metric, name in (("vus", "vus"), ("dropped_iterations", "dropped")):
+            ps = self.parts[metric]
+            t = np.concatenate([p[0] for p in ps]) if ps else np.zeros(0, np.int64)
+            v = np.concatenate([p[1] for p in ps]) if ps else np.zeros(0, np.float64)
+            scan.side[name] = (t, v)
+        scan.side["expected_response"] = self.expected
+
+
+def _request_batch(path, end_ns, dur_ms, codes, ok, key, lines) -> Batch:
+    """Request rows from k6's end times and durations (ms); a bad duration is named at its line."""
     lat = np.asarray(dur_ms, np.float64) / 1e3
-    bad = ~np.isfinite(lat) | (lat < 0)
-    if bad.any():
+    if len(lat) and not (np.isfinite(lat.max()) and lat.min() >= 0):
+        bad = ~np.isfinite(lat) | (lat < 0)
         i = int(np.argmax(bad))
         raise fail(
             path,
@@ -179,16 +225,49 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
             f"bad http_req_duration {float(dur_ms[i])!r} ms (must be a finite number >= 0)",
         )
     start = end_ns - np.rint(lat * 1e9).astype(np.int64)
-    codes, ok = _codes_ok(status, expected)
-    vus_t = np.asarray(vus_t, np.int64)
-    vus_v = np.asarray(vus_v, np.float64)
+    return Batch(start, lat, codes, ok, key, np.asarray(lines, np.int64))
+
+
+def _new_scan(path: Path, fmt: str) -> Scan:
+    return Scan(path=Path(path), fmt=fmt, fidelity=EXACT, key_kind=None)
+
+
+def _end(scan: Scan, side: _Side, labels: dict[str, int], rows: int) -> None:
+    side.store(scan)
+    scan.labels[:] = list(labels)
+    scan.key_kind = "label" if len(labels) > 1 else None
+    if rows == 0:
+        raise fail(
+            scan.path,
+            None,
+            "no http_req_duration samples: is this the output of a k6 test that made HTTP requests?",
+        )
+
+
+def finish(scan: Scan, rows: Batch) -> Table:
+    """The request table of a k6 scan: steps per scenario, else from the vus samples (or rate steps
+    from the requests and dropped_iterations), else one step."""
+    path, warnings = scan.path, list(scan.warnings)
+    n = len(rows.start_ns)
+    if n == 0:
+        raise fail(
+            path,
+            None,
+            "no http_req_duration samples: is this the output of a k6 test that made HTTP requests?",
+        )
+    start, lat = rows.start_ns, rows.latency_s
+    end_ns = start + np.rint(lat * 1e9).astype(np.int64)
+    ok = rows.ok if scan.side.get("expected_response") else None
+    vus_t, vus_v = scan.side.get("vus", (np.zeros(0, np.int64), np.zeros(0)))
     order = np.argsort(vus_t, kind="stable")
     vus_t, vus_v = vus_t[order], vus_v[order]
-    arrow = not isinstance(scenario, list)
-    names = sorted(set(scenario)) if not arrow else sorted(str(v) for v in scenario.unique().to_pylist())
+    drop_t, drop_v = scan.side.get("dropped", (np.zeros(0, np.int64), np.zeros(0)))
+    dropped = _dropped(drop_t, drop_v)
+    labels = list(scan.labels) or [""]
+    names = sorted(labels)
     conc, rates = None, None
     if len(names) > 1:
-        step, names = steps_from_labels(scenario, start) if not arrow else steps_from_arrow(scenario, start)
+        step, names = steps_of_labels(rows.key, labels, start)
         src = f"the scenario tag ({len(names)} scenarios)"
         conc = []
         for k in range(len(names)):
@@ -207,76 +286,84 @@ def _build(path, fmt, end_ns, dur_ms, status, expected, scenario, lines, vus_t, 
         names = [names[0] if names and names[0] else "all"]
         src = "one scenario and no vus samples: one step"
     return Table(
-        fmt=fmt,
+        fmt=scan.fmt,
         fidelity=EXACT,
         start_ns=start,
         latency_s=lat,
-        status=codes,
+        status=rows.status,
         ok=ok,
         step=step,
         step_names=names,
         step_concurrency=conc,
         step_rates=rates,
         steps_source=src,
-        line=np.asarray(lines, np.int64),
+        line=rows.line,
         warnings=warnings,
     )
 
 
-def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
-    """NDJSON parsed by pyarrow (only the needed fields); None when anything is off, so that the
-    line-by-line reader names the bad line."""
+def _read(scan: Scan) -> Table:
+    from ._batch import join
+
+    return finish(scan, join(list(scan.batches())))
+
+
+# --------------------------------------------------------------------------
+# JSON lines
+
+_METRICS = ("http_req_duration", "vus", "dropped_iterations")
+
+
+def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int]) -> Batch | None:
+    """A block of NDJSON parsed by pyarrow (only the needed fields); None when anything is off, so
+    that the block is read line by line to name the bad line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pajson
 
-    if b"\n\n" in data or data.startswith(b"\n"):  # rows would not match lines
+    if blk.blank_line():  # rows would not match lines
         return None
     tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string())])
     data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
     schema = pa.schema([("type", pa.string()), ("metric", pa.string()), ("data", data_t)])
     try:
-        t = pajson.read_json(pa.BufferReader(arrow_copy(data)), parse_options=pajson.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore"))  # fmt: skip
+        t = pajson.read_json(pa.BufferReader(blk.data), read_options=json_read_options(blk),
+                             parse_options=pajson.ParseOptions(explicit_schema=schema,
+                                                               unexpected_field_behavior="ignore"))  # fmt: skip
+        if t.num_rows != blk.lines():
+            return None
         point = pc.fill_null(pc.equal(t.column("type"), "Point"), False)
-        rows = {}
-        for metric in ("http_req_duration", "vus", "dropped_iterations"):
+        got = {}
+        for metric in _METRICS:
             sel = pc.and_(point, pc.fill_null(pc.equal(t.column("metric"), metric), False))
             d = pc.filter(t.column("data"), sel).combine_chunks()
-            idx = np.flatnonzero(np.asarray(sel.to_numpy(zero_copy_only=False), bool))
             if d.null_count or d.field("time").null_count or d.field("value").null_count:
                 return None
-            rows[metric] = (d, idx + 1)
+            idx = pc.indices_nonzero(sel)
+            got[metric] = (d, blk.line0 + col_np(idx, np.uint64).astype(np.int64))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    (req, lines), (vus, vus_lines) = rows["http_req_duration"], rows["vus"]
-    drop, drop_lines = rows["dropped_iterations"]
-    drop_v = np.asarray(drop.field("value").to_numpy(zero_copy_only=False), np.float64)
-    dropped = _dropped(_times_arrow(drop.field("time"), path, drop_lines), drop_v)
-    end_ns = _times_arrow(req.field("time"), path, lines)
-    vus_t = _times_arrow(vus.field("time"), path, vus_lines)
+    req, lines = got["http_req_duration"]
+    end_ns = times.arrow("http_req_duration", req.field("time"), lines)
+    for metric in ("vus", "dropped_iterations"):
+        d, ls = got[metric]
+        tv = times.arrow(metric, d.field("time"), ls)
+        side.add(metric, tv, col_np(d.field("value"), np.float64))
     tg = req.field("tags")
     status, expected, scen = (
         pc.fill_null(tg.field(n), "") for n in ("status", "expected_response", "scenario")
     )
-    durs = np.asarray(req.field("value").to_numpy(zero_copy_only=False), np.float64)
-    vus_v = np.asarray(vus.field("value").to_numpy(zero_copy_only=False), np.float64)
-    return _build(
-        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_v, warnings, dropped
-    )
+    codes, ok, given = _codes_ok(status, expected)
+    side.expected = side.expected or given
+    key = label_codes(scen, labels)
+    return _request_batch(path, end_ns, col_np(req.field("value"), np.float64), codes, ok, key, lines)
 
 
-def read_json(path: Path, data: bytes) -> Table:
-    """NDJSON: pyarrow's JSON reader, or line by line with the json module to name a bad line."""
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    fast = _json_arrow(path, data, warnings)
-    if fast is not None:
-        return fast
-    times, durs, status, expected, scen, lines = [], [], [], [], [], []
-    vus_times, vus_vals, vus_lines = [], [], []
-    drop_times, drop_vals, drop_lines = [], [], []
-    for ln, line in enumerate(data.split(b"\n"), start=1):
+def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int]) -> Batch:
+    """A block line by line with the json module: the first bad line is named."""
+    ts, durs, status, expected, keys, lines = [], [], [], [], [], []
+    other = {m: ([], [], []) for m in _METRICS[1:]}
+    for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
             continue
         if b'"Point"' not in line:
@@ -289,7 +376,7 @@ def read_json(path: Path, data: bytes) -> Table:
         if not isinstance(rec, dict) or rec.get("type") != "Point":
             continue
         metric = rec.get("metric")
-        if metric not in ("http_req_duration", "vus", "dropped_iterations"):
+        if metric not in _METRICS:
             continue
         d = rec.get("data")
         if (
@@ -299,78 +386,153 @@ def read_json(path: Path, data: bytes) -> Table:
         ):
             raise fail(path, ln, f"a k6 Point without data.time and data.value: '{short(line)}'")
         if metric != "http_req_duration":
-            t, v, ls = (
-                (vus_times, vus_vals, vus_lines) if metric == "vus" else (drop_times, drop_vals, drop_lines)
-            )
+            t, v, ls = other[metric]
             t.append(d["time"])
             v.append(float(d["value"]))
             ls.append(ln)
             continue
         tags = d.get("tags") if isinstance(d.get("tags"), dict) else {}
-        times.append(d["time"])
+        ts.append(d["time"])
         durs.append(float(d["value"]))
         status.append(str(tags.get("status", "")))
         expected.append(str(tags.get("expected_response", "")))
-        scen.append(str(tags.get("scenario", "")))
+        keys.append(labels.setdefault(str(tags.get("scenario", "")), len(labels)))
         lines.append(ln)
-    end_ns = _times_ns(times, path, lines)
-    vus_t = _times_ns(vus_times, path, vus_lines)
-    dropped = _dropped(_times_ns(drop_times, path, drop_lines), np.asarray(drop_vals, np.float64))
-    return _build(
-        path, "k6-json", end_ns, durs, status, expected, scen, lines, vus_t, vus_vals, warnings, dropped
+    end_ns = times.strings("http_req_duration", ts, lines)
+    for metric, (t, v, ls) in other.items():
+        side.add(metric, times.strings(metric, t, ls), np.asarray(v, np.float64))
+    codes, ok, given = _codes_ok(status, expected)
+    side.expected = side.expected or given
+    return _request_batch(
+        path, end_ns, np.asarray(durs, np.float64), codes, ok, np.array(keys, np.int64), lines
     )
 
 
-def read_csv(path: Path, data: bytes) -> Table:
+def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over k6 NDJSON in blocks (pyarrow per block; the json module for a block it refuses)."""
+    scan = _new_scan(path, "k6-json")
+    scan._gen = _json_batches(scan, chunk_bytes)
+    return scan
+
+
+def _json_batches(scan: Scan, chunk_bytes: int):
+    path, times, side, labels, rows = scan.path, _Times(scan.path), _Side(), {}, 0
+    for blk in blocks(path, chunk_bytes, scan.warnings):
+        b = _json_fast(blk, path, times, side, labels)
+        if b is None:  # pyarrow refused the block, or its rows are not its lines
+            b = _json_slow(blk, path, times, side, labels)
+        scan.labels[:] = list(labels)
+        if len(b):
+            rows += len(b)
+            yield b
+    _end(scan, side, labels, rows)
+
+
+def read_json(path: Path, data: bytes | None = None) -> Table:
+    """The whole-table reader: :func:`scan_json` joined (``data`` is not used: the file is read in blocks)."""
+    return _read(scan_json(path))
+
+
+# --------------------------------------------------------------------------
+# CSV
+
+
+def _csv_problem(row):
+    if not is_float(row[2]):
+        return f"bad metric_value '{short(row[2], 40)}' (expected a number)"
+    return None
+
+
+def _floats(col, lines, path: Path, strict: bool) -> np.ndarray:
+    """metric_value strings as floats: a bad one is an error (``strict``) or 0.0."""
+    import pyarrow as pa
+
+    try:
+        return col_np(col.cast(pa.float64()), np.float64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    vals = col.to_pylist()
+    if strict:
+        for v, ln in zip(vals, lines):
+            if not is_float(v):
+                raise fail(path, int(ln), f"bad metric_value '{short(v, 40)}' (expected a number)") from None
+    return np.array([float(v) if is_float(v) else 0.0 for v in vals], np.float64)
+
+
+def _metric_rows(names) -> dict[str, np.ndarray]:
+    """Rows of each metric of :data:`_METRICS` in a dictionary-encoded metric_name column, found by
+    the dictionary code (a dozen names per chunk) rather than by comparing strings."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    header = first_line(data).decode("utf-8", "replace")
+    out: dict[str, list[np.ndarray]] = {m: [] for m in _METRICS}
+    base = 0
+    for ch in names.chunks:
+        names_of = ch.dictionary.to_pylist()
+        codes = ch.indices if not ch.null_count else pc.fill_null(ch.indices, -1)
+        codes = col_np(pa.chunked_array([codes]), np.int32)
+        for m in _METRICS:
+            if m in names_of:
+                out[m].append(base + np.flatnonzero(codes == names_of.index(m)))
+        base += len(ch)
+    return {m: np.concatenate(v) if v else np.zeros(0, np.int64) for m, v in out.items()}
+
+
+def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over a k6 CSV in blocks: the http_req_duration rows, the vus and dropped_iterations samples."""
+    path = Path(path)
+    header = first_line(strip_bom(head_bytes(path))).decode("utf-8", "replace")
     cols = [c.strip() for c in header.split(",")]
-    types = {"metric_name": pa.string(), "timestamp": pa.string(), "metric_value": pa.string()}
+    scan = _new_scan(path, "k6-csv")
+    scan._gen = _csv_batches(scan, chunk_bytes, cols)
+    return scan
+
+
+def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path, times, side, labels, rows = scan.path, _Times(scan.path), _Side(), {}, 0
+    # metric_name as a dictionary: a dozen names repeated, parsed and compared once per block
+    types = {"metric_name": pa.dictionary(pa.int32(), pa.string()), "timestamp": pa.string(),
+             "metric_value": pa.string()}  # fmt: skip
     for opt in ("status", "expected_response", "scenario"):
         if opt in cols:
             types[opt] = pa.string()
 
-    def problem(row):
-        if not is_float(row[2]):
-            return f"bad metric_value '{short(row[2], 40)}' (expected a number)"
-        return None
-
-    t = arrow_csv(data, path, columns=cols, types=types, header=True, row_problem=problem)
-    line = np.arange(2, t.num_rows + 2)
-    names = t.column("metric_name")
-    req = np.asarray(pc.equal(names, "http_req_duration").to_numpy(zero_copy_only=False), bool)
-    vus = np.asarray(pc.equal(names, "vus").to_numpy(zero_copy_only=False), bool)
-    drop = np.asarray(pc.equal(names, "dropped_iterations").to_numpy(zero_copy_only=False), bool)
-    dt = t.filter(pa.array(drop))
-    rt = t.filter(pa.array(req))
-    vt = t.filter(pa.array(vus))
-
     def col(tab, name):
         if name not in types:
             return pa.array([""] * tab.num_rows, pa.string())
-        return pc.fill_null(tab.column(name).combine_chunks(), "")
+        return pc.fill_null(tab.column(name), "")
 
-    try:
-        durs = np.asarray(
-            col(rt, "metric_value").cast(pa.float64()).to_numpy(zero_copy_only=False), np.float64
-        )
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        for v, ln in zip(col(rt, "metric_value").to_pylist(), line[req]):
-            if not is_float(v):
-                raise fail(path, int(ln), f"bad metric_value '{short(v, 40)}' (expected a number)") from None
-        raise
-    end_ns = _times_arrow(col(rt, "timestamp"), path, line[req])
-    vus_t = _times_arrow(col(vt, "timestamp"), path, line[vus])
-    vus_v = [float(v) if is_float(v) else 0.0 for v in col(vt, "metric_value").to_pylist()]
-    drop_v = np.array([float(v) if is_float(v) else 0.0 for v in col(dt, "metric_value").to_pylist()])
-    dropped = _dropped(_times_arrow(col(dt, "timestamp"), path, line[drop]), drop_v)
-    return _build(
-        path, "k6-csv", end_ns, durs, col(rt, "status"), col(rt, "expected_response"), col(rt, "scenario"),
-        line[req], vus_t, vus_v, warnings, dropped,
-    )  # fmt: skip
+    for blk in blocks(path, chunk_bytes, scan.warnings, header=True):
+        t = read_block_csv(blk, path, columns=cols, types=types, row_problem=_csv_problem)
+        if t.num_rows == 0:
+            continue
+        lines = row_lines(blk, t.num_rows)
+        picked = {}
+        for metric, idx in _metric_rows(t.column("metric_name")).items():
+            picked[metric] = (t.take(idx) if len(idx) else None, lines[idx])
+        rt, req_lines = picked["http_req_duration"]
+        if rt is not None:
+            durs = _floats(col(rt, "metric_value"), req_lines, path, strict=True)
+            end_ns = times.arrow("http_req_duration", col(rt, "timestamp"), req_lines)
+        for metric in ("vus", "dropped_iterations"):
+            st, ls = picked[metric]
+            if st is not None:
+                tv = times.arrow(metric, col(st, "timestamp"), ls)
+                side.add(metric, tv, _floats(col(st, "metric_value"), ls, path, strict=False))
+        if rt is None:
+            continue
+        codes, ok, given = _codes_ok(col(rt, "status"), col(rt, "expected_response"))
+        side.expected = side.expected or given
+        key = label_codes(col(rt, "scenario"), labels)
+        scan.labels[:] = list(labels)
+        rows += len(req_lines)
+        yield _request_batch(path, end_ns, durs, codes, ok, key, req_lines)
+    _end(scan, side, labels, rows)
+
+
+def read_csv(path: Path, data: bytes | None = None) -> Table:
+    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
+    return _read(scan_csv(path))

@@ -2,6 +2,7 @@
 
 Exact per request, but times are relative like hey's: the run is anchored
 at the file's modification time (or ``--hey-start``).  One file is one step.
+Read in one pass, in blocks of whole lines (:func:`headroom.formats.vegeta.blocks`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import EXACT, Table, arrow_csv, drop_truncated_tail, fail, first_line, is_float, short
+from ._batch import CHUNK_BYTES, Batch, Scan
+from ._common import EXACT, Table, fail, first_line, is_float, short
+from ._scan import head_bytes, strip_bom
+from .vegeta import blocks, col_np, first_null_line, read_block_csv, row_lines
 
 HEADER = b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"
 
@@ -19,17 +23,23 @@ def guess_csv(head: bytes) -> bool:
     return first_line(head).lstrip(b"\xef\xbb\xbf").startswith(b"request-start,")
 
 
-def read_csv(path: Path, data: bytes) -> Table:
-    import pyarrow as pa
-
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    if data[:3] == b"\xef\xbb\xbf":
-        data = data[3:]
-    cols = [c.strip() for c in first_line(data).decode("utf-8", "replace").split(",")]
+def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over an oha CSV in blocks: relative start (ns), latency and status per row."""
+    path = Path(path)
+    head = first_line(strip_bom(head_bytes(path)))
+    cols = [c.strip() for c in head.decode("utf-8", "replace").split(",")]
     for need in ("request-start", "request-duration"):
         if need not in cols:
-            raise fail(path, 1, f"oha CSV header without {need}: '{short(first_line(data))}'")
+            raise fail(path, 1, f"oha CSV header without {need}: '{short(head)}'")
+    scan = Scan(path=path, fmt="oha-csv", fidelity=EXACT, key_kind=None, relative=True)
+    scan._gen = _batches(scan, chunk_bytes, cols)
+    return scan
+
+
+def _batches(scan: Scan, chunk_bytes: int, cols: list[str]):
+    import pyarrow as pa
+
+    path = scan.path
     types = {"request-start": pa.float64(), "request-duration": pa.float64()}
     if "status" in cols:
         types["status"] = pa.int64()
@@ -43,32 +53,51 @@ def read_csv(path: Path, data: bytes) -> Table:
             return f"bad status '{short(row[cols.index('status')], 40)}' (expected an integer)"
         return None
 
-    t = arrow_csv(data, path, columns=cols, types=types, header=True, row_problem=problem)
-    if t.num_rows == 0:
+    rows = 0
+    for blk in blocks(path, chunk_bytes, scan.warnings, header=True):
+        t = read_block_csv(blk, path, columns=cols, types=types, row_problem=problem)
+        if t.num_rows == 0:
+            continue
+        lines = row_lines(blk, t.num_rows)
+        first_null_line(t, list(types), lines, path)
+        rel = col_np(t.column("request-start"), np.float64)
+        lat = col_np(t.column("request-duration"), np.float64)
+        for name, arr in (("request-start", rel), ("request-duration", lat)):
+            if not (np.isfinite(arr.max()) and arr.min() >= 0 and arr.max() <= 1e7):
+                bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1e7)
+                i = int(np.argmax(bad))
+                raise fail(
+                    path,
+                    int(lines[i]),
+                    f"bad {name} {float(arr[i])!r} (must be a finite number of seconds, 0 to 1e7)",
+                )
+        status = col_np(t.column("status"), np.int64) if "status" in types else None
+        rows += len(rel)
+        yield Batch(np.rint(rel * 1e9).astype(np.int64), lat, status, None, None, lines)
+    if rows == 0:
         raise fail(path, None, "no requests (the file has a header but no data rows)")
-    from ._common import null_check
 
-    null_check(t, path, list(types))
-    rel = np.asarray(t.column("request-start").to_numpy(), np.float64)
-    lat = np.asarray(t.column("request-duration").to_numpy(), np.float64)
-    for name, arr in (("request-start", rel), ("request-duration", lat)):
-        bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1e7)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise fail(
-                path, i + 2, f"bad {name} {float(arr[i])!r} (must be a finite number of seconds, 0 to 1e7)"
-            )
-    status = np.asarray(t.column("status").to_numpy(), np.int64) if "status" in types else None
+
+def finish(scan: Scan, rows: Batch) -> Table:
+    """The request table of an oha scan: one file, one step, relative times."""
     return Table(
         fmt="oha-csv",
         fidelity=EXACT,
-        start_ns=np.rint(rel * 1e9).astype(np.int64),
-        latency_s=lat,
-        status=status,
-        step=np.zeros(len(rel), np.int64),
+        start_ns=rows.start_ns,
+        latency_s=rows.latency_s,
+        status=rows.status,
+        step=np.zeros(len(rows.start_ns), np.int64),
         step_names=["all"],
         steps_source="one oha run: one step (give one file per step, or --steps)",
         relative=True,
-        line=np.arange(2, len(rel) + 2),
-        warnings=warnings,
+        line=rows.line,
+        warnings=list(scan.warnings),
     )
+
+
+def read_csv(path: Path, data: bytes | None = None) -> Table:
+    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
+    from ._batch import join
+
+    scan = scan_csv(path)
+    return finish(scan, join(list(scan.batches())))

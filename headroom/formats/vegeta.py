@@ -5,28 +5,30 @@ and latency (ns): exact per request.  Steps: one per ``attack`` name (a rate
 ramp is several named attacks), ordered by their first request; an attack name that
 holds a number (``rate250``) states its intended rate (headroom.levels: sent
 rate and "fell behind schedule").
+
+Both readers are one pass over the file in blocks of whole lines
+(:func:`blocks`, also used by the k6 and oha readers): each block is parsed
+by pyarrow (only the needed columns), and only a block pyarrow refuses is
+read again line by line to name the bad line, its line numbers known from
+the blocks before it.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import re
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from ._common import (
-    EXACT,
-    Table,
-    arrow_csv,
-    drop_truncated_tail,
-    fail,
-    first_line,
-    is_int,
-    rfc3339_ns,
-    short,
-)
-from ._scan import TS_UTC, arrow_copy, np_column
+from ._batch import CHUNK_BYTES, Batch, Scan
+from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
+from ._scan import TS_UTC, _gzip_error, _open_error, np_column, truncated_warning
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -45,6 +47,319 @@ def guess_json(head: bytes) -> bool:
     return line.startswith(b"{") and all(k in line for k in _JSON_KEYS)
 
 
+# --------------------------------------------------------------------------
+# blocks of whole lines (shared with k6 and oha)
+
+
+class Block(NamedTuple):
+    """Whole lines of a file: ``data`` (an Arrow buffer; its last line end included except at the end
+    of the file), ``line0`` the file line of its first line, ``nlines`` the line ends in it."""
+
+    data: object
+    line0: int
+    nlines: int
+
+    def text(self) -> bytes:
+        """The block's bytes (a copy: for the line-by-line paths only)."""
+        return self.data.to_pybytes()
+
+    def lines(self) -> int:
+        """Lines in the block (the last one may have no line end)."""
+        n = len(self.data)
+        return self.nlines + (1 if n and self.data[n - 1] != 10 else 0)
+
+    def blank_line(self) -> bool:
+        """Whether the block holds an empty line (``\\n\\n``, or a line end first)."""
+        a = np.frombuffer(self.data, np.uint8)
+        nl = a == 10
+        return bool(len(a) and (nl[0] or (nl[1:] & nl[:-1]).any()))
+
+
+_WS = np.zeros(256, bool)
+_WS[[9, 10, 11, 12, 13, 32]] = True
+
+
+def is_blank(buf) -> bool:
+    """Whether an Arrow buffer holds only ASCII whitespace."""
+    a = np.frombuffer(buf, np.uint8)
+    return bool(_WS[a[:4096]].all() and _WS[a].all())
+
+
+def _last_nl(a: np.ndarray, lo: int, hi: int) -> int:
+    """Offset of the last line end in ``a[lo:hi]`` (-1: none), looking back from the end in windows."""
+    w = 1 << 16
+    while hi > lo:
+        s = max(lo, hi - w)
+        hit = np.flatnonzero(a[s:hi] == 10)
+        if len(hit):
+            return s + int(hit[-1])
+        hi, w = s, w * 4
+    return -1
+
+
+#: Bytes a record may span inside quotes before a block is cut at a line end anyway (a stray quote)
+_QUOTED_MAX = 64 << 20
+
+
+def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
+    """Offset just after the last line end in ``a[lo:hi]`` that ends a record (-1: none).
+
+    With ``quotes`` (CSV fields may hold line ends inside double quotes) a line end
+    ends a record when an even number of quotes comes before it (RFC 4180 doubles
+    a quote inside a quoted field); ``lo`` is at a record start.
+    """
+    p = _last_nl(a, lo, hi)
+    if quotes and p >= 0:
+        qpos = lo + np.flatnonzero(a[lo:p] == 34)
+        k = len(qpos)  # quotes before p
+        while p >= 0 and k & 1:
+            p = _last_nl(a, lo, int(qpos[k - 1]))
+            k = int(np.searchsorted(qpos, p)) if p >= 0 else 0
+        if p < 0 and hi - lo > _QUOTED_MAX:  # an open quote that never closes: pyarrow names the line
+            p = _last_nl(a, lo, hi)
+    return p + 1 if p >= 0 else -1
+
+
+def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
+    return Block(buf.slice(lo, hi - lo), line, int(np.count_nonzero(a[lo:hi] == 10)))
+
+
+def blocks(
+    path: Path, chunk_bytes: int, warnings: list[str], *, quotes: bool = False, header: bool = False
+) -> Iterator[Block]:
+    """The file (plain or gzip, by its magic bytes) as blocks of about ``chunk_bytes`` whole lines.
+
+    The bytes are read straight into Arrow memory, and a block is a slice of it
+    (no copy for pyarrow).  ``header``: a leading byte order mark and the first
+    line are left out (the caller read the header).  A last line without a line
+    end (a run killed mid-write) is dropped with the one truncated-tail warning.
+    Blocks of line ends only are not yielded.  Memory: one block (and the bytes
+    read after its last record).
+    """
+    import pyarrow as pa
+
+    chunk_bytes = max(int(chunk_bytes), 1)
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise _open_error(path, e) from None
+    try:
+        src, size = raw, None
+        if raw.read(2) == b"\x1f\x8b":
+            src = gzip.GzipFile(fileobj=raw)
+        else:
+            size = os.fstat(raw.fileno()).st_size  # a plain file's blocks are no larger than the file
+        raw.seek(0)
+
+        def fill(mv) -> int:
+            got = 0
+            try:
+                while got < len(mv):
+                    k = src.readinto(mv[got:])
+                    if not k:
+                        break
+                    got += k
+            except (EOFError, OSError, zlib.error) as e:
+                raise _gzip_error(path, e) from None
+            return got
+
+        line, carry, seen_nl, first = 1, b"", False, header
+        while True:
+            want = chunk_bytes if size is None else min(chunk_bytes, max(size - raw.tell(), 0) + 1)
+            buf = pa.allocate_buffer(len(carry) + want)
+            mv = memoryview(buf).cast("B")
+            mv[: len(carry)] = carry
+            got = fill(mv[len(carry) :])
+            n, eof = len(carry) + got, got < want
+            a = np.frombuffer(buf, np.uint8, count=n)
+            lo = 0
+            if first:  # the header line (after a byte order mark): wait for its line end
+                lo = 3 if bytes(a[:3]) == b"\xef\xbb\xbf" else 0
+                hit = np.flatnonzero(a[lo:n] == 10)
+                nl = lo + int(hit[0]) if len(hit) else -1
+                if nl < 0 and not eof:
+                    carry = bytes(a)
+                    continue
+                first, seen_nl, line = False, nl >= 0, 2
+                lo = nl + 1 if nl >= 0 else n
+            if eof:
+                break
+            cut = _record_end(a, lo, n, quotes)
+            if cut < 0:
+                carry = bytes(a[lo:n])
+                continue
+            seen_nl = True
+            blk = _block(buf, a, lo, cut, line)
+            if blk.nlines < cut - lo or not is_blank(blk.data):
+                yield blk
+            line += blk.nlines
+            carry = bytes(a[cut:n])
+        # the end of the file: whole lines up to the last line end (an open quote is pyarrow's to name)
+        cut = _last_nl(a, lo, n) + 1
+        if cut > 0:
+            blk = _block(buf, a, lo, cut, line)
+            if blk.nlines < cut - lo:
+                yield blk
+            line, lo, seen_nl = line + blk.nlines, cut, True
+        rest = bytes(a[lo:n])
+        end = len(rest.rstrip(b" \t"))
+        if seen_nl and end and rest[end - 1 : end] != b"\r" and rest.strip():
+            warnings.append(truncated_warning(path, line, end, rest[:end]))
+        elif rest.strip(b"\r\n"):
+            yield Block(buf.slice(lo, n - lo), line, 0)
+    finally:
+        raw.close()
+
+
+def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str = ",") -> np.ndarray:
+    """File line of every row pyarrow read from ``block`` (which skips blank lines)."""
+    if nrows == block.lines():
+        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
+    if csv_quotes:  # rows spanning lines: where each record starts
+        import csv
+        import io
+
+        limit = csv.field_size_limit(1 << 30)  # restored: the diagnosis names fields over the default
+        try:
+            r = csv.reader(
+                io.StringIO(block.text().decode("utf-8", "replace"), newline=""), delimiter=delimiter
+            )
+            out, prev = [], 0
+            for row in r:
+                if row:
+                    out.append(block.line0 + prev)
+                prev = r.line_num
+        finally:
+            csv.field_size_limit(limit)
+        found = np.asarray(out, np.int64)
+    else:
+        text = block.text()
+        parts = text.split(b"\n")
+        if text.endswith(b"\n"):
+            parts.pop()
+        found = block.line0 + np.flatnonzero([bool(p.strip(b"\r")) for p in parts]).astype(np.int64)
+    if len(found) != nrows:  # pragma: no cover - pyarrow and the csv module disagree: approximate
+        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
+    return found
+
+
+def json_row_lines(block: Block, nrows: int) -> np.ndarray | None:
+    """File line of every JSON record pyarrow read from ``block`` (one per non-blank line; pyarrow
+    skips blank ones), or None when the records are not the non-blank lines."""
+    if nrows == block.lines():
+        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
+    parts = block.text().split(b"\n")
+    found = block.line0 + np.flatnonzero([bool(p.strip()) for p in parts]).astype(np.int64)
+    return found if len(found) == nrows else None
+
+
+def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, delimiter: str = ","):
+    """The first bad line of a block pyarrow refused (line numbers from ``block.line0``), as an error."""
+    import csv
+    import io
+
+    text = io.StringIO(block.text().decode("utf-8", "replace"), newline="")
+    reader = csv.reader(text, delimiter=delimiter)
+    off = block.line0 - 1
+    try:
+        for row in reader:
+            if not row:
+                continue
+            ln = off + reader.line_num
+            if len(row) != ncols:
+                return fail(
+                    path, ln, f"expected {ncols} fields, got {len(row)}: '{short(delimiter.join(row))}'"
+                )
+            problem = row_problem(row)
+            if problem:
+                return fail(path, ln, problem)
+    except csv.Error as e:
+        return fail(path, off + reader.line_num, f"bad CSV ({short(str(e))})")
+    why = re.sub(r"Row #\d+: ", "", why.splitlines()[0] if why else why)  # pyarrow's count is the block's
+    return fail(path, None, f"cannot parse this CSV file: {short(why)}")
+
+
+def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False):
+    """One block parsed by pyarrow (only the typed columns), else the error naming its bad line."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        return pacsv.read_csv(
+            pa.BufferReader(block.data),
+            read_options=pacsv.ReadOptions(column_names=columns, use_threads=len(block.data) >= 1 << 20),
+            parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=list(types), null_values=[""],
+                strings_can_be_null=False, quoted_strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise diagnose_block(block, path, len(columns), row_problem, str(exc)) from None
+
+
+def json_read_options(block: Block):
+    """pyarrow.json options for a block: threads only for a block worth them (a small one pays more
+    to start them than it saves)."""
+    import pyarrow.json as pajson
+
+    return pajson.ReadOptions(use_threads=len(block.data) >= 1 << 20)
+
+
+def first_null_line(t, names, lines: np.ndarray, path: Path) -> None:
+    """``empty NAME value`` at the line of the first null of the first column (of ``names``) with one."""
+    from ._scan import first_null
+
+    for n in names:
+        c = t.column(n)
+        if c.null_count:
+            raise fail(path, int(lines[first_null(c)]), f"empty {n} value")
+
+
+def py_strings(col) -> list[str]:
+    """A pyarrow string column as Python strings (null: ""), bytes that are not UTF-8 replaced
+    (pyarrow's JSON reader lets them through; ``to_pylist`` would raise)."""
+    import pyarrow as pa
+
+    return ["" if v is None else v.decode("utf-8", "replace") for v in col.cast(pa.binary()).to_pylist()]
+
+
+def label_codes(col, labels: dict[str, int]) -> np.ndarray:
+    """Codes (int64) of a pyarrow string column's values, new names added to ``labels`` in file order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    uniq = pc.unique(col)
+    ids = np.array([labels.setdefault(v, len(labels)) for v in py_strings(uniq)], np.int64)
+    if len(uniq) == 1:
+        return np.full(len(col), ids[0], np.int64)
+    idx = pc.index_in(col, value_set=uniq)
+    idx = idx if isinstance(idx, pa.ChunkedArray) else pa.chunked_array([idx])
+    return ids[np_column(idx, np.int32)]
+
+
+def col_np(col, dtype) -> np.ndarray:
+    """A null-free fixed-width pyarrow column as a compact numpy copy (without pandas)."""
+    import pyarrow as pa
+
+    chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    return np.array(np_column(chunked, dtype), dtype=dtype, copy=True)
+
+
+def steps_of_labels(key: np.ndarray, labels: list[str], start: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Step of every row from its label code, steps ordered by their first start (ties: file order)."""
+    first = np.full(len(labels), np.iinfo(np.int64).max)
+    np.minimum.at(first, key, start)
+    rank = np.argsort(first, kind="stable")
+    pos = np.empty(len(labels), np.int64)
+    pos[rank] = np.arange(len(labels))
+    return pos[key], [labels[r] for r in rank]
+
+
+# --------------------------------------------------------------------------
+# CSV
+
+
 def _row_problem(row):
     for i, name in ((0, "timestamp"), (1, "code"), (2, "latency")):
         if not is_int(row[i]) or int(row[i]) < 0:
@@ -54,115 +369,91 @@ def _row_problem(row):
     return None
 
 
-def read_csv(path: Path, data: bytes) -> Table:
-    import pyarrow as pa
-
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    if not data.strip():
-        raise fail(path, None, "the file is empty")
-    t = arrow_csv(
-        data,
-        path,
-        columns=CSV_COLUMNS,
-        types={"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()},
-        header=False,
-        row_problem=_row_problem,
-        newlines_in_values=True,
-    )
-    return _table(path, t, warnings, "vegeta-csv")
-
-
-def stream_csv(path: Path) -> Table | None:
-    """Read a plain (not gzipped) vegeta CSV in blocks, keeping only the columns it needs.
-
-    Memory follows the kept columns (about 20 bytes a request), not the file
-    (bodies and headers make vegeta's lines long).  None when pyarrow refuses
-    the file: then the whole-file reader names the bad line.
-    """
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    from ._scan import truncated_tail, truncated_warning
-
-    warnings: list[str] = []
-    with open(path, "rb") as f:
-        if f.read(2) == b"\x1f\x8b":
-            return None
-        size = f.seek(0, 2)
-        f.seek(max(0, size - (1 << 16)))
-        tail = f.read()
-    cut = truncated_tail(tail, len(tail))
-    if cut is not None and tail.rfind(b"\n", 0, cut) < 0 and size > len(tail):
-        return None  # a cut line longer than 64 kB: the whole-file reader decides
-    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
-    opts = (
-        pacsv.ReadOptions(column_names=CSV_COLUMNS, block_size=1 << 20),
-        pacsv.ParseOptions(newlines_in_values=True),
-        pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
-                             strings_can_be_null=False, quoted_strings_can_be_null=False),
-    )  # fmt: skip
-    cols: list[list[np.ndarray]] = [[], [], [], []]
-    labels: dict[str, int] = {}
-    try:
-        with pacsv.open_csv(
-            str(path), read_options=opts[0], parse_options=opts[1], convert_options=opts[2]
-        ) as r:
-            for b in r:  # keep compact numpy copies, let pyarrow's block go
-                if any(b.column(i).null_count for i in range(3)):
-                    return None
-                for i in range(3):
-                    cols[i].append(np_column(pa.chunked_array([b.column(i)]), np.int64).copy())
-                enc = b.column(3).dictionary_encode()
-                ids = np.array(
-                    [labels.setdefault(str(v), len(labels)) for v in enc.dictionary.to_pylist()], np.int32
-                )
-                cols[3].append(ids[np_column(pa.chunked_array([enc.indices]), np.int32)])
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    if not cols[0]:
-        return None
-    names = pa.array(list(labels), pa.string())
-    attack = pa.DictionaryArray.from_arrays(pa.array(np.concatenate(cols[3])), names).cast(pa.string())
-    t = pa.table({"timestamp": np.concatenate(cols[0]), "code": np.concatenate(cols[1]),
-                  "latency": np.concatenate(cols[2]), "attack": attack})  # fmt: skip
-    if cut is not None:  # drop the cut-off last line, as the whole-file reader does
-        end = len(tail.rstrip(b" \t"))
-        lines = t.num_rows + 1
-        warnings.append(truncated_warning(path, lines, end - cut, tail[cut:end]))
-        t = t.slice(0, t.num_rows - 1)
-    return _table(path, t, warnings, "vegeta-csv")
-
-
-def _table(path, t, warnings, fmt) -> Table:
-    from ._common import as_np, null_check
-
-    null_check(t, path, ["timestamp", "code", "latency"], header=False)
-    start = as_np(t.column("timestamp"), np.int64)
-    lat_ns = as_np(t.column("latency"), np.int64)
-    code = as_np(t.column("code"), np.int64)
+def _check_batch(path: Path, start, code, lat_ns, lines) -> None:
     for name, arr in (("timestamp", start), ("latency", lat_ns), ("code", code)):
         if len(arr) and arr.min() < 0:
             i = int(np.argmin(arr))
-            raise fail(path, i + 1, f"bad {name} {int(arr[i])} (must be >= 0)")
-    from ._common import steps_from_arrow
+            raise fail(path, int(lines[i]), f"bad {name} {int(arr[i])} (must be >= 0)")
 
-    step, names = steps_from_arrow(t.column("attack"), start)
+
+def _new_scan(path: Path, fmt: str) -> Scan:
+    return Scan(path=Path(path), fmt=fmt, fidelity=EXACT, key_kind="label")
+
+
+def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over a vegeta CSV in blocks: start, latency, code and the attack's code per row."""
+    scan = _new_scan(path, "vegeta-csv")
+    scan._gen = _csv_batches(scan, chunk_bytes)
+    return scan
+
+
+def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
+    import pyarrow as pa
+
+    path, labels, rows = scan.path, {}, 0
+    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
+    any_text = False
+    for blk in blocks(path, chunk_bytes, scan.warnings, quotes=True):
+        if not any_text and is_blank(blk.data):
+            continue
+        any_text = True
+        t = read_block_csv(
+            blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=True
+        )
+        if t.num_rows == 0:
+            continue
+        lines = row_lines(blk, t.num_rows, csv_quotes=True)
+        first_null_line(t, ["timestamp", "code", "latency"], lines, path)
+        start, code, lat = (col_np(t.column(c), np.int64) for c in ("timestamp", "code", "latency"))
+        _check_batch(path, start, code, lat, lines)
+        key = label_codes(t.column("attack"), labels)
+        scan.labels[:] = list(labels)
+        rows += len(start)
+        yield Batch(start, lat / 1e9, code, None, key, lines)
+    if not any_text:
+        raise fail(path, None, "the file is empty")
+
+
+def finish(scan: Scan, rows: Batch) -> Table:
+    """The request table of a vegeta scan: one step per attack, rate steps from the attack names."""
+    warnings = list(scan.warnings)
+    path, start = scan.path, rows.start_ns
+    key = rows.key if rows.key is not None else np.zeros(len(start), np.int64)
+    labels = list(scan.labels) or [""]
+    step, names = steps_of_labels(key, labels, start)
+    if len(start) == 0:
+        step, names = step, []
     src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
     rates = _rates(path, start, step, names, warnings)
     return Table(
-        fmt=fmt,
+        fmt=scan.fmt,
         fidelity=EXACT,
         start_ns=start,
-        latency_s=lat_ns / 1e9,
-        status=code,
+        latency_s=rows.latency_s,
+        status=rows.status,
         step=step,
         step_names=names,
         step_rates=rates,
         steps_source=src,
-        line=np.arange(1, len(start) + 1),
+        line=rows.line,
         warnings=warnings,
     )
+
+
+def _read(scan: Scan) -> Table:
+    from ._batch import join
+
+    return finish(scan, join(list(scan.batches())))
+
+
+def read_csv(path: Path, data: bytes | None = None) -> Table:
+    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
+    return _read(scan_csv(path))
+
+
+def stream_csv(path: Path) -> Table:
+    """The same as :func:`read_csv` (kept for callers of the former block reader)."""
+    return read_csv(path)
 
 
 def _rates(path, start, step, names, warnings) -> list[dict] | None:
@@ -179,9 +470,13 @@ def _rates(path, start, step, names, warnings) -> list[dict] | None:
     return None if rs is None else rs.rates
 
 
-def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
-    """JSON lines parsed by pyarrow (only the needed fields); None when anything is off, so that
-    the line-by-line reader names the bad line."""
+# --------------------------------------------------------------------------
+# JSON lines
+
+
+def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
+    """A block of JSON lines parsed by pyarrow (only the needed fields); None when anything is off,
+    so that the block is read line by line to name the bad line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pajson
@@ -190,30 +485,28 @@ def _json_arrow(path: Path, data: bytes, warnings: list[str]) -> Table | None:
                         ("attack", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pajson.read_json(pa.BufferReader(arrow_copy(data)), parse_options=opts)
+        t = pajson.read_json(
+            pa.BufferReader(blk.data), read_options=json_read_options(blk), parse_options=opts
+        )
         if t.num_rows == 0 or any(t.column(c).null_count for c in ("timestamp", "code", "latency")):
             return None
-        if pc.min(t.column("latency")).as_py() < 0 or pc.min(t.column("code")).as_py() < 0:
-            return None
-        start = t.column("timestamp").cast(TS_UTC).cast(pa.int64())
+        start = col_np(t.column("timestamp").cast(TS_UTC).cast(pa.int64()), np.int64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    t = pa.table({"timestamp": start, "code": t.column("code"), "latency": t.column("latency"),
-                  "attack": pc.fill_null(t.column("attack"), "")})  # fmt: skip
-    return _table(path, t, warnings, "vegeta-json")
+    code, lat = col_np(t.column("code"), np.int64), col_np(t.column("latency"), np.int64)
+    if (len(lat) and lat.min() < 0) or (len(code) and code.min() < 0):
+        return None
+    lines = json_row_lines(blk, t.num_rows)
+    if lines is None:  # several results on one line, or one over several: the slow path knows
+        return None
+    key = label_codes(pc.fill_null(t.column("attack"), ""), labels)
+    return Batch(start, lat / 1e9, code, None, key, lines)
 
 
-def read_json(path: Path, data: bytes) -> Table:
-    """JSON lines: pyarrow's JSON reader, or line by line with the json module to name a bad line."""
-    import pyarrow as pa
-
-    warnings: list[str] = []
-    data = drop_truncated_tail(data, path, warnings)
-    fast = _json_arrow(path, data, warnings)
-    if fast is not None:
-        return fast
-    starts, lats, codes, attacks = [], [], [], []
-    for ln, line in enumerate(data.split(b"\n"), start=1):
+def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
+    """A block line by line with the json module: the first bad line is named."""
+    starts, lats, codes, keys, lines = [], [], [], [], []
+    for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
             continue
         try:
@@ -232,10 +525,39 @@ def read_json(path: Path, data: bytes) -> Table:
         starts.append(ts)
         lats.append(lat)
         codes.append(code)
-        attacks.append(str(rec.get("attack") or ""))
-    if not starts:
+        keys.append(labels.setdefault(str(rec.get("attack") or ""), len(labels)))
+        lines.append(ln)
+    start = rfc3339_ns(starts, path, lambda i: lines[i])
+    try:
+        lat_ns = np.array(lats, np.int64)
+        code_a = np.array(codes, np.int64)
+    except OverflowError:
+        i = next(i for i in range(len(lats)) if max(lats[i], codes[i]) > 2**63 - 1)
+        raise fail(path, lines[i], f"value out of range: latency {lats[i]}, code {codes[i]}") from None
+    return Batch(start, lat_ns / 1e9, code_a, None, np.array(keys, np.int64), np.array(lines, np.int64))
+
+
+def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+    """One pass over vegeta JSON lines in blocks (pyarrow per block; the json module for a block it refuses)."""
+    scan = _new_scan(path, "vegeta-json")
+    scan._gen = _json_batches(scan, chunk_bytes)
+    return scan
+
+
+def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
+    path, labels, rows = scan.path, {}, 0
+    for blk in blocks(path, chunk_bytes, scan.warnings):
+        b = _json_fast(blk, path, labels)
+        if b is None:  # pyarrow refused the block, or its rows are not its lines
+            b = _json_slow(blk, path, labels)
+        scan.labels[:] = list(labels)
+        if len(b):
+            rows += len(b)
+            yield b
+    if rows == 0:
         raise fail(path, None, "no results in this vegeta JSON file")
-    start = rfc3339_ns(starts, path, lambda i: i + 1)
-    t = pa.table({"timestamp": start, "code": np.array(codes, np.int64), "latency": np.array(lats, np.int64),
-                  "attack": pa.array(attacks, pa.string())})  # fmt: skip
-    return _table(path, t, warnings, "vegeta-json")
+
+
+def read_json(path: Path, data: bytes | None = None) -> Table:
+    """The whole-table reader: :func:`scan_json` joined (``data`` is not used)."""
+    return _read(scan_json(path))
