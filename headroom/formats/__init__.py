@@ -266,13 +266,12 @@ def resolve(name: str, path: Path, head: bytes) -> str:
 
 def read_table(path: Path, fmt: str) -> Table:
     """Read a whole file of format ``fmt`` (not the streamed CSV family) into a request table."""
+    from ._batch import join
+
     f = FORMATS[fmt]
     if f.read is None:
         raise ValueError(f"{fmt} is streamed by headroom.reading")
-    stream = _STREAMED.get(fmt)
-    table = stream(path) if stream is not None else None  # None: read whole (gzip, or to name a bad line)
-    return table if table is not None else f.read(path, read_bytes(path))
-
-
-#: Readers that read a plain file in blocks, keeping only the columns they need.
-_STREAMED = {"vegeta-csv": vegeta.stream_csv}
+    if f.scan is not None and f.finish is not None:  # one pass in blocks, the rows joined
+        scan = f.scan(path)
+        return f.finish(scan, join(list(scan.batches())))
+    return f.read(path, read_bytes(path))

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-#: Bytes of the file one batch comes from (before decompression), by default.
-CHUNK_BYTES = 16 << 20
+#: Bytes of the file (after decompression) one batch comes from, by default: 8 MB parse as fast as
+#: 16 MB and the parse's working set (several times the block) stays near 100 MB.
+CHUNK_BYTES = 8 << 20
 
 
 @dataclass

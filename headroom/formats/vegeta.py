@@ -451,11 +451,6 @@ def read_csv(path: Path, data: bytes | None = None) -> Table:
     return _read(scan_csv(path))
 
 
-def stream_csv(path: Path) -> Table:
-    """The same as :func:`read_csv` (kept for callers of the former block reader)."""
-    return read_csv(path)
-
-
 def _rates(path, start, step, names, warnings) -> list[dict] | None:
     """Rate steps of the attacks (headroom.levels): intended rate from the attack name
     (``rate250`` -> 250/s), sent rate as vegeta reports it, and whether the attack fell behind."""
