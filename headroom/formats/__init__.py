@@ -7,11 +7,16 @@ naming the file and what was expected.  Each entry has, like xarray's
 backends, a ``guess_can_open(head)`` that looks only at the first bytes,
 a fidelity note, and a reader.  throughputramp and hey CSV
 (:mod:`.throughputramp`, :mod:`.hey`) are streamed section by section by
-:mod:`headroom.reading`; the other readers return a whole request table
-(:class:`~headroom.formats._common.Table`).
+:mod:`headroom.reading`; the other readers yield record batches
+(``scan_*``, :mod:`._batch`) that :mod:`headroom.spooled` spools and
+reduces, with the format's step plan (:mod:`._plans`); ``finish`` makes the
+whole request table (:class:`~headroom.formats._common.Table`) of the same
+rows for :func:`headroom.load_run`.
 
-Adding a format: one module with ``guess_*`` and ``read_*`` functions, one
-entry in :data:`FORMATS`, one sample in ``tests/data/formats``.
+Adding a format: one module with ``guess_*``, ``scan_*``, ``finish`` (and a
+plan class when its steps can be found batch by batch; without one its
+spooled columns go through ``finish``), one entry in :data:`FORMATS` and
+:data:`_SCANS`, one sample in ``tests/data/formats``.
 """
 
 from __future__ import annotations
@@ -90,10 +95,9 @@ FORMATS: dict[str, Format] = {
 
 
 def _plan_classes():
-    from . import _plans as p
-
-    return {"jmeter-csv": p.JMeterPlan, "jmeter-xml": p.JMeterPlan, "gatling": p.GatlingPlan,
-            "vegeta-csv": p.VegetaPlan, "vegeta-json": p.VegetaPlan, "k6-csv": p.K6Plan, "k6-json": p.K6Plan}  # fmt: skip
+    return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
+            "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
+            "k6-json": k6.K6Plan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches

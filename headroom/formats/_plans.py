@@ -79,7 +79,7 @@ class TablePlan:
         return Found(list(t.step_names), t.step_concurrency, t.step_rates, t.steps_source, list(t.warnings))
 
 
-def _ends(c: dict) -> np.ndarray:
+def ends(c: dict) -> np.ndarray:
     return c["start_ns"] + np.rint(c["latency_s"] * 1e9).astype(np.int64)
 
 
@@ -94,10 +94,10 @@ class LevelPlan:
         for c in raw.chunks(COLS):
             if check is not None:
                 check(c)
-            st, ends = c["start_ns"], _ends(c)
-            rb.add(st, level_of(c), ends)
+            st, end = c["start_ns"], ends(c)
+            rb.add(st, level_of(c), end)
             t_min = int(st.min()) if t_min is None else min(t_min, int(st.min()))
-            e = int(ends.max())
+            e = int(end.max())
             t_end = e if t_end is None else max(t_end, e)
         if rb.exact:
             runs = rb.finish(t_end)
@@ -219,11 +219,7 @@ def plan_for(scan, raw, settings, have: dict):
     return reader
 
 
-# --------------------------------------------------------------------------
-# the formats' plans (the same steps as their whole-table readers)
-
-
-class _Counted:
+class Counted:
     """A level plan after a counting pass: whether it found steps, and its notes."""
 
     def __init__(self, raw, level_of, check=None):
@@ -234,181 +230,3 @@ class _Counted:
         self.looks_open = self.plan.steps.looks_open
         self.held = bool(self.plan.steps.levels)
         self.plan.steps.reset()
-
-
-class JMeterPlan:
-    """JMeter: the held ``allThreads`` levels; none held: one step per level; no column: one step."""
-
-    def __init__(self, scan, raw):
-        from ._checks import fail
-
-        self.scan, self.notes = scan, ()
-        if scan.key_kind != "level":
-            self.plan = OneStep(scan, "")
-            self.names, self.conc = ["all"], None
-            self.src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
-            return
-
-        def check(c):
-            bad = c["key"] <= 0
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise fail(scan.path, int(c["line"][i]), f"bad allThreads {int(c['key'][i])} (must be > 0)")
-
-        key = lambda c: c["key"]  # noqa: E731
-        counted = _Counted(raw, key, check)
-        self.notes = counted.notes
-        if counted.held:
-            self.plan = counted.plan
-            lv = self.plan.steps.levels
-            self.names = [f"concurrency {float(v):g}" for v in lv]
-            self.conc = [int(v) for v in lv]
-            self.src = f"allThreads, held levels ({len(lv)} steps)"
-        else:
-            self.plan = UniquePlan(raw, key)
-            self.names = [f"concurrency {int(v)}" for v in self.plan.levels]
-            self.conc = [int(v) for v in self.plan.levels]
-            self.src = f"allThreads ({len(self.names)} levels, none held: one step each)"
-
-    def assign(self, c: dict) -> np.ndarray:
-        return self.plan.assign(c)
-
-    def found(self) -> Found:
-        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
-        return Found(self.names, self.conc, None, self.src, w)
-
-
-class GatlingPlan:
-    """Gatling: held levels of active users (USER records); an open model: the whole-table reader."""
-
-    def __init__(self, scan, raw):
-        from ..levels import gatling_active_users
-
-        self.scan, self.notes, self.fallback = scan, (), None
-        us, ue = scan.side.get("user_start_ms"), scan.side.get("user_end_ms")
-        if us is None or not len(us):
-            self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no USER records: one step"
-            return
-        ue = ue if ue is not None else np.zeros(0, np.int64)
-        level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
-        counted = _Counted(raw, level)
-        if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
-            self.fallback = TablePlan(scan, raw)
-            return
-        self.notes = counted.notes
-        src = "active users around each request (USER START/END records)"
-        if counted.held:
-            self.plan = counted.plan
-            lv = self.plan.steps.levels
-            self.names = [f"concurrency {float(v):g}" for v in lv]
-            self.conc = [int(v) for v in lv]
-            self.src = f"{src}, {len(lv)} steps"
-        else:
-            self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no level held: one step"
-
-    def assign(self, c: dict) -> np.ndarray:
-        return (self.fallback or self.plan).assign(c)
-
-    def found(self) -> Found:
-        if self.fallback is not None:
-            return self.fallback.found()
-        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
-        return Found(self.names, getattr(self, "conc", None), None, self.src, w)
-
-
-class VegetaPlan:
-    """vegeta: one step per attack, in order of first request; rates from the attack names."""
-
-    def __init__(self, scan, raw):
-        self.scan = scan
-        self.plan = GroupPlan(raw, scan.labels)
-
-    def assign(self, c: dict) -> np.ndarray:
-        return self.plan.assign(c)
-
-    def found(self) -> Found:
-        from ..levels import group_steps, rate_from_name, reader_steps
-
-        g, names = self.plan, self.plan.names
-        src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
-        w, rates = list(self.scan.warnings), None
-        want = [rate_from_name(n) for n in names]
-        if any(x is not None for x in want):
-            o = g.order
-            inf = group_steps(g.first[o], g.last[o], g.n[o], intended_rps=want, source="the attack names")
-            w += [f"{self.scan.path}: {x}" for x in inf.notes]
-            rs = reader_steps(inf, names=names)
-            rates = None if rs is None else rs.rates
-        return Found(names, None, rates, src, w)
-
-
-class K6Plan:
-    """k6: one step per scenario; else the held VU levels (``vus`` samples); else the whole-table
-    reader (rate steps from requests and ``dropped_iterations``); else one step."""
-
-    def __init__(self, scan, raw):
-        from ..levels import SampledLevels
-
-        self.scan, self.extra, self.fallback = scan, [], None
-        z = (np.zeros(0, np.int64), np.zeros(0))
-        vus_t, vus_v = scan.side.get("vus", z)
-        drop_t, drop_v = scan.side.get("dropped", z)
-        dropped = len(drop_t) and int(np.clip(np.nan_to_num(np.rint(drop_v)), 0, 1 << 20).sum())
-        if scan.key_kind == "label" and len(scan.labels) > 1:
-            self._scenarios(raw, vus_t, vus_v)
-        elif not len(vus_t) and not len(drop_t):
-            name = sorted(scan.labels or [""])[0]
-            self.plan, self.names, self.conc = OneStep(scan, ""), [name or "all"], None
-            self.src = "one scenario and no vus samples: one step"
-        elif not len(vus_t) or dropped:
-            self.fallback = TablePlan(scan, raw)
-        else:
-            sl = SampledLevels(vus_t, vus_v)
-            sl.refine(sum(sl.interval_counts(c["start_ns"]) for c in raw.chunks(("start_ns",))))
-            counted = _Counted(raw, lambda c: sl.at(c["start_ns"]))
-            lv = np.diff(np.asarray(counted.plan.steps.levels, np.float64))
-            turns = int((np.sign(lv[1:]) * np.sign(lv[:-1]) < 0).sum()) if len(lv) > 1 else 0
-            if turns >= 2 or counted.looks_open:
-                self.fallback = TablePlan(scan, raw)
-                return
-            self.extra = [f"{scan.path}: {x}" for x in counted.notes]
-            if counted.held:
-                self.plan = counted.plan
-                levels = self.plan.steps.levels
-                self.names = [f"concurrency {float(v):g}" for v in levels]
-                self.conc = [int(v) for v in levels]
-                self.src = (
-                    "the vus metric (held levels; sampled once a second, changes placed by the request rate)"
-                )
-            else:
-                self.plan, self.names, self.conc, self.src = (
-                    OneStep(scan, ""),
-                    ["all"],
-                    None,
-                    "no level held: one step",
-                )
-
-    def _scenarios(self, raw, vus_t, vus_v) -> None:
-        g = GroupPlan(raw, self.scan.labels)
-        hi = np.full(len(g.n), np.iinfo(np.int64).min)
-        for c in raw.chunks(COLS):
-            np.maximum.at(hi, c["key"], _ends(c))
-        o = np.argsort(vus_t, kind="stable")
-        vus_t, vus_v = vus_t[o], vus_v[o]
-        self.plan, self.names, self.conc = g, g.names, []
-        for code in g.order:
-            inside = vus_v[(vus_t > g.first[code]) & (vus_t < hi[code])]
-            self.conc.append(int(np.median(inside)) if len(inside) else None)
-        if any(c is None for c in self.conc):
-            self.extra = [
-                f"{self.scan.path}: some scenarios have no vus sample inside them: their concurrency is unknown"
-            ]
-        self.src = f"the scenario tag ({len(self.names)} scenarios)"
-
-    def assign(self, c: dict) -> np.ndarray:
-        return (self.fallback or self.plan).assign(c)
-
-    def found(self) -> Found:
-        if self.fallback is not None:
-            return self.fallback.found()
-        return Found(self.names, self.conc, None, self.src, list(self.scan.warnings) + self.extra)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._common import COARSE_MS, Table, fail, short
+from ._plans import Counted, Found, OneStep, TablePlan
 from .jmeter import TextBlocks, raw_chunks
 
 
@@ -318,3 +319,45 @@ def read(path: Path, data: bytes | None = None) -> Table:
     (``data``: the file's bytes when already read)."""
     sc = _scan(Path(path), CHUNK_BYTES, data)
     return finish(sc, join(list(sc.batches())))
+
+
+# --------------------------------------------------------------------------
+# the step plan of a spooled file (headroom.spooled): the same steps as finish()
+
+
+class GatlingPlan:
+    """Gatling: held levels of active users (USER records); an open model: the whole-table reader."""
+
+    def __init__(self, scan, raw):
+        from ..levels import gatling_active_users
+
+        self.scan, self.notes, self.fallback = scan, (), None
+        us, ue = scan.side.get("user_start_ms"), scan.side.get("user_end_ms")
+        if us is None or not len(us):
+            self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no USER records: one step"
+            return
+        ue = ue if ue is not None else np.zeros(0, np.int64)
+        level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
+        counted = Counted(raw, level)
+        if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
+            self.fallback = TablePlan(scan, raw)
+            return
+        self.notes = counted.notes
+        src = "active users around each request (USER START/END records)"
+        if counted.held:
+            self.plan = counted.plan
+            lv = self.plan.steps.levels
+            self.names = [f"concurrency {float(v):g}" for v in lv]
+            self.conc = [int(v) for v in lv]
+            self.src = f"{src}, {len(lv)} steps"
+        else:
+            self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no level held: one step"
+
+    def assign(self, c: dict) -> np.ndarray:
+        return (self.fallback or self.plan).assign(c)
+
+    def found(self) -> Found:
+        if self.fallback is not None:
+            return self.fallback.found()
+        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
+        return Found(self.names, getattr(self, "conc", None), None, self.src, w)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
+from ._plans import Counted, Found, OneStep, UniquePlan
 from ._scan import BOM, arrow_copy, truncated_warning
 
 _TC = "Number of samples in transaction"
@@ -637,3 +638,49 @@ def read_xml(path: Path, data: bytes | None = None) -> Table:
     definitions) is refused rather than expanded.
     """
     return _read(_scan_xml(Path(path), CHUNK_BYTES, data))
+
+
+# --------------------------------------------------------------------------
+# the step plan of a spooled file (headroom.spooled): the same steps as finish()
+
+
+class JMeterPlan:
+    """JMeter: the held ``allThreads`` levels; none held: one step per level; no column: one step."""
+
+    def __init__(self, scan, raw):
+        from ._checks import fail
+
+        self.scan, self.notes = scan, ()
+        if scan.key_kind != "level":
+            self.plan = OneStep(scan, "")
+            self.names, self.conc = ["all"], None
+            self.src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
+            return
+
+        def check(c):
+            bad = c["key"] <= 0
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise fail(scan.path, int(c["line"][i]), f"bad allThreads {int(c['key'][i])} (must be > 0)")
+
+        key = lambda c: c["key"]  # noqa: E731
+        counted = Counted(raw, key, check)
+        self.notes = counted.notes
+        if counted.held:
+            self.plan = counted.plan
+            lv = self.plan.steps.levels
+            self.names = [f"concurrency {float(v):g}" for v in lv]
+            self.conc = [int(v) for v in lv]
+            self.src = f"allThreads, held levels ({len(lv)} steps)"
+        else:
+            self.plan = UniquePlan(raw, key)
+            self.names = [f"concurrency {int(v)}" for v in self.plan.levels]
+            self.conc = [int(v) for v in self.plan.levels]
+            self.src = f"allThreads ({len(self.names)} levels, none held: one step each)"
+
+    def assign(self, c: dict) -> np.ndarray:
+        return self.plan.assign(c)
+
+    def found(self) -> Found:
+        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
+        return Found(self.names, self.conc, None, self.src, w)

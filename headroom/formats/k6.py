@@ -25,6 +25,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
+from ._plans import COLS, Counted, Found, GroupPlan, OneStep, TablePlan, ends
 from ._scan import TS_UTC, head_bytes, strip_bom
 from .vegeta import (
     Block,
@@ -536,3 +537,79 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
 def read_csv(path: Path, data: bytes | None = None) -> Table:
     """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
     return _read(scan_csv(path))
+
+
+# --------------------------------------------------------------------------
+# the step plan of a spooled file (headroom.spooled): the same steps as finish()
+
+
+class K6Plan:
+    """k6: one step per scenario; else the held VU levels (``vus`` samples); else the whole-table
+    reader (rate steps from requests and ``dropped_iterations``); else one step."""
+
+    def __init__(self, scan, raw):
+        from ..levels import SampledLevels
+
+        self.scan, self.extra, self.fallback = scan, [], None
+        z = (np.zeros(0, np.int64), np.zeros(0))
+        vus_t, vus_v = scan.side.get("vus", z)
+        drop_t, drop_v = scan.side.get("dropped", z)
+        dropped = len(drop_t) and int(np.clip(np.nan_to_num(np.rint(drop_v)), 0, 1 << 20).sum())
+        if scan.key_kind == "label" and len(scan.labels) > 1:
+            self._scenarios(raw, vus_t, vus_v)
+        elif not len(vus_t) and not len(drop_t):
+            name = sorted(scan.labels or [""])[0]
+            self.plan, self.names, self.conc = OneStep(scan, ""), [name or "all"], None
+            self.src = "one scenario and no vus samples: one step"
+        elif not len(vus_t) or dropped:
+            self.fallback = TablePlan(scan, raw)
+        else:
+            sl = SampledLevels(vus_t, vus_v)
+            sl.refine(sum(sl.interval_counts(c["start_ns"]) for c in raw.chunks(("start_ns",))))
+            counted = Counted(raw, lambda c: sl.at(c["start_ns"]))
+            lv = np.diff(np.asarray(counted.plan.steps.levels, np.float64))
+            turns = int((np.sign(lv[1:]) * np.sign(lv[:-1]) < 0).sum()) if len(lv) > 1 else 0
+            if turns >= 2 or counted.looks_open:
+                self.fallback = TablePlan(scan, raw)
+                return
+            self.extra = [f"{scan.path}: {x}" for x in counted.notes]
+            if counted.held:
+                self.plan = counted.plan
+                levels = self.plan.steps.levels
+                self.names = [f"concurrency {float(v):g}" for v in levels]
+                self.conc = [int(v) for v in levels]
+                self.src = (
+                    "the vus metric (held levels; sampled once a second, changes placed by the request rate)"
+                )
+            else:
+                self.plan, self.names, self.conc, self.src = (
+                    OneStep(scan, ""),
+                    ["all"],
+                    None,
+                    "no level held: one step",
+                )
+
+    def _scenarios(self, raw, vus_t, vus_v) -> None:
+        g = GroupPlan(raw, self.scan.labels)
+        hi = np.full(len(g.n), np.iinfo(np.int64).min)
+        for c in raw.chunks(COLS):
+            np.maximum.at(hi, c["key"], ends(c))
+        o = np.argsort(vus_t, kind="stable")
+        vus_t, vus_v = vus_t[o], vus_v[o]
+        self.plan, self.names, self.conc = g, g.names, []
+        for code in g.order:
+            inside = vus_v[(vus_t > g.first[code]) & (vus_t < hi[code])]
+            self.conc.append(int(np.median(inside)) if len(inside) else None)
+        if any(c is None for c in self.conc):
+            self.extra = [
+                f"{self.scan.path}: some scenarios have no vus sample inside them: their concurrency is unknown"
+            ]
+        self.src = f"the scenario tag ({len(self.names)} scenarios)"
+
+    def assign(self, c: dict) -> np.ndarray:
+        return (self.fallback or self.plan).assign(c)
+
+    def found(self) -> Found:
+        if self.fallback is not None:
+            return self.fallback.found()
+        return Found(self.names, self.conc, None, self.src, list(self.scan.warnings) + self.extra)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
+from ._plans import Found, GroupPlan
 from ._scan import TS_UTC, _gzip_error, _open_error, np_column, truncated_warning
 
 CSV_COLUMNS = [
@@ -556,3 +557,33 @@ def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
 def read_json(path: Path, data: bytes | None = None) -> Table:
     """The whole-table reader: :func:`scan_json` joined (``data`` is not used)."""
     return _read(scan_json(path))
+
+
+# --------------------------------------------------------------------------
+# the step plan of a spooled file (headroom.spooled): the same steps as finish()
+
+
+class VegetaPlan:
+    """vegeta: one step per attack, in order of first request; rates from the attack names."""
+
+    def __init__(self, scan, raw):
+        self.scan = scan
+        self.plan = GroupPlan(raw, scan.labels)
+
+    def assign(self, c: dict) -> np.ndarray:
+        return self.plan.assign(c)
+
+    def found(self) -> Found:
+        from ..levels import group_steps, rate_from_name, reader_steps
+
+        g, names = self.plan, self.plan.names
+        src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
+        w, rates = list(self.scan.warnings), None
+        want = [rate_from_name(n) for n in names]
+        if any(x is not None for x in want):
+            o = g.order
+            inf = group_steps(g.first[o], g.last[o], g.n[o], intended_rps=want, source="the attack names")
+            w += [f"{self.scan.path}: {x}" for x in inf.notes]
+            rs = reader_steps(inf, names=names)
+            rates = None if rs is None else rs.rates
+        return Found(names, None, rates, src, w)
