@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 
 from .formats._checks import (
-    MAX_OFFSET_S,
     MIN_TIME_NS,
     SPAN_TOLERANCE_S,
     add_codes,
@@ -30,7 +29,7 @@ from .formats._checks import (
     failed_warning,
     mtime_base,
 )
-from .formats._common import fail
+from .formats._common import check_rows
 from .model import HeadroomError
 from .reduce import Frame, Partial, StepPart, bucket_step
 from .spool import Spool
@@ -101,7 +100,7 @@ class SpoolSource:
                 continue
             if have is None:
                 have = {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
-            _check_batch(self.path, b, scan.relative)
+            check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             raw.append(start_ns=b.start_ns, latency_s=b.latency_s,
                        status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
@@ -221,24 +220,6 @@ class _Done:
         for c in sp.chunks(("start_ns", "latency_s", "failed")):
             keep = ~c["failed"]
             yield c["start_ns"][keep] + np.int64(self.shift), c["latency_s"][keep]
-
-
-def _check_batch(path: Path, b, relative: bool) -> None:
-    """Latencies finite and >= 0; relative starts in range: else exit 2 naming the line."""
-    lat = b.latency_s
-    bad = ~np.isfinite(lat) | (lat < 0)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise fail(path, _line(b.line, i), f"bad latency {float(lat[i])!r} (must be a finite number >= 0)")
-    if relative:
-        st = b.start_ns
-        bad = (st < 0) | (st > MAX_OFFSET_S * 1e9)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise HeadroomError(
-                f"{path}:{_line(b.line, i)}: relative start {st[i] / 1e9:.6g} s is outside 0 to "
-                f"{MAX_OFFSET_S:.0e} s: a damaged value"
-            )
 
 
 def _line(lines, i: int):

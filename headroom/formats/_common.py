@@ -64,14 +64,26 @@ def line_of_row(row_lines: np.ndarray | None, i: int) -> int | None:
 
 
 def check_values(path: Path, t: Table) -> None:
-    """Latencies finite and >= 0, times finite: else exit 2 naming the line."""
-    lat = t.latency_s
-    bad = ~np.isfinite(lat) | (lat < 0)
+    """Latencies finite and >= 0, relative starts in range: else exit 2 naming the line."""
+    check_rows(path, t.start_ns, t.latency_s, t.line, t.relative)
+
+
+def check_rows(path: Path, start_ns: np.ndarray, latency_s: np.ndarray, lines, relative: bool) -> None:
+    """:func:`check_values` on columns (a whole table, or one batch of a scan)."""
+    from ._checks import MAX_OFFSET_S
+
+    bad = ~np.isfinite(latency_s) | (latency_s < 0)
     if bad.any():
         i = int(np.argmax(bad))
         raise fail(
-            path, line_of_row(t.line, i), f"bad latency {float(lat[i])!r} (must be a finite number >= 0)"
+            path, line_of_row(lines, i), f"bad latency {float(latency_s[i])!r} (must be a finite number >= 0)"
         )
+    if relative:
+        bad = (start_ns < 0) | (start_ns > MAX_OFFSET_S * 1e9)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise fail(path, line_of_row(lines, i), f"relative start {start_ns[i] / 1e9:.6g} s is outside 0 to "
+                       f"{MAX_OFFSET_S:.0e} s: a damaged value")  # fmt: skip
 
 
 def arrow_csv(

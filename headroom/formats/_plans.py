@@ -149,37 +149,43 @@ class GroupPlan:
         return self.rank[c["key"]]
 
 
+def steps_cuts(steps: str) -> tuple[np.ndarray | None, float | None]:
+    """``--steps``: (cut times in s, None) for ``0,10,20``, or (None, width in s) for a duration."""
+    text = steps.strip()
+    if "," not in text:
+        return None, parse_duration(text)
+    try:
+        bounds = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise HeadroomError(
+            f"bad --steps {short(steps, 60)}: expected a duration (10s) or times in s (0,10,20)"
+        ) from None
+    if any(not np.isfinite(b) or b < 0 for b in bounds):
+        raise HeadroomError(f"bad --steps {short(steps, 60)}: times must be finite and >= 0")
+    return np.asarray(bounds[1:] if bounds and bounds[0] == 0 else bounds), None
+
+
+def step_of_time(rel_s: np.ndarray, cuts: np.ndarray | None, width: float | None) -> np.ndarray:
+    """The (sparse) step number of times in s since the first start, for :func:`steps_cuts`."""
+    if cuts is not None:
+        return np.searchsorted(cuts, rel_s, side="right")
+    return np.floor(rel_s / width).astype(np.int64)
+
+
 class CutPlan:
     """``--steps``: steps of a duration (``10s``) or cut at times (``0,10,20``: s since the first start)."""
 
     def __init__(self, raw, steps: str):
         self.text = steps
-        t0 = min(int(c["start_ns"].min()) for c in raw.chunks(("start_ns",)))
-        self.t0 = t0
-        text = steps.strip()
-        self.cuts = self.width = None
-        if "," in text:
-            try:
-                bounds = sorted({float(x) for x in text.split(",") if x.strip()})
-            except ValueError:
-                raise HeadroomError(
-                    f"bad --steps {short(steps, 60)}: expected a duration (10s) or times in s (0,10,20)"
-                ) from None
-            if any(not np.isfinite(b) or b < 0 for b in bounds):
-                raise HeadroomError(f"bad --steps {short(steps, 60)}: times must be finite and >= 0")
-            self.cuts = np.asarray(bounds[1:] if bounds and bounds[0] == 0 else bounds)
-        else:
-            self.width = parse_duration(text)
+        self.t0 = min(int(c["start_ns"].min()) for c in raw.chunks(("start_ns",)))
+        self.cuts, self.width = steps_cuts(steps)
         raw_ids = [np.unique(self._raw(c)) for c in raw.chunks(("start_ns",))]
         self.uniq = np.unique(np.concatenate(raw_ids))
         if self.width is not None and self.uniq.max() > 100_000:
             raise HeadroomError(f"--steps {short(steps, 60)}: more than 100,000 steps over this run")
 
     def _raw(self, c: dict) -> np.ndarray:
-        rel = (c["start_ns"] - self.t0) / 1e9
-        if self.cuts is not None:
-            return np.searchsorted(self.cuts, rel, side="right")
-        return np.floor(rel / self.width).astype(np.int64)
+        return step_of_time((c["start_ns"] - self.t0) / 1e9, self.cuts, self.width)
 
     def assign(self, c: dict) -> np.ndarray:
         return np.searchsorted(self.uniq, self._raw(c)).astype(np.int64)
