@@ -230,11 +230,7 @@ def bucket_step(
             np.full(len(lat), step, np.int64), lat, step + 1, resolution_s=RESOLUTION_S
         )
         return part
-    if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:  # bounded by rows, not the span
-        raise HeadroomError(
-            f"{where}: step {step} has {frame.n:,} requests spread over {(frame.t1 - frame.t0) / 1e9:,.0f} s: "
-            "its timestamps are damaged or from different clocks"
-        )
+    _check_span(frame, bucket_ns, where, step)
     part.lengths = np.asarray(bucket_lengths_ns(frame.t1 - frame.t0, bucket_ns, min_partial), np.int64)
     m = len(part.lengths)
     counts, sums, hists = np.zeros(m, np.int64), np.zeros(m), []
@@ -249,6 +245,92 @@ def bucket_step(
         hists.append(h)
     part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
     return part
+
+
+def _check_span(frame: Frame, bucket_ns: int, where: str, step: int) -> None:
+    """Refuse a step whose buckets would outnumber its requests (memory bounded by rows, not the span)."""
+    if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:
+        raise HeadroomError(
+            f"{where}: step {step} has {frame.n:,} requests spread over {(frame.t1 - frame.t0) / 1e9:,.0f} s: "
+            "its timestamps are damaged or from different clocks"
+        )
+
+
+def bucket_stream(
+    batches: Iterable[tuple[np.ndarray, np.ndarray]],
+    *,
+    bucket_ns: int,
+    min_partial: float,
+    where: str,
+    step: int,
+) -> tuple[StepPart | None, Frame]:
+    """Reduce one step in a single pass over its batches, its frame found on the way.
+
+    Buckets are anchored at the first batch's earliest start.  Rows come in
+    completion order, so that is nearly always the step's earliest start;
+    when a later batch starts earlier (a slow first request), or the step is
+    too short to bucket, or its span looks damaged, the result is ``None``
+    (with the step's frame, all batches having been read): reduce it again
+    with :func:`bucket_step` in that frame.  Memory: one batch and the
+    histograms, never the step's rows.  The result equals :func:`bucket_step`'s
+    except that the sums of latencies (floats) add per batch.
+    """
+    t0 = t1 = anchor = None
+    n, ok, rounded = 0, True, False
+    hists: list[LatencyHist] = []
+    sums = np.zeros(0)
+    for st, lat in batches:
+        if len(st) == 0:
+            continue
+        lo = int(st.min())
+        t0 = lo if t0 is None else min(t0, lo)
+        hi = int((st + np.rint(lat * 1e9).astype(np.int64)).max())
+        t1 = hi if t1 is None else max(t1, hi)
+        n += len(st)
+        if anchor is None:
+            anchor = lo
+        if not ok:
+            continue
+        top = (int(st.max()) - anchor) // bucket_ns
+        if lo < anchor or top > 10 * n + 100_000:  # not the anchor after all, or a damaged span
+            ok, hists, sums = False, [], np.zeros(0)
+            continue
+        idx = (st - anchor) // bucket_ns
+        if top >= len(sums):
+            sums = np.concatenate([sums, np.zeros(top + 1 - len(sums))])
+        sums[: top + 1] += np.bincount(idx, weights=lat, minlength=top + 1)
+        h, r = LatencyHist.counted(idx, lat, top + 1, resolution_s=RESOLUTION_S)
+        rounded |= r
+        hists.append(h)
+        if len(hists) >= 32:  # keep the per-batch histograms few
+            hists = [LatencyHist.sum(hists)]
+    frame = Frame(t0 or 0, t1 or 0, n)
+    if not ok or n < 2 or frame.t1 <= frame.t0:
+        return None, frame
+    _check_span(frame, bucket_ns, where, step)
+    lengths = np.asarray(bucket_lengths_ns(frame.t1 - frame.t0, bucket_ns, min_partial), np.int64)
+    m = len(lengths)
+    hist = LatencyHist.sum(hists)
+    if len(hist.group) and int(hist.group[-1]) >= m:  # a short last bucket joins the one before
+        hist = _regrouped(hist, np.minimum(hist.group, m - 1))
+    if len(sums) > m:
+        sums = np.concatenate([sums[: m - 1], [sums[m - 1 :].sum()]])
+    elif len(sums) < m:
+        sums = np.concatenate([sums, np.zeros(m - len(sums))])
+    counts = np.bincount(hist.group, weights=hist.count, minlength=m).astype(np.int64)
+    part = StepPart(frame.t0, frame.t1, frame.n, lengths, counts, sums, hist, rounded=rounded)
+    return part, frame
+
+
+def _regrouped(h: LatencyHist, group: np.ndarray) -> LatencyHist:
+    """``h`` with its entries moved to ``group`` (ascending; entries that meet are added)."""
+    d = max(len(h.values), 1)
+    key = group * d + h.index
+    order = np.argsort(key, kind="stable")
+    key, count = key[order], h.count[order]
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    key = key[first]
+    return LatencyHist(key // d, key % d, np.add.reduceat(count, first).astype(np.int64), h.values)
 
 
 def add_step_parts(parts: list[StepPart], frame: Frame) -> StepPart:

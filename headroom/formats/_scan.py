@@ -100,8 +100,10 @@ class Buffer:
         self.path = path
         self._mmap = None
         self._tmp = None
+        self._file = None  # the mapped file, kept open for pread (slices read without touching the mapping)
         try:
-            with open(path, "rb") as f:
+            f = open(path, "rb")
+            try:
                 magic = f.read(2)
                 if magic == b"\x1f\x8b" and stream:
                     self._tmp = _decompress_to_temp(path, progress)
@@ -114,6 +116,11 @@ class Buffer:
                         raise _gzip_error(path, e) from None
                 else:
                     self._map(f.fileno(), os.fstat(f.fileno()).st_size, path)
+                    if self._mmap is not None:
+                        self._file, f = f, None
+            finally:
+                if f is not None:
+                    f.close()
         except OSError as e:
             raise _open_error(path, e) from None
 
@@ -124,17 +131,37 @@ class Buffer:
             self._mmap = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
             self.data = memoryview(self._mmap)
 
-    def arrow_slice(self, start: int, end: int) -> pa.Buffer:
-        """Bytes ``[start, end)`` as an Arrow-owned buffer, for pyarrow's threaded readers.
+    def arrow_slice(self, start: int, end: int, prefix: bytes = b"") -> pa.Buffer:
+        """``prefix`` and bytes ``[start, end)`` as an Arrow-owned buffer, for pyarrow's threaded readers.
 
         Not ``pa.py_buffer`` over Python memory: its last reference may then
         be dropped on an Arrow worker thread while the interpreter exits,
         which takes the GIL from a finalizing interpreter and aborts the
         process ("terminate called without an active exception").
         """
-        # a copy (one section at a time): an Arrow memory map of the file would keep every page
-        # resident (the pages released by done_with are the Python mapping's)
-        return arrow_copy(self.data[start:end])
+        # a copy (one chunk at a time): an Arrow memory map of the file would keep every page
+        # resident.  A mapped file is read with pread, so that its pages are never mapped into
+        # this process (resident size stays that of the chunk, however large the file)
+        fd = self._fd()
+        if fd is None:
+            return arrow_copy(prefix + bytes(self.data[start:end]) if prefix else self.data[start:end])
+        n, k = end - start, len(prefix)
+        out = pa.allocate_buffer(k + n)
+        view = memoryview(out).cast("B")
+        view[:k] = prefix
+        done = 0
+        while done < n:
+            got = os.preadv(fd, [view[k + done :]], start + done)
+            if got <= 0:  # the file shrank under us
+                raise HeadroomError(f"{self.path}: the file changed while it was read")
+            done += got
+        return out
+
+    def _fd(self) -> int | None:
+        if self._mmap is None:
+            return None
+        f = self._file if self._file is not None else self._tmp
+        return None if f is None or f.closed else f.fileno()
 
     def done_with(self, start: int, end: int) -> None:
         """Let the kernel drop parsed pages of a mapped file from this process's memory."""
@@ -159,6 +186,8 @@ class Buffer:
                 self._mmap.close()
         except BufferError:  # a pyarrow buffer still refers to it; GC will close it
             pass
+        if self._file is not None:
+            self._file.close()
         if self._tmp is not None:
             self._tmp.close()
 
@@ -451,9 +480,9 @@ def sections(data: memoryview, path: Path, release=None) -> tuple[bytes, int, li
 
 
 def _find_all(raw, marker: bytes, pos: int, end: int, release) -> list[int]:
-    """Offsets just after every ``marker``'s leading newline, 64 MB at a time."""
+    """Offsets just after every ``marker``'s leading newline, 4 MB at a time."""
     out = []
-    window = 1 << 26
+    window = 1 << 22  # small: the pages searched are let go after each window
     while pos < end:
         stop = min(pos + window, end + 1)
         i = raw.find(marker, pos, stop)
@@ -470,6 +499,37 @@ def _find_all(raw, marker: bytes, pos: int, end: int, release) -> list[int]:
             release(pos, nxt)
         pos = nxt
     return out
+
+
+def prefetch(fn, items, ahead: int = 1):
+    """``fn(item)`` for every item, in order, with up to ``ahead`` items computed ahead on one thread.
+
+    Parsing (pyarrow, which releases the GIL) of the next chunks then runs
+    while the caller reduces the current one: a second core does the numpy
+    work that would otherwise follow each parse.  Memory: ``ahead + 1``
+    results at a time.  An exception is raised where its item is reached, so
+    errors come in file order; stopping early cancels what was queued.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = iter(items)
+    if ahead < 1:
+        yield from map(fn, items)
+        return
+    pool = ThreadPoolExecutor(1, thread_name_prefix="headroom-parse")
+    queue: deque = deque()
+    try:
+        for item in items:
+            queue.append(pool.submit(fn, item))
+            if len(queue) > ahead:
+                yield queue.popleft().result()
+        while queue:
+            yield queue.popleft().result()
+    finally:
+        for fut in queue:
+            fut.cancel()
+        pool.shutdown(wait=True)
 
 
 def chunks(raw, s: int, e: int, chunk_bytes: int) -> list[tuple[int, int]]:
