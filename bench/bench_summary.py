@@ -114,8 +114,8 @@ def ensure_ramp(n_requests: int, steps: int = 60) -> Path:
     return folder
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process."""
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system) of one child process."""
     # bytecode caches as an installed package has them (this environment may set PYTHONDONTWRITEBYTECODE,
     # which makes every run compile headroom's modules again: about 0.2 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -127,7 +127,7 @@ def measure(cmd: list[str]) -> tuple[float, float]:
     if p.returncode != 0:
         sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.read().decode()}")
     p.stderr.close()
-    return wall, ru.ru_maxrss / 1024.0
+    return wall, ru.ru_maxrss / 1024.0, ru.ru_utime + ru.ru_stime
 
 
 def main() -> None:
@@ -146,24 +146,26 @@ def main() -> None:
     summary_cmd = [sys.executable, "-m", "headroom", "summary", str(folder), "--json", os.devnull]
     measure(floor_cmd)  # warm the page cache
     measure(summary_cmd)  # and the bytecode cache
-    results: dict[str, list[tuple[float, float]]] = {"floor": [], "summary": []}
+    results: dict[str, list[tuple[float, float, float]]] = {"floor": [], "summary": []}
     for _ in range(args.repeat):
         results["floor"].append(measure(floor_cmd))
         results["summary"].append(measure(summary_cmd))
-    fw = min(w for w, _ in results["floor"])
-    sw = min(w for w, _ in results["summary"])
-    frss = max(r for _, r in results["floor"])
-    srss = max(r for _, r in results["summary"])
+    fw = min(w for w, _, _ in results["floor"])
+    sw = min(w for w, _, _ in results["summary"])
+    fc = min(c for _, _, c in results["floor"])
+    sc = min(c for _, _, c in results["summary"])
+    frss = max(r for _, r, _ in results["floor"])
+    srss = max(r for _, r, _ in results["summary"])
     print(
         f"file: {perf.name}, {size_mb:.0f} MB, {args.requests:,} requests in {args.steps} steps; best of {args.repeat}"
     )
-    print(f"floor   (pyarrow read_csv per section): {fw:6.2f} s  peak RSS {frss:6.0f} MB")
-    print(f"summary (headroom summary)           : {sw:6.2f} s  peak RSS {srss:6.0f} MB")
-    print(f"ratio summary/floor time : {sw / fw:.2f}x  (target <= 1.3x)")
+    print(f"floor   (pyarrow read_csv per section): {fw:6.2f} s  CPU {fc:5.2f} s  peak RSS {frss:6.0f} MB")
+    print(f"summary (headroom summary)           : {sw:6.2f} s  CPU {sc:5.2f} s  peak RSS {srss:6.0f} MB")
+    print(f"ratio summary/floor time : {sw / fw:.2f}x  (target <= 1.3x); CPU time {sc / fc:.2f}x")
     print(f"ratio summary RSS / file : {srss / size_mb:.2f}x  (target <= 2.5x)")
     if args.scale:
         big = ensure_ramp(args.requests * args.scale, args.steps)
-        _, brss = measure([sys.executable, "-m", "headroom", "summary", str(big), "--json", os.devnull])
+        _, brss, _ = measure([sys.executable, "-m", "headroom", "summary", str(big), "--json", os.devnull])
         print(f"peak RSS at {args.scale}x the rows: {brss:6.0f} MB = {brss / srss:.2f}x  (target <= 1.5x)")
 
 

@@ -276,7 +276,7 @@ def bucket_stream(
     except that the sums of latencies (floats) add per batch.
     """
     t0 = t1 = anchor = None
-    n, ok, rounded = 0, True, False
+    n, ng, ok, rounded = 0, 0, True, False
     hists: list[LatencyHist] = []
     sums = np.zeros(0)
     for st, lat in batches:
@@ -295,15 +295,19 @@ def bucket_stream(
         if lo < anchor or top > 10 * n + 100_000:  # not the anchor after all, or a damaged span
             ok, hists, sums = False, [], np.zeros(0)
             continue
-        idx = (st - anchor) // bucket_ns
-        if top >= len(sums):
-            sums = np.concatenate([sums, np.zeros(top + 1 - len(sums))])
-        sums[: top + 1] += np.bincount(idx, weights=lat, minlength=top + 1)
-        h, r = LatencyHist.counted(idx, lat, top + 1, resolution_s=RESOLUTION_S)
+        # groups counted from the batch's first bucket: a batch spans a few buckets of a long step
+        g0 = (lo - anchor) // bucket_ns
+        idx = (st - (anchor + g0 * bucket_ns)) // bucket_ns
+        ng = max(ng, top + 1)
+        if top >= len(sums):  # grown by doubling: a long step has many batches
+            sums = np.concatenate([sums, np.zeros(max(top + 1, 2 * len(sums)) - len(sums))])
+        sums[g0 : top + 1] += np.bincount(idx, weights=lat, minlength=top + 1 - g0)
+        h, r = LatencyHist.counted(idx, lat, top + 1 - g0, resolution_s=RESOLUTION_S)
         rounded |= r
-        hists.append(h)
-        if len(hists) >= 32:  # keep the per-batch histograms few
-            hists = [LatencyHist.sum(hists)]
+        hists.append(h.shifted(g0))
+        # merged as a binary counter: few histograms held, each entry merged O(log batches) times
+        while len(hists) > 1 and len(hists[-2].count) <= 2 * len(hists[-1].count):
+            hists[-2:] = [LatencyHist.sum(hists[-2:])]
     frame = Frame(t0 or 0, t1 or 0, n)
     if not ok or n < 2 or frame.t1 <= frame.t0:
         return None, frame
@@ -313,6 +317,7 @@ def bucket_stream(
     hist = LatencyHist.sum(hists)
     if len(hist.group) and int(hist.group[-1]) >= m:  # a short last bucket joins the one before
         hist = _regrouped(hist, np.minimum(hist.group, m - 1))
+    sums = sums[:ng]
     if len(sums) > m:
         sums = np.concatenate([sums[: m - 1], [sums[m - 1 :].sum()]])
     elif len(sums) < m:

@@ -532,14 +532,22 @@ def prefetch(fn, items, ahead: int = 1):
         pool.shutdown(wait=True)
 
 
-def chunks(raw, s: int, e: int, chunk_bytes: int) -> list[tuple[int, int]]:
-    """Split ``[s, e)`` into byte ranges of about ``chunk_bytes`` ending at line ends."""
+def chunks(raw, s: int, e: int, chunk_bytes: int, release=None) -> list[tuple[int, int]]:
+    """Split ``[s, e)`` into byte ranges of about ``chunk_bytes`` ending at line ends.
+
+    ``release(start, end)`` is called on the bytes up to each line end found
+    (the search maps pages of a mapped file, whole folios of them).
+    """
     out, pos = [], s
     while e - pos > chunk_bytes:
         cut = raw.find(b"\n", pos + chunk_bytes, e)
         if cut < 0:
             break
         out.append((pos, cut + 1))
+        if release is not None:
+            release(pos, cut)
         pos = cut + 1
     out.append((pos, e))
+    if release is not None and len(out) > 1:
+        release(pos, e)
     return out

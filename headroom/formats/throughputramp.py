@@ -181,7 +181,7 @@ class CsvFile:
     def ranges(self, k: int, chunk_bytes: int) -> list[tuple[int, int]]:
         """Byte ranges of section ``k``, each about ``chunk_bytes`` (the first starts at its header)."""
         s, e = self.sections[k]
-        return chunks(self.buf.raw, s, e, chunk_bytes)
+        return chunks(self.buf.raw, s, e, chunk_bytes, release=self.buf.done_with)
 
     def chunks_of(self, k: int, chunk_bytes: int) -> Iterator[Chunk]:
         """Parse section ``k`` chunk by chunk."""
