@@ -70,8 +70,9 @@ class CsvSource:
 
     #: Bytes parsed at once (a piece and its columns take a few times this).
     PIECE_BYTES = 4 << 20
-    #: Pieces parsed ahead of the one being reduced.
+    #: Pieces parsed ahead of the one being reduced, and threads parsing them.
     AHEAD = 1
+    WORKERS = 1
 
     def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
         self.path, self.settings, self.range = Path(path), settings, sections
@@ -116,7 +117,7 @@ class CsvSource:
                 for cs, ce in rs:
                     yield len(rs), cs, ce, cs == s
 
-        stream = f.parsed(jobs(), self.AHEAD)
+        stream = f.parsed(jobs(), self.AHEAD, self.WORKERS)
         left = 0
 
         def rest(first):
@@ -150,7 +151,7 @@ class CsvSource:
 
     def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
         """Reduce every step: in its own frame (accounting too), or in ``frames`` (no accounting)."""
-        from .reduce import bucket_stream
+        from .reduce import bucket_batch, bucket_stream
 
         s = self.settings
         opts = dict(bucket_ns=s.bucket_ns, min_partial=s.min_partial, where=str(self.path))
@@ -163,8 +164,8 @@ class CsvSource:
                 if frames is not None:
                     part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
                 elif pieces == 1:
-                    parts = list(batches)
-                    part = bucket_step(lambda p=parts: iter(p), span_of(parts), step=k, **opts)
+                    (st, lat), *_ = batches
+                    part = bucket_batch(st, lat, step=k, **opts)
                 else:  # one pass; again in the frame found when the first piece did not hold the start
                     part, fr = bucket_stream(batches, step=k, **opts)
                     if part is None:

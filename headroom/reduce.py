@@ -38,6 +38,12 @@ RESOLUTION_S = 1e-6
 # the histogram
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct values of ``a``, ascending: ``np.unique`` without its import of ``numpy.ma`` (20 ms)."""
+    s = np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
 @dataclass(frozen=True, eq=False)
 class LatencyHist:
     """Exact integer latency histogram of every group (a bucket, a step): sparse counts.
@@ -89,7 +95,7 @@ class LatencyHist:
             ticks, scale = grid
             d = int(ticks.max()) + 1 if len(ticks) else 1
             g, t, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), ticks, d)
-            present = np.unique(t)
+            present = _distinct(t)
             return cls(g.astype(np.int64), np.searchsorted(present, t), c, present / scale)
         codes = encode_latency(latency_s)
         g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
@@ -103,7 +109,7 @@ class LatencyHist:
             return cls.empty()
         if len(hists) == 1:
             return hists[0]
-        values = np.unique(np.concatenate([h.values for h in hists]))
+        values = _distinct(np.concatenate([h.values for h in hists]))
         group = np.concatenate([h.group for h in hists])
         index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
         count = np.concatenate([h.count for h in hists])
@@ -247,6 +253,39 @@ def bucket_step(
     return part
 
 
+def _last_end(st: np.ndarray, lat: np.ndarray) -> int:
+    """``max(st + rint(lat * 1e9))`` over the rows that can end last (within the longest latency
+    of the last start): the same value, without a pass of integer arithmetic over every row."""
+    hi = int(st.max())
+    reach = int(np.rint(float(lat.max()) * 1e9))  # rint is monotonic: no row's latency rounds above it
+    sel = st >= hi - reach
+    st, lat = st[sel], lat[sel]
+    return int((st + np.rint(lat * 1e9).astype(np.int64)).max())
+
+
+def bucket_batch(st: np.ndarray, lat: np.ndarray, *, bucket_ns: int, min_partial: float, where: str, step: int):
+    """A step given as one batch: ``bucket_step`` in ``span_of``'s frame, the same part bit for bit
+    in fewer passes over the rows (the common case: a step that fits in one chunk)."""
+    n = len(st)
+    if n < 2:
+        return bucket_step(lambda: iter([(st, lat)]), span_of([(st, lat)]), bucket_ns=bucket_ns,
+                           min_partial=min_partial, where=where, step=step)  # fmt: skip
+    frame = Frame(int(st.min()), _last_end(st, lat), n)
+    if frame.t1 <= frame.t0:
+        return bucket_step(lambda: iter([(st, lat)]), frame, bucket_ns=bucket_ns, min_partial=min_partial,
+                           where=where, step=step)  # fmt: skip
+    _check_span(frame, bucket_ns, where, step)
+    lengths = np.asarray(bucket_lengths_ns(frame.t1 - frame.t0, bucket_ns, min_partial), np.int64)
+    m = len(lengths)
+    idx = st - np.int64(frame.t0)
+    np.floor_divide(idx, bucket_ns, out=idx)
+    np.minimum(idx, m - 1, out=idx)
+    sums = np.bincount(idx, weights=lat, minlength=m)
+    h, rounded = LatencyHist.counted(idx, lat, m, resolution_s=RESOLUTION_S)
+    counts = np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)
+    return StepPart(frame.t0, frame.t1, n, lengths, counts, sums, LatencyHist.sum([h]), rounded=rounded)
+
+
 def _check_span(frame: Frame, bucket_ns: int, where: str, step: int) -> None:
     """Refuse a step whose buckets would outnumber its requests (memory bounded by rows, not the span)."""
     if (frame.t1 - frame.t0) // bucket_ns > 10 * frame.n + 100_000:
@@ -284,7 +323,7 @@ def bucket_stream(
             continue
         lo = int(st.min())
         t0 = lo if t0 is None else min(t0, lo)
-        hi = int((st + np.rint(lat * 1e9).astype(np.int64)).max())
+        hi = _last_end(st, lat)
         t1 = hi if t1 is None else max(t1, hi)
         n += len(st)
         if anchor is None:
@@ -297,7 +336,8 @@ def bucket_stream(
             continue
         # groups counted from the batch's first bucket: a batch spans a few buckets of a long step
         g0 = (lo - anchor) // bucket_ns
-        idx = (st - (anchor + g0 * bucket_ns)) // bucket_ns
+        idx = st - np.int64(anchor + g0 * bucket_ns)
+        np.floor_divide(idx, bucket_ns, out=idx)
         ng = max(ng, top + 1)
         if top >= len(sums):  # grown by doubling: a long step has many batches
             sums = np.concatenate([sums, np.zeros(max(top + 1, 2 * len(sums)) - len(sums))])
@@ -446,7 +486,7 @@ def assemble(parts: dict[int, StepPart], n_steps: int, concurrency: list, cpu, b
 
 def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> BucketHist:
     """The analysis' histogram table: bucket entries and loose requests over one set of values."""
-    values = np.unique(np.concatenate([h.values, loose.values]))
+    values = _distinct(np.concatenate([h.values, loose.values]))
     hv = np.searchsorted(values, h.values)[h.index] if len(h.index) else np.zeros(0, np.int64)
     lv = np.searchsorted(values, loose.values)[loose.index] if len(loose.index) else np.zeros(0, np.int64)
     return BucketHist(

@@ -501,8 +501,8 @@ def _find_all(raw, marker: bytes, pos: int, end: int, release) -> list[int]:
     return out
 
 
-def prefetch(fn, items, ahead: int = 1):
-    """``fn(item)`` for every item, in order, with up to ``ahead`` items computed ahead on one thread.
+def prefetch(fn, items, ahead: int = 1, workers: int = 1):
+    """``fn(item)`` for every item, in order, with up to ``ahead`` items computed ahead on ``workers`` threads.
 
     Parsing (pyarrow, which releases the GIL) of the next chunks then runs
     while the caller reduces the current one: a second core does the numpy
@@ -517,7 +517,7 @@ def prefetch(fn, items, ahead: int = 1):
     if ahead < 1:
         yield from map(fn, items)
         return
-    pool = ThreadPoolExecutor(1, thread_name_prefix="headroom-parse")
+    pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="headroom-parse")
     queue: deque = deque()
     try:
         for item in items:

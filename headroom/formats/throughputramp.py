@@ -189,9 +189,10 @@ class CsvFile:
         for cs, ce in self.ranges(k, chunk_bytes):
             yield self.parse(cs, ce, first=cs == s)
 
-    def parsed(self, jobs, ahead: int = 1) -> Iterator[tuple[object, Chunk]]:
-        """``(key, chunk)`` for every ``(key, start, end, first)`` job, in order, parsed ``ahead`` on a thread."""
-        return prefetch(lambda job: (job[0], self.parse(job[1], job[2], first=job[3])), jobs, ahead)
+    def parsed(self, jobs, ahead: int = 1, workers: int = 1) -> Iterator[tuple[object, Chunk]]:
+        """``(key, chunk)`` for every ``(key, start, end, first)`` job, in order, up to ``ahead`` parsed
+        ahead on ``workers`` threads."""
+        return prefetch(lambda job: (job[0], self.parse(job[1], job[2], first=job[3])), jobs, ahead, workers)
 
     def parse(self, cs: int, ce: int, *, first: bool) -> Chunk:
         """Parse a byte range: a section from its header (``first``) or a continuation chunk."""
