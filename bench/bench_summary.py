@@ -136,7 +136,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--scale", type=int, default=0, help="also the peak RSS of a run this many times larger")
     ap.add_argument(
-        "--steps", type=int, default=60, help="concurrency steps (2 makes sections larger than the 64 MB chunk)"
+        "--steps",
+        type=int,
+        default=60,
+        help="concurrency steps (2 makes sections larger than the 64 MB chunk)",
     )
     args = ap.parse_args()
     folder = ensure_ramp(args.requests, args.steps)

@@ -71,8 +71,8 @@ class CsvSource:
     #: Bytes parsed at once (a piece and its columns take a few times this).
     PIECE_BYTES = 4 << 20
     #: Pieces parsed ahead of the one being reduced, and threads parsing them.
-    AHEAD = 1
-    WORKERS = 1
+    AHEAD = 2
+    WORKERS = 2
 
     def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
         self.path, self.settings, self.range = Path(path), settings, sections

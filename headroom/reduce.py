@@ -263,7 +263,9 @@ def _last_end(st: np.ndarray, lat: np.ndarray) -> int:
     return int((st + np.rint(lat * 1e9).astype(np.int64)).max())
 
 
-def bucket_batch(st: np.ndarray, lat: np.ndarray, *, bucket_ns: int, min_partial: float, where: str, step: int):
+def bucket_batch(
+    st: np.ndarray, lat: np.ndarray, *, bucket_ns: int, min_partial: float, where: str, step: int
+):
     """A step given as one batch: ``bucket_step`` in ``span_of``'s frame, the same part bit for bit
     in fewer passes over the rows (the common case: a step that fits in one chunk)."""
     n = len(st)

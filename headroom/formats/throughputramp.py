@@ -34,6 +34,7 @@ from ._scan import (
     first_null,
     line_at,
     np_column,
+    pool,
     prefetch,
     scan_lines,
     sections,
@@ -168,7 +169,9 @@ class CsvFile:
             return secs
         end = len(bytes(raw[cut:n]).rstrip(b" \t"))
         self.warnings.append(
-            truncated_warning(self.path, line_at(self.buf.data, cut), end, bytes(raw[cut : cut + end]))
+            truncated_warning(
+                self.path, line_at(self.buf.data, cut, self.buf.done_with), end, bytes(raw[cut : cut + end])
+            )
         )
         return [*secs[:-1], (s, cut - 1)]
 
@@ -223,6 +226,7 @@ class CsvFile:
                 read_options=read_opts,
                 parse_options=parse_opts,
                 convert_options=conv_opts,
+                memory_pool=pool(),
             )
         except pa.ArrowInvalid as exc:
             why = str(exc).splitlines()[0]
