@@ -136,17 +136,20 @@ class CsvSource:
                     left -= 1
                     next(stream)
         finally:
-            stream.close()  # the parsing thread is done before the file closes
+            stream.close()
 
     def spans(self) -> Partial:
         """Accounting and the span of every step (a first pass, for aligning several files)."""
         with self._open() as f:
             acc = self._partial(f)
-            ks = [k for k in self._steps(f) if not f.is_empty(k)]
-            for k, _, chunks in self._parsed(f, ks):
-                fr = span_of(self._accepted(chunks, k, acc, True))
-                acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
-                f.buf.done_with(*f.sections[k])
+            steps = self._parsed(f, [k for k in self._steps(f) if not f.is_empty(k)])
+            try:
+                for k, _, chunks in steps:
+                    fr = span_of(self._accepted(chunks, k, acc, True))
+                    acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
+                    f.buf.done_with(*f.sections[k])
+            finally:
+                steps.close()  # its parsing threads end before the file closes
             return acc
 
     def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
@@ -159,20 +162,26 @@ class CsvSource:
             acc = self._partial(f)
             prog = Progress(self.path, len(f.buf.data), s.progress)
             ks = [k for k in self._steps(f) if not f.is_empty(k) and (frames is None or k in frames)]
-            for k, pieces, chunks in self._parsed(f, ks):
-                batches = self._accepted(chunks, k, acc, frames is None)
-                if frames is not None:
-                    part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
-                elif pieces == 1:
-                    (st, lat), *_ = batches
-                    part = bucket_batch(st, lat, step=k, **opts)
-                else:  # one pass; again in the frame found when the first piece did not hold the start
-                    part, fr = bucket_stream(batches, step=k, **opts)
-                    if part is None:
-                        part = bucket_step(lambda k=k: self._batches(f, k, acc, False), fr, step=k, **opts)
-                acc.steps[k] = part
-                f.buf.done_with(*f.sections[k])
-                prog.update(f.sections[k][1])
+            steps = self._parsed(f, ks)
+            try:
+                for k, pieces, chunks in steps:
+                    batches = self._accepted(chunks, k, acc, frames is None)
+                    if frames is not None:
+                        part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
+                    elif pieces == 1:
+                        (st, lat), *_ = batches
+                        part = bucket_batch(st, lat, step=k, **opts)
+                    else:  # one pass; again in the frame found when the first piece did not hold the start
+                        part, fr = bucket_stream(batches, step=k, **opts)
+                        if part is None:
+                            part = bucket_step(
+                                lambda k=k: self._batches(f, k, acc, False), fr, step=k, **opts
+                            )
+                    acc.steps[k] = part
+                    f.buf.done_with(*f.sections[k])
+                    prog.update(f.sections[k][1])
+            finally:
+                steps.close()  # its parsing threads end before the file closes
             prog.close()
             if frames is not None:
                 acc.step_errors, acc.warnings = None, []
