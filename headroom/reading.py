@@ -63,16 +63,18 @@ class CsvSource:
     ``sections=(a, b)`` restricts it to sections ``a`` to ``b - 1`` (one task
     of a file split across a cluster).  Sections are parsed in pieces of at
     most :attr:`PIECE_BYTES` (``chunk_bytes`` when smaller), on a second
-    thread one piece ahead of the reduction, and a step of several pieces is
-    reduced in one pass (:func:`~headroom.reduce.bucket_stream`): memory is
-    a few pieces and the histograms, whatever the size of a step or a file.
+    thread one piece ahead of the reduction (pyarrow spreads a piece's
+    blocks over its own threads; a second parsing thread measured no
+    faster, and 10-25 MB larger), and a step of several pieces is reduced in
+    one pass (:func:`~headroom.reduce.bucket_stream`): memory is a few
+    pieces and the histograms, whatever the size of a step or a file.
     """
 
     #: Bytes parsed at once (a piece and its columns take a few times this).
     PIECE_BYTES = 4 << 20
     #: Pieces parsed ahead of the one being reduced, and threads parsing them.
-    AHEAD = 2
-    WORKERS = 2
+    AHEAD = 1
+    WORKERS = 1
 
     def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
         self.path, self.settings, self.range = Path(path), settings, sections

@@ -48,8 +48,8 @@ TOOL = "Cloud Foundry throughputramp (perfResults.csv)"
 FIDELITY = "exact per request"
 EXPORT = "throughputramp"
 PERF_NAMES = ("perfResults.csv", "perfResults.csv.gz")
-#: pyarrow's CSV block size (its default is 1 MB).
-BLOCK_BYTES = 16 << 20
+#: pyarrow's CSV block size (its default): the blocks of a chunk are parsed on pyarrow's threads.
+BLOCK_BYTES = 1 << 20
 
 
 def guess_can_open(head: bytes) -> bool:
@@ -104,7 +104,6 @@ def _csv_options(lay: Layout):
         checks[lay.status_col] = "int"
         include.append(lay.status_col)
     opts = (
-        # blocks as large as a streamed piece: its columns are then one array each, used without a copy
         pacsv.ReadOptions(column_names=lay.columns, skip_rows=1, use_threads=True, block_size=BLOCK_BYTES),
         pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
         pacsv.ConvertOptions(
