@@ -160,3 +160,28 @@ def test_a_short_last_bucket_joins_the_one_before_in_one_pass():
     part, frame = bucket_stream(iter(batches), **OPTS)
     assert list(part.counts) == [1, 2] and list(part.hist.group) == [0, 1] and list(part.hist.count) == [1, 2]
     same_part(part, bucket_step(lambda: iter(batches), frame, **OPTS))
+
+
+def test_bad_rows_in_many_pieces_are_named_at_their_lines_counting_once(tmp_path, monkeypatch):
+    rows = [(ts(0.001 * i), "0.0010") for i in range(3000)]
+    for i in range(100, 3000, 250):
+        rows[i] = (ts(0.001 * i), "x")
+    folder = write_run(tmp_path / "bad", [rows[:1500], rows[1500:]])
+    counted = []
+    real = _scan.line_at
+    from headroom.formats import throughputramp
+
+    def spy(data, offset, release=None, start=0):
+        counted.append(offset - start)
+        return real(data, offset, release, start)
+
+    monkeypatch.setattr(throughputramp, "line_at", spy)
+    whole = reduce_run(folder, skip_bad_rows=True)
+    counted.clear()
+    pieces = reduce_run(folder, skip_bad_rows=True, chunk_bytes=2_000)
+    warn = [w for w in pieces.warnings if "skipped" in w or "dropped" in w]
+    assert warn and warn == [w for w in whole.warnings if "skipped" in w or "dropped" in w]
+    assert "skipped 12 bad row(s)" in warn[0] and "first: line 102:" in warn[0]  # the line after a piece's
+    # last line end is no row: it was counted as one bad row per piece with a bad row
+    size = (folder / "perfResults.csv").stat().st_size
+    assert sum(counted) <= size  # each byte counted at most once, however many pieces had bad rows

@@ -322,13 +322,15 @@ def looks_like_text(b: bytes) -> bool:
     return all(c >= 32 or c in (9, 13) for c in b)
 
 
-def line_at(data, offset: int, release=None) -> int:
+def line_at(data, offset: int, release=None, start: int = 0) -> int:
     """1-based line number of a byte offset: a pass over the file, so for error messages only.
 
     Counted 4 MB at a time (memory bounded, whatever the offset);
-    ``release(start, end)`` is called on the bytes counted.
+    ``release(start, end)`` is called on the bytes counted.  With ``start``,
+    the lines from there (1 + its line ends before ``offset``): a caller
+    that knows the line at ``start`` counts only the bytes after it.
     """
-    n, pos, step = 0, 0, 1 << 22
+    n, pos, step = 0, start, 1 << 22
     while pos < offset:
         end = min(pos + step, offset)
         n += bytes(data[pos:end]).count(b"\n")
@@ -464,7 +466,10 @@ def line_problem(fields: list[str], columns: list[str], checks: dict[str, str], 
 def scan_lines(raw, start: int, end: int, line_no: int, columns: list[str], checks: dict[str, str]):
     """Yield (line number, fields, problem or None) for each data line after a header at ``line_no``."""
     text = bytes(raw[start:end]).decode("utf-8", errors="replace")
-    for i, line in enumerate(text.split("\n")[1:], start=1):
+    lines = text.split("\n")[1:]
+    if lines and lines[-1] == "":  # what follows the last line end is no line (a chunk ends with one)
+        lines.pop()
+    for i, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         fields = line.split(",")
         yield line_no + i, fields, line_problem(fields, columns, checks, line)
@@ -546,11 +551,11 @@ def prefetch(fn, items, ahead: int = 1, workers: int = 1):
     if ahead < 1:
         yield from map(fn, items)
         return
-    pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="headroom-parse")
+    executor = ThreadPoolExecutor(max(1, workers), thread_name_prefix="headroom-parse")
     queue: deque = deque()
     try:
         for item in items:
-            queue.append(pool.submit(fn, item))
+            queue.append(executor.submit(fn, item))
             if len(queue) > ahead:
                 yield queue.popleft().result()
         while queue:
@@ -558,7 +563,7 @@ def prefetch(fn, items, ahead: int = 1, workers: int = 1):
     finally:
         for fut in queue:
             fut.cancel()
-        pool.shutdown(wait=True)
+        executor.shutdown(wait=True)
 
 
 def chunks(raw, s: int, e: int, chunk_bytes: int, release=None) -> list[tuple[int, int]]:

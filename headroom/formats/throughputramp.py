@@ -14,6 +14,8 @@ offending line.  Line numbers are counted only for an error message.
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +147,8 @@ class CsvFile:
             self.layout = layout(self.header, self.path)
             self.checks, self.include, self.opts = _csv_options(self.layout)
             self.warnings: list[str] = []
+            self._lines = ([0], [1])  # byte offsets and their line numbers, counted so far (ascending)
+            self._lines_lock = threading.Lock()
             self.sections = self._drop_truncated_tail(secs)
         except BaseException:
             self.buf.close()
@@ -168,11 +172,21 @@ class CsvFile:
             return secs
         end = len(bytes(raw[cut:n]).rstrip(b" \t"))
         self.warnings.append(
-            truncated_warning(
-                self.path, line_at(self.buf.data, cut, self.buf.done_with), end, bytes(raw[cut : cut + end])
-            )
+            truncated_warning(self.path, self.line_at(cut), end, bytes(raw[cut : cut + end]))
         )
         return [*secs[:-1], (s, cut - 1)]
+
+    def line_at(self, offset: int) -> int:
+        """1-based line number of a byte offset (for messages), counted from the nearest offset
+        counted before: chunk after chunk of a file with bad rows costs one pass, not one each."""
+        with self._lines_lock:
+            offs, lines = self._lines
+            i = bisect.bisect_right(offs, offset) - 1
+            n = line_at(self.buf.data, offset, self.buf.done_with, offs[i]) - 1 + lines[i]
+            if offs[i] != offset:
+                offs.insert(i + 1, offset)
+                lines.insert(i + 1, n)
+            return n
 
     def is_empty(self, k: int) -> bool:
         """A section of a header and no rows (an empty step)."""
@@ -199,10 +213,10 @@ class CsvFile:
     def parse(self, cs: int, ce: int, *, first: bool) -> Chunk:
         """Parse a byte range: a section from its header (``first``) or a continuation chunk."""
         if first:
-            line0 = lambda: line_at(self.buf.data, cs)  # noqa: E731
+            line0 = lambda: self.line_at(cs)  # noqa: E731
             arrow = self.buf.arrow_slice(cs, ce)
         else:  # give pyarrow the header again; the line before the chunk stands for it
-            line0 = lambda: line_at(self.buf.data, cs) - 1  # noqa: E731
+            line0 = lambda: self.line_at(cs) - 1  # noqa: E731
             arrow = self.buf.arrow_slice(cs, ce, prefix=self.header + b"\n")
         data = memoryview(arrow)  # the same bytes, for the line-by-line diagnosis
         try:
