@@ -143,8 +143,10 @@ class Buffer:
         # resident.  A mapped file is read with pread, so that its pages are never mapped into
         # this process (resident size stays that of the chunk, however large the file)
         fd = self._fd()
-        if fd is None:
-            return arrow_copy(prefix + bytes(self.data[start:end]) if prefix else self.data[start:end])
+        if fd is None or not hasattr(os, "preadv"):  # in memory (gzip), or no preadv (Windows)
+            out = arrow_copy(prefix + bytes(self.data[start:end]) if prefix else self.data[start:end])
+            self.done_with(start, end)
+            return out
         n, k = end - start, len(prefix)
         out = pa.allocate_buffer(k + n, memory_pool=pool())
         view = memoryview(out).cast("B")
