@@ -61,8 +61,20 @@ class CsvSource:
     """A throughputramp or hey-fork CSV (absolute start times), streamed section by section.
 
     ``sections=(a, b)`` restricts it to sections ``a`` to ``b - 1`` (one task
-    of a file split across a cluster).
+    of a file split across a cluster).  Sections are parsed in pieces of at
+    most :attr:`PIECE_BYTES` (``chunk_bytes`` when smaller), on a second
+    thread one piece ahead of the reduction (pyarrow spreads a piece's
+    blocks over its own threads; a second parsing thread measured no
+    faster, and 10-25 MB larger), and a step of several pieces is reduced in
+    one pass (:func:`~headroom.reduce.bucket_stream`): memory is a few
+    pieces and the histograms, whatever the size of a step or a file.
     """
+
+    #: Bytes parsed at once (a piece and its columns take a few times this).
+    PIECE_BYTES = 4 << 20
+    #: Pieces parsed ahead of the one being reduced, and threads parsing them.
+    AHEAD = 1
+    WORKERS = 1
 
     def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
         self.path, self.settings, self.range = Path(path), settings, sections
@@ -74,49 +86,104 @@ class CsvSource:
         a, b = self.range or (0, len(f.sections))
         return range(a, min(b, len(f.sections)))
 
+    def _piece_bytes(self) -> int:
+        return max(1, min(self.settings.chunk_bytes, self.PIECE_BYTES))
+
     def _partial(self, f: CsvFile) -> Partial:
         last = self._steps(f).stop == len(f.sections)  # file-level warnings once, with the last section
         errs = np.zeros(len(f.sections), np.int64) if f.layout.status_col else None
         return Partial(str(self.path), f.layout.kind, len(f.sections), step_errors=errs,
                        warnings=list(f.warnings) if last else [])  # fmt: skip
 
-    def _batches(self, f: CsvFile, k: int, acc: Partial, record: bool):
-        for c in f.chunks_of(k, self.settings.chunk_bytes):
+    def _accepted(self, chunks, k: int, acc: Partial, record: bool):
+        for c in chunks:
             if record:
                 acc.skipped.extend(c.bad_rows)
             yield accept(acc, k, c.start_ns, c.latency_s, c.status, None, c.line_of, record=record)
+
+    def _batches(self, f: CsvFile, k: int, acc: Partial, record: bool):
+        """Step ``k`` parsed again, piece by piece (a second pass)."""
+        return self._accepted(f.chunks_of(k, self._piece_bytes()), k, acc, record)
+
+    def _parsed(self, f: CsvFile, ks: list[int]):
+        """``(k, pieces, its parsed chunks)`` for every step of ``ks``, parsed ahead on a thread.
+
+        A step's chunks come from one stream shared by all steps: what the
+        caller leaves unread is skipped before the next step.
+        """
+        piece = self._piece_bytes()
+
+        def jobs():
+            for k in ks:
+                rs, s = f.ranges(k, piece), f.sections[k][0]
+                for cs, ce in rs:
+                    yield len(rs), cs, ce, cs == s
+
+        stream = f.parsed(jobs(), self.AHEAD, self.WORKERS)
+        left = 0
+
+        def rest(first):
+            nonlocal left
+            yield first
+            while left:
+                left -= 1
+                yield next(stream)[1]
+
+        try:
+            for k in ks:
+                n, first = next(stream)
+                left = n - 1
+                yield k, n, rest(first)
+                while left:
+                    left -= 1
+                    next(stream)
+        finally:
+            stream.close()
 
     def spans(self) -> Partial:
         """Accounting and the span of every step (a first pass, for aligning several files)."""
         with self._open() as f:
             acc = self._partial(f)
-            for k in self._steps(f):
-                if not f.is_empty(k):
-                    fr = span_of(self._batches(f, k, acc, True))
+            steps = self._parsed(f, [k for k in self._steps(f) if not f.is_empty(k)])
+            try:
+                for k, _, chunks in steps:
+                    fr = span_of(self._accepted(chunks, k, acc, True))
                     acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
+                    f.buf.done_with(*f.sections[k])
+            finally:
+                steps.close()  # its parsing threads end before the file closes
             return acc
 
     def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
         """Reduce every step: in its own frame (accounting too), or in ``frames`` (no accounting)."""
+        from .reduce import bucket_batch, bucket_stream
+
         s = self.settings
+        opts = dict(bucket_ns=s.bucket_ns, min_partial=s.min_partial, where=str(self.path))
         with self._open(s.progress) as f:
             acc = self._partial(f)
             prog = Progress(self.path, len(f.buf.data), s.progress)
-            for k in self._steps(f):
-                if f.is_empty(k) or (frames is not None and k not in frames):
-                    continue
-                if frames is not None:
-                    fr, batches = frames[k], lambda k=k: self._batches(f, k, acc, False)
-                elif len(f.ranges(k, s.chunk_bytes)) == 1:
-                    parts = list(self._batches(f, k, acc, True))
-                    fr, batches = span_of(parts), lambda parts=parts: iter(parts)
-                else:  # two passes over the chunks: the span first, then the buckets
-                    fr = span_of(self._batches(f, k, acc, True))
-                    batches = lambda k=k: self._batches(f, k, acc, False)  # noqa: E731
-                acc.steps[k] = bucket_step(batches, fr, bucket_ns=s.bucket_ns, min_partial=s.min_partial,
-                                           where=str(self.path), step=k)  # fmt: skip
-                f.buf.done_with(*f.sections[k])
-                prog.update(f.sections[k][1])
+            ks = [k for k in self._steps(f) if not f.is_empty(k) and (frames is None or k in frames)]
+            steps = self._parsed(f, ks)
+            try:
+                for k, pieces, chunks in steps:
+                    batches = self._accepted(chunks, k, acc, frames is None)
+                    if frames is not None:
+                        part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
+                    elif pieces == 1:
+                        (st, lat), *_ = batches
+                        part = bucket_batch(st, lat, step=k, **opts)
+                    else:  # one pass; again in the frame found when the first piece did not hold the start
+                        part, fr = bucket_stream(batches, step=k, **opts)
+                        if part is None:
+                            part = bucket_step(
+                                lambda k=k: self._batches(f, k, acc, False), fr, step=k, **opts
+                            )
+                    acc.steps[k] = part
+                    f.buf.done_with(*f.sections[k])
+                    prog.update(f.sections[k][1])
+            finally:
+                steps.close()  # its parsing threads end before the file closes
             prog.close()
             if frames is not None:
                 acc.step_errors, acc.warnings = None, []

@@ -29,7 +29,7 @@ from ._checks import (
     mtime_base,
     skipped_warning,
 )
-from ._scan import BOM, line_at
+from ._scan import BOM
 from .throughputramp import CsvFile
 
 NAME = "hey"
@@ -68,7 +68,7 @@ def _collect(f: CsvFile, warnings: list[str]):
             continue
         c = f.parse(s, e, first=True)
         skipped += c.bad_rows
-        line0 = (lambda s=s: line_at(f.buf.data, s)) if not c.bad_rows else (lambda: None)
+        line0 = (lambda s=s: f.line_at(s)) if not c.bad_rows else (lambda: None)
         st, lat = c.start_ns, c.latency_s
         shift = MIN_TIME_NS if relative else 0
         if relative:

@@ -14,6 +14,8 @@ offending line.  Line numbers are counted only for an error message.
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +31,13 @@ from ._scan import (
     HINT,
     TS_UTC,
     Buffer,
-    arrow_copy,
     chunks,
     diagnose,
     first_null,
     line_at,
     np_column,
+    pool,
+    prefetch,
     scan_lines,
     sections,
     short,
@@ -47,6 +50,8 @@ TOOL = "Cloud Foundry throughputramp (perfResults.csv)"
 FIDELITY = "exact per request"
 EXPORT = "throughputramp"
 PERF_NAMES = ("perfResults.csv", "perfResults.csv.gz")
+#: pyarrow's CSV block size (its default): the blocks of a chunk are parsed on pyarrow's threads.
+BLOCK_BYTES = 1 << 20
 
 
 def guess_can_open(head: bytes) -> bool:
@@ -101,7 +106,7 @@ def _csv_options(lay: Layout):
         checks[lay.status_col] = "int"
         include.append(lay.status_col)
     opts = (
-        pacsv.ReadOptions(column_names=lay.columns, skip_rows=1, use_threads=True),
+        pacsv.ReadOptions(column_names=lay.columns, skip_rows=1, use_threads=True, block_size=BLOCK_BYTES),
         pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
         pacsv.ConvertOptions(
             column_types=types,
@@ -142,6 +147,8 @@ class CsvFile:
             self.layout = layout(self.header, self.path)
             self.checks, self.include, self.opts = _csv_options(self.layout)
             self.warnings: list[str] = []
+            self._lines = ([0], [1])  # byte offsets and their line numbers, counted so far (ascending)
+            self._lines_lock = threading.Lock()
             self.sections = self._drop_truncated_tail(secs)
         except BaseException:
             self.buf.close()
@@ -165,9 +172,21 @@ class CsvFile:
             return secs
         end = len(bytes(raw[cut:n]).rstrip(b" \t"))
         self.warnings.append(
-            truncated_warning(self.path, line_at(self.buf.data, cut), end, bytes(raw[cut : cut + end]))
+            truncated_warning(self.path, self.line_at(cut), end, bytes(raw[cut : cut + end]))
         )
         return [*secs[:-1], (s, cut - 1)]
+
+    def line_at(self, offset: int) -> int:
+        """1-based line number of a byte offset (for messages), counted from the nearest offset
+        counted before: chunk after chunk of a file with bad rows costs one pass, not one each."""
+        with self._lines_lock:
+            offs, lines = self._lines
+            i = bisect.bisect_right(offs, offset) - 1
+            n = line_at(self.buf.data, offset, self.buf.done_with, offs[i]) - 1 + lines[i]
+            if offs[i] != offset:
+                offs.insert(i + 1, offset)
+                lines.insert(i + 1, n)
+            return n
 
     def is_empty(self, k: int) -> bool:
         """A section of a header and no rows (an empty step)."""
@@ -178,7 +197,7 @@ class CsvFile:
     def ranges(self, k: int, chunk_bytes: int) -> list[tuple[int, int]]:
         """Byte ranges of section ``k``, each about ``chunk_bytes`` (the first starts at its header)."""
         s, e = self.sections[k]
-        return chunks(self.buf.raw, s, e, chunk_bytes)
+        return chunks(self.buf.raw, s, e, chunk_bytes, release=self.buf.done_with)
 
     def chunks_of(self, k: int, chunk_bytes: int) -> Iterator[Chunk]:
         """Parse section ``k`` chunk by chunk."""
@@ -186,17 +205,20 @@ class CsvFile:
         for cs, ce in self.ranges(k, chunk_bytes):
             yield self.parse(cs, ce, first=cs == s)
 
+    def parsed(self, jobs, ahead: int = 1, workers: int = 1) -> Iterator[tuple[object, Chunk]]:
+        """``(key, chunk)`` for every ``(key, start, end, first)`` job, in order, up to ``ahead`` parsed
+        ahead on ``workers`` threads."""
+        return prefetch(lambda job: (job[0], self.parse(job[1], job[2], first=job[3])), jobs, ahead, workers)
+
     def parse(self, cs: int, ce: int, *, first: bool) -> Chunk:
         """Parse a byte range: a section from its header (``first``) or a continuation chunk."""
         if first:
-            data, line0 = self.buf.data[cs:ce], lambda: line_at(self.buf.data, cs)
+            line0 = lambda: self.line_at(cs)  # noqa: E731
             arrow = self.buf.arrow_slice(cs, ce)
         else:  # give pyarrow the header again; the line before the chunk stands for it
-            data, line0 = (
-                self.header + b"\n" + bytes(self.buf.data[cs:ce]),
-                lambda: line_at(self.buf.data, cs) - 1,
-            )
-            arrow = arrow_copy(data)
+            line0 = lambda: self.line_at(cs) - 1  # noqa: E731
+            arrow = self.buf.arrow_slice(cs, ce, prefix=self.header + b"\n")
+        data = memoryview(arrow)  # the same bytes, for the line-by-line diagnosis
         try:
             st, lat, code = self._parse_fast(data, line0, arrow)
         except HeadroomError:
@@ -217,6 +239,7 @@ class CsvFile:
                 read_options=read_opts,
                 parse_options=parse_opts,
                 convert_options=conv_opts,
+                memory_pool=pool(),
             )
         except pa.ArrowInvalid as exc:
             why = str(exc).splitlines()[0]
