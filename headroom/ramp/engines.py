@@ -28,12 +28,13 @@ latency).  Non-2xx responses are rows with their status everywhere.
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..model import HeadroomError
 
@@ -276,17 +277,9 @@ class Vegeta(Engine):
             raise HeadroomError(f"vegeta encode failed: {msg[0] if msg else f'exit {r.returncode}'}")
 
     def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
-        rows = StepRows()
-        with open(workdir / "out", encoding="utf-8", errors="replace", newline="") as f:
-            for n, rec in enumerate(csv.reader(f), start=1):
-                if not rec:
-                    continue
-                try:
-                    rows.start_ns.append(int(rec[0]))
-                    rows.status.append(int(rec[1]))
-                    rows.response_time.append(f"{int(rec[2]) / 1e9:.6f}")
-                except (ValueError, IndexError):
-                    raise HeadroomError(f"vegeta CSV line {n}: cannot read {','.join(rec)[:120]!r}") from None
+        from ..formats import vegeta
+
+        rows = rows_from_scan(workdir / "out", vegeta.scan_csv, launch_ns)
         rows.transport_errors = sum(1 for c in rows.status if c == 0)
         return rows
 
@@ -319,29 +312,29 @@ class Oha(Engine):
         return [*cmd, *(extra or []), url]
 
     def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
-        rows = StepRows()
-        with open(workdir / "out", encoding="utf-8", errors="replace") as f:
-            header = f.readline().strip()
-            cols = header.split(",")
-            try:
-                ti, di, si = cols.index("request-start"), cols.index("request-duration"), cols.index("status")
-            except ValueError:
-                raise HeadroomError(
-                    f"oha wrote an unexpected CSV header {header[:120]!r} (oha >= 1.5 needed for --output-format csv)"
-                ) from None
-            for n, line in enumerate(f, start=2):
-                if not line.strip():
-                    continue
-                p = line.rstrip("\r\n").split(",")
-                try:
-                    rows.start_ns.append(launch_ns + round(float(p[ti]) * 1e9))
-                    rows.response_time.append(f"{float(p[di]):.6f}")
-                    rows.status.append(int(p[si]))
-                except (ValueError, IndexError):
-                    raise HeadroomError(f"oha output line {n}: cannot read {line.strip()[:120]!r}") from None
+        from ..formats import oha
+
+        rows = rows_from_scan(workdir / "out", oha.scan_csv, launch_ns)
         if plan.requests is not None:
             rows.transport_errors = max(0, plan.requests - len(rows))
         return rows
+
+
+def rows_from_scan(path: Path, scan_csv, launch_ns: int) -> StepRows:
+    """A step's rows as the format reader (``headroom.formats``) reads the generator's file; relative
+    start times (oha) placed after ``launch_ns``; latencies as text to the microsecond."""
+    rows = StepRows()
+    with open(path, "rb") as f:
+        text = f.read(1 << 16)
+    if not text.strip() or (b"request-start" in text and len(text.strip().splitlines()) == 1):
+        return rows  # the generator wrote no request (its own error says why)
+    scan = scan_csv(path)
+    for b in scan.batches():
+        start = b.start_ns + np.int64(launch_ns) if scan.relative else b.start_ns
+        rows.start_ns += start.tolist()
+        rows.response_time += [f"{x:.6f}" for x in b.latency_s.tolist()]
+        rows.status += b.status.tolist() if b.status is not None else [200] * len(b)
+    return rows
 
 
 def get_engine(name: str) -> Engine:
