@@ -438,6 +438,7 @@ def _generators(sources: list, runner) -> Partial:
             if conc is not None:
                 conc[j] += c
     out.step_concurrency = tuple(conc) if conc is not None else None
+    out.step_rates = _summed_rates(spans, maps, len(frames))
     for j, fr in enumerate(frames):
         parts = [
             r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
@@ -448,6 +449,31 @@ def _generators(sources: list, runner) -> Partial:
         f"({len(frames)} steps aligned on the wall clock, histograms added)"
     )
     return out
+
+
+def _summed_rates(spans: list[Partial], maps: list[dict[int, int]], m: int) -> tuple | None:
+    """Rate steps of load generators of one ramp: every step's planned and sent rates added up,
+    dropped work added, behind when any generator fell behind (None when a file has no rates)."""
+    if any(p.step_rates is None for p in spans):
+        return None
+    parts: list[list[dict]] = [[] for _ in range(m)]
+    for p, mp in zip(spans, maps):
+        for k, j in mp.items():
+            if k < len(p.step_rates):
+                parts[j].append(p.step_rates[k])
+
+    def total(rs, key):
+        vals = [r.get(key) for r in rs]
+        return None if not vals or any(v is None for v in vals) else sum(vals)
+
+    out = []
+    for rs in parts:
+        behind = [r.get("fell_behind") for r in rs]
+        out.append({"intended_rps": total(rs, "intended_rps"), "sent_rps": total(rs, "sent_rps"),
+                    "dropped": total(rs, "dropped"),
+                    "fell_behind": True if True in behind else (False if behind and all(b is False for b in behind)
+                                                               else None)})  # fmt: skip
+    return tuple(out)
 
 
 def _sequence(sources: list, runner) -> Partial:

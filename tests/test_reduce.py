@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +191,18 @@ def test_summary_dask_option_gives_the_same_json(tmp_path, capsys):
     # a scheduler that is not there: one line, no traceback
     with pytest.raises(HeadroomError, match="--dask tcp://127.0.0.1:9: cannot reach"):
         reduce_run(RUN, client="tcp://127.0.0.1:9")
+
+
+def test_generators_of_an_open_loop_ramp_add_their_rates(tmp_path):
+    """Two generators each running the real 5-attack vegeta ramp: rates, requests and dropped add up."""
+    src = Path(__file__).parent / "data" / "formats" / "real" / "vegeta-rates.csv.gz"
+    one = reduce_run(src)
+    for k in (1, 2):
+        shutil.copy(src, tmp_path / f"gen{k}.csv.gz")
+    two = reduce_run([str(tmp_path / "gen1.csv.gz"), str(tmp_path / "gen2.csv.gz")])
+    assert two.n_steps == one.n_steps == 5
+    np.testing.assert_array_equal(two.reduced.steps.requests, 2 * one.reduced.steps.requests)
+    for a, b in zip(one.meta.step_rates, two.meta.step_rates):
+        assert b["intended_rps"] == 2 * a["intended_rps"]
+        assert b["sent_rps"] == pytest.approx(2 * a["sent_rps"])
+        assert b["fell_behind"] == a["fell_behind"]
