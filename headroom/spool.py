@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import numpy as np
 
 #: Rows per chunk read back.
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 
 
 class Spool:
