@@ -114,11 +114,12 @@ class SpoolSource:
         """Steps found, every row's step, accounting per step, one spool per step (once)."""
         if self._done is not None:
             return self._done
+        from .formats import FORMATS
         from .formats._plans import plan_for
 
         scan, raw, have = self._spool()
         try:
-            plan = plan_for(scan, raw, self.settings, have)
+            plan = plan_for(scan, raw, self.settings, have, FORMATS[self.fmt])
             stats, spools = self._split(raw, plan, have)
         finally:
             raw.close()

@@ -136,14 +136,6 @@ def scan_file(path: Path, fmt: str, chunk_bytes: int):
                 _gen=batches())  # fmt: skip
 
 
-def finish_rows(scan, rows):
-    """The whole-table steps of a scan's joined rows (a :class:`Table`)."""
-    f = FORMATS[scan.fmt]
-    if f.finish is None:
-        raise ValueError(f"{scan.fmt} has no finish(scan, rows)")
-    return f.finish(scan, rows)
-
-
 #: Aliases accepted by ``--format``: a tool name whose variant is detected (None), or a format.
 ALIASES = {"hey-fork": "hey", "vegeta": None, "k6": None, "jmeter": None, "oha": "oha-csv"}
 #: Formats read by the same streamed CSV reader (either name reads both).

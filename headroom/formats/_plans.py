@@ -54,14 +54,12 @@ class OneStep:
 class TablePlan:
     """The format's whole-table reader on the spooled columns: its step of every row, in row order."""
 
-    def __init__(self, scan, raw):
-        from . import finish_rows
-
+    def __init__(self, scan, raw, finish=None):
         table = scan.side.get("table")
         if table is None:
             rows = Batch(raw.column("start_ns"), raw.column("latency_s"), raw.column("status"),
                          raw.column("ok"), raw.column("key"), raw.column("line"))  # fmt: skip
-            table = finish_rows(scan, rows)
+            table = finish(scan, rows)
         n = len(table.start_ns)
         if n != raw.n:
             raise RuntimeError(f"{scan.path}: the table has {n} rows, the spool {raw.n}")
@@ -209,15 +207,14 @@ class _Cut:
         return self.cut.found_over(self.reader.found())
 
 
-def plan_for(scan, raw, settings, have: dict):
-    """The step plan of a spooled file: its format's, or ``--steps`` over it."""
-    from . import FORMATS
-
-    make = FORMATS[scan.fmt].plan
+def plan_for(scan, raw, settings, have: dict, fmt):
+    """The step plan of a spooled file: its format's (``fmt``: its :class:`~headroom.formats.Format`),
+    or ``--steps`` over it."""
+    make = fmt.plan
     if not have["key"]:
         scan.key_kind = None
     if make is None or "table" in scan.side:
-        reader = TablePlan(scan, raw)
+        reader = TablePlan(scan, raw, fmt.finish)
     else:
         reader = make(scan, raw)
     if settings.steps:

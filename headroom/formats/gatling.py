@@ -162,6 +162,32 @@ class _Block:
         return out
 
 
+def _slow_lines(path: Path, b, slow: np.ndarray, line0: int, req: tuple, usr: tuple):
+    """The lines the vectorized pass could not read, read one by one and merged in line order."""
+    req_lines, st_ms, en_ms, req_ok = req
+    u_lines, u_start, u_ms = usr
+    if len(slow):
+        sr, su = [], []
+        data = b.a
+        for i in slow.tolist():
+            r = _line(path, line0 + i, data[b.ls[i] : b.nl[i]].tobytes())
+            if r is None:
+                continue
+            (sr if r[0] == "req" else su).append((i, *r[1:]))
+        if sr:
+            li, s2, e2, ok2 = zip(*sr)
+            order = np.argsort(np.concatenate([req_lines, li]), kind="stable")
+            cat = lambda x, y, dt: np.concatenate([x, np.asarray(y, dt)])[order]  # noqa: E731
+            req_lines, st_ms, en_ms, req_ok = (cat(req_lines, li, np.int64), cat(st_ms, s2, np.int64),
+                                               cat(en_ms, e2, np.int64), cat(req_ok, ok2, bool))  # fmt: skip
+        if su:
+            li, us2, t2 = zip(*su)
+            order = np.argsort(np.concatenate([u_lines, li]), kind="stable")
+            u_start = np.concatenate([u_start, np.asarray(us2, bool)])[order]
+            u_ms = np.concatenate([u_ms, np.asarray(t2, np.int64)])[order]
+    return (req_lines, st_ms, en_ms, req_ok), (u_lines, u_start, u_ms)
+
+
 def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     """The REQUEST rows (start ms, end ms, OK, line) and USER records (line, is start, ms) of a block."""
     b = _Block(buf, start, end)
@@ -223,26 +249,10 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     kind[usr[~ugood]] = 0
     u_lines, u_start, u_ms = usr[ugood], what[ugood] == 1, u_ms[ugood]
     # everything else line by line (and bad lines named, the first of the block first)
-    slow = np.flatnonzero(kind == 0)
-    if len(slow):
-        sr, su = [], []
-        data = b.a
-        for i in slow.tolist():
-            r = _line(path, line0 + i, data[b.ls[i] : b.nl[i]].tobytes())
-            if r is None:
-                continue
-            (sr if r[0] == "req" else su).append((i, *r[1:]))
-        if sr:
-            li, s2, e2, ok2 = zip(*sr)
-            order = np.argsort(np.concatenate([req_lines, li]), kind="stable")
-            cat = lambda x, y, dt: np.concatenate([x, np.asarray(y, dt)])[order]  # noqa: E731
-            req_lines, st_ms, en_ms, req_ok = (cat(req_lines, li, np.int64), cat(st_ms, s2, np.int64),
-                                               cat(en_ms, e2, np.int64), cat(req_ok, ok2, bool))  # fmt: skip
-        if su:
-            li, us2, t2 = zip(*su)
-            order = np.argsort(np.concatenate([u_lines, li]), kind="stable")
-            u_start = np.concatenate([u_start, np.asarray(us2, bool)])[order]
-            u_ms = np.concatenate([u_ms, np.asarray(t2, np.int64)])[order]
+    req = (req_lines, st_ms, en_ms, req_ok)
+    (req_lines, st_ms, en_ms, req_ok), (u_lines, u_start, u_ms) = _slow_lines(
+        path, b, np.flatnonzero(kind == 0), line0, req, (u_lines, u_start, u_ms)
+    )
     return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms
 
 
@@ -340,7 +350,7 @@ class GatlingPlan:
         level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
-            self.fallback = TablePlan(scan, raw)
+            self.fallback = TablePlan(scan, raw, finish)
             return
         self.notes = counted.notes
         src = "active users around each request (USER START/END records)"

@@ -325,106 +325,124 @@ def _scan_csv(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
     return scan
 
 
-def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
+class _CsvPass:
+    """What one pass over a CSV JTL carries from block to block: columns, counts, first bad values."""
 
-    path = scan.path
-    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes, quotes=True)
-    cols: list[str] | None = None
-    rows = kept = n_tc = 0
-    csv_line = 1  # file line of the block's start as the csv module counts lines (for messages)
-    null_ts: list = [None]
-    null_el: list = [None]
-    el_min, el_min_row = 0, -1
-    threads_ok = True
-    memo_rc: dict = {}
-    memo_ok: dict = {}
-    memo_tc: dict = {}
-    for buf, start, end, _line in blocks:
-        header = cols is None
-        if header:
-            if buf[start : start + 3] == BOM:
-                start += 3
-            nl = buf.find(b"\n", start, end)
-            first = first_line(buf[start : nl if nl >= 0 else end])
-            cols = [c.strip() for c in first.decode("utf-8", "replace").split(",")]
-            types = _csv_types(cols)
-            if "allThreads" not in types:
-                scan.key_kind = None
-            opts = (
-                pacsv.ParseOptions(newlines_in_values=True),
-                pacsv.ConvertOptions(column_types=types, include_columns=list(types), null_values=[""],
-                                     strings_can_be_null=False, quoted_strings_can_be_null=False),
-            )  # fmt: skip
-        block = memoryview(buf)[start:end]
+    def __init__(self, scan: Scan):
+        self.scan, self.cols, self.types, self.opts = scan, None, {}, None
+        self.rows = self.kept = self.n_tc = 0
+        self.csv_line = 1  # file line of the block's start as the csv module counts lines (for messages)
+        self.null_ts: list = [None]
+        self.null_el: list = [None]
+        self.el_min, self.el_min_row = 0, -1
+        self.threads_ok = True
+        self.memo: dict = {"rc": {}, "ok": {}, "tc": {}}
+
+    def header(self, buf, start: int, end: int) -> int:
+        """Read the header line of the first block; returns where the block's text starts."""
+        import pyarrow.csv as pacsv
+
+        if buf[start : start + 3] == BOM:
+            start += 3
+        nl = buf.find(b"\n", start, end)
+        first = first_line(buf[start : nl if nl >= 0 else end])
+        self.cols = [c.strip() for c in first.decode("utf-8", "replace").split(",")]
+        self.types = _csv_types(self.cols)
+        if "allThreads" not in self.types:
+            self.scan.key_kind = None
+        self.opts = (
+            pacsv.ParseOptions(newlines_in_values=True),
+            pacsv.ConvertOptions(column_types=self.types, include_columns=list(self.types), null_values=[""],
+                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )  # fmt: skip
+        return start
+
+    def parse(self, block, header: bool):
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
         try:
-            t = pacsv.read_csv(
+            return pacsv.read_csv(
                 pa.BufferReader(arrow_copy(block)),
                 read_options=pacsv.ReadOptions(
-                    column_names=cols, skip_rows=1 if header else 0, use_threads=True
+                    column_names=self.cols, skip_rows=1 if header else 0, use_threads=True
                 ),
-                parse_options=opts[0],
-                convert_options=opts[1],
+                parse_options=self.opts[0],
+                convert_options=self.opts[1],
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise _diagnose(path, block, csv_line, header, cols, str(exc)) from None
+            raise _diagnose(self.scan.path, block, self.csv_line, header, self.cols, str(exc)) from None
+
+    def batch(self, t) -> Batch:
+        """The samples of one parsed block (transaction parents left out)."""
+        n, types, rows = t.num_rows, self.types, self.rows
+        ts = _int_column(t.column("timeStamp"), self.null_ts, "timeStamp", rows)
+        el = _int_column(t.column("elapsed"), self.null_el, "elapsed", rows)
+        i = int(np.argmin(el))
+        if el[i] < self.el_min:
+            self.el_min, self.el_min_row = int(el[i]), rows + i
+        code = _by_value(t.column("responseCode"), _code_of, self.memo["rc"], np.int64) if "responseCode" in types \
+            else np.zeros(n, np.int64)  # fmt: skip
+        ok = _by_value(t.column("success"), _success_of, self.memo["ok"], bool) if "success" in types \
+            else (code >= 200) & (code <= 299)  # fmt: skip
+        key = None
+        if self.threads_ok and "allThreads" in types:
+            c = t.column("allThreads")
+            if c.null_count:
+                self.threads_ok = False
+            else:
+                key = _int_column(c, [None], "allThreads", rows)
+        self.rows += n
+        b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, np.arange(rows + 2, rows + 2 + n, dtype=np.int64))
+        if "responseMessage" in types:
+            tc = _by_value(t.column("responseMessage"), _tc_of, self.memo["tc"], bool)
+            if tc.any():
+                self.n_tc += int(tc.sum())
+                b = b.take(~tc)
+        self.kept += len(b)
+        return b
+
+    def finish(self, truncated: str | None) -> None:
+        """The warnings of the whole pass, and the errors that needed it."""
+        scan, path = self.scan, self.scan.path
+        if truncated:
+            scan.warnings.append(truncated)
+        if "allThreads" in (self.cols or ()) and not self.threads_ok:
+            scan.key_kind = None
+            scan.warnings.append(f"{path}: allThreads has empty values: one step")
+        if self.n_tc:
+            scan.warnings.append(
+                f"{path}: left out {self.n_tc} transaction-controller parent sample(s) "
+                "(their requests are counted on their own rows)"
+            )
+        for name, first in (("timeStamp", self.null_ts[0]), ("elapsed", self.null_el[0])):
+            if first is not None:
+                raise fail(path, first + 2, f"empty {name} value")
+        if self.el_min < 0:
+            raise fail(path, self.el_min_row + 2, f"bad elapsed {self.el_min} (must be >= 0)")
+        if self.kept == 0:
+            raise fail(path, None, "no samples (the file has a header but no data rows)")
+
+
+def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
+    blocks = TextBlocks(scan.path, raw_chunks(scan.path, data, chunk_bytes), chunk_bytes, quotes=True)
+    st = _CsvPass(scan)
+    for buf, start, end, line in blocks:
+        header = st.cols is None
+        if header:
+            start = st.header(buf, start, end)
+        t = st.parse(memoryview(buf)[start:end], header)
         nxt = blocks.line_after
         if buf.find(b"\r", start, end) >= 0:  # a lone CR ends a line for the csv module too
             nxt += buf.count(b"\r", start, end) - buf.count(b"\r\n", start, end)
-        csv_line += nxt - _line
-        n = t.num_rows
-        if n == 0:
+        st.csv_line += nxt - line
+        if t.num_rows == 0:
             continue
-        ts = _int_column(t.column("timeStamp"), null_ts, "timeStamp", rows)
-        el = _int_column(t.column("elapsed"), null_el, "elapsed", rows)
-        i = int(np.argmin(el))
-        if el[i] < el_min:
-            el_min, el_min_row = int(el[i]), rows + i
-        if "responseCode" in types:
-            code = _by_value(t.column("responseCode"), _code_of, memo_rc, np.int64)
-        else:
-            code = np.zeros(n, np.int64)
-        if "success" in types:
-            ok = _by_value(t.column("success"), _success_of, memo_ok, bool)
-        else:
-            ok = (code >= 200) & (code <= 299)
-        key = None
-        if threads_ok and "allThreads" in types:
-            c = t.column("allThreads")
-            if c.null_count:
-                threads_ok = False
-            else:
-                key = _int_column(c, [None], "allThreads", rows)
-        line = np.arange(rows + 2, rows + 2 + n, dtype=np.int64)
-        rows += n
-        b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, line)
-        if "responseMessage" in types:
-            tc = _by_value(t.column("responseMessage"), _tc_of, memo_tc, bool)
-            if tc.any():
-                n_tc += int(tc.sum())
-                b = b.take(~tc)
+        b = st.batch(t)
         del t
-        kept += len(b)
         if len(b):
             yield b
-    if blocks.truncated:
-        scan.warnings.append(blocks.truncated)
-    if "allThreads" in (cols or ()) and not threads_ok:
-        scan.key_kind = None
-        scan.warnings.append(f"{path}: allThreads has empty values: one step")
-    if n_tc:
-        scan.warnings.append(
-            f"{path}: left out {n_tc} transaction-controller parent sample(s) "
-            "(their requests are counted on their own rows)"
-        )
-    for name, first in (("timeStamp", null_ts[0]), ("elapsed", null_el[0])):
-        if first is not None:
-            raise fail(path, first + 2, f"empty {name} value")
-    if el_min < 0:
-        raise fail(path, el_min_row + 2, f"bad elapsed {el_min} (must be >= 0)")
-    if kept == 0:
-        raise fail(path, None, "no samples (the file has a header but no data rows)")
+    st.finish(blocks.truncated)
 
 
 # --------------------------------------------------------------------------
@@ -499,57 +517,66 @@ def _xml_rows(path: Path, attrs: list[dict], lines: list[int], state: dict) -> B
     return Batch(ts_a * 1_000_000, el_a / 1e3, code, ok, key, line)
 
 
-def _xml_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
-    import xml.parsers.expat as expat
+class _XmlPass:
+    """expat over an XML JTL: the top-level samples (a transaction parent's children instead of it)."""
 
-    path = scan.path
-    p = expat.ParserCreate(None, "}")  # as ElementTree's parser: names in a namespace are not samples
-    attrs: list[dict] = []
-    lines: list[int] = []
-    depth = 0
-    top: dict | None = None  # the attributes of the open top-level sample
-    tc = False  # ... a transaction-controller parent: its child samples are the rows
-    children: list[dict] = []
+    def __init__(self, scan: Scan):
+        import xml.parsers.expat as expat
 
-    def start(name, a):
-        nonlocal depth, top, tc
-        depth += 1
-        if depth == 2:
+        self.scan, self.expat = scan, expat
+        self.p = expat.ParserCreate(
+            None, "}"
+        )  # as ElementTree's parser: names in a namespace are not samples
+        self.p.StartElementHandler, self.p.EndElementHandler = self._start, self._end
+        self.attrs: list[dict] = []
+        self.lines: list[int] = []
+        self.depth = 0
+        self.top: dict | None = None  # the attributes of the open top-level sample
+        self.tc = False  # ... a transaction-controller parent: its child samples are the rows
+        self.children: list[dict] = []
+        self.state = {"memo": {"rc": {}, "na": {}}, "threads": True, "el_min": (0, 0)}
+
+    def _start(self, name, a):
+        self.depth += 1
+        if self.depth == 2:
             if name in _SAMPLES:
-                top = a
-                tc = a.get("rm", "").startswith(_TC)
-                if tc:
-                    children.clear()
-        elif depth == 3 and tc and top is not None and name in _SAMPLES:
-            children.append(a)
+                self.top = a
+                self.tc = a.get("rm", "").startswith(_TC)
+                if self.tc:
+                    self.children.clear()
+        elif self.depth == 3 and self.tc and self.top is not None and name in _SAMPLES:
+            self.children.append(a)
 
-    def end(name):
-        nonlocal depth, top, tc
-        depth -= 1
-        if depth == 1 and top is not None:
-            if tc:
-                attrs.extend(children)
-                lines.extend([p.CurrentLineNumber] * len(children))
+    def _end(self, name):
+        self.depth -= 1
+        if self.depth == 1 and self.top is not None:
+            if self.tc:
+                self.attrs.extend(self.children)
+                self.lines.extend([self.p.CurrentLineNumber] * len(self.children))
             else:
-                attrs.append(top)
-                lines.append(p.CurrentLineNumber)
-            top, tc = None, False
+                self.attrs.append(self.top)
+                self.lines.append(self.p.CurrentLineNumber)
+            self.top, self.tc = None, False
 
-    p.StartElementHandler = start
-    p.EndElementHandler = end
-    state = {"memo": {"rc": {}, "na": {}}, "threads": True, "el_min": (0, 0)}
-
-    def parse(piece: bytes, final: bool) -> Batch | None:
+    def parse(self, piece: bytes, final: bool) -> Batch | None:
+        path = self.scan.path
         try:
-            p.Parse(piece, final)
-        except expat.ExpatError as e:
-            _xml_rows(path, attrs, lines, state)  # a bad sample before the bad XML is named first
+            self.p.Parse(piece, final)
+        except self.expat.ExpatError as e:
+            _xml_rows(
+                path, self.attrs, self.lines, self.state
+            )  # a bad sample before the bad XML is named first
             raise fail(path, e.lineno, f"bad XML ({short(str(e), 80)})") from None
-        b = _xml_rows(path, attrs, lines, state)
-        attrs.clear()
-        lines.clear()
+        b = _xml_rows(path, self.attrs, self.lines, self.state)
+        self.attrs.clear()
+        self.lines.clear()
         return b
 
+
+def _xml_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
+    path = scan.path
+    xp = _XmlPass(scan)
+    parse, state = xp.parse, xp.state
     if data is not None and (b"<!DOCTYPE" in data[:4096] or b"<!ENTITY" in data):
         raise _refused(path)
     n = 0

@@ -562,7 +562,7 @@ class K6Plan:
             self.plan, self.names, self.conc = OneStep(scan, ""), [name or "all"], None
             self.src = "one scenario and no vus samples: one step"
         elif not len(vus_t) or dropped:
-            self.fallback = TablePlan(scan, raw)
+            self.fallback = TablePlan(scan, raw, finish)
         else:
             sl = SampledLevels(vus_t, vus_v)
             sl.refine(sum(sl.interval_counts(c["start_ns"]) for c in raw.chunks(("start_ns",))))
@@ -570,7 +570,7 @@ class K6Plan:
             lv = np.diff(np.asarray(counted.plan.steps.levels, np.float64))
             turns = int((np.sign(lv[1:]) * np.sign(lv[:-1]) < 0).sum()) if len(lv) > 1 else 0
             if turns >= 2 or counted.looks_open:
-                self.fallback = TablePlan(scan, raw)
+                self.fallback = TablePlan(scan, raw, finish)
                 return
             self.extra = [f"{scan.path}: {x}" for x in counted.notes]
             if counted.held:

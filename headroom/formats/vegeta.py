@@ -125,6 +125,36 @@ def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
     return Block(buf.slice(lo, hi - lo), line, int(np.count_nonzero(a[lo:hi] == 10)))
 
 
+class _Source:
+    """A file's bytes, plain or gzip (by its magic bytes), read into caller's buffers."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.raw = open(path, "rb")  # noqa: SIM115 - closed by blocks()
+        except OSError as e:
+            raise _open_error(path, e) from None
+        self.src, self.size = self.raw, None
+        if self.raw.read(2) == b"\x1f\x8b":
+            self.src = gzip.GzipFile(fileobj=self.raw)
+        else:
+            self.size = os.fstat(self.raw.fileno()).st_size  # a plain file's blocks are no larger than it
+        self.raw.seek(0)
+
+    def fill(self, mv) -> int:
+        """Read into ``mv`` until it is full or the file ends; the bytes read."""
+        got = 0
+        try:
+            while got < len(mv):
+                k = self.src.readinto(mv[got:])
+                if not k:
+                    break
+                got += k
+        except (EOFError, OSError, zlib.error) as e:
+            raise _gzip_error(self.path, e) from None
+        return got
+
+
 def blocks(
     path: Path, chunk_bytes: int, warnings: list[str], *, quotes: bool = False, header: bool = False
 ) -> Iterator[Block]:
@@ -140,30 +170,9 @@ def blocks(
     import pyarrow as pa
 
     chunk_bytes = max(int(chunk_bytes), 1)
+    source = _Source(path)
+    raw, size, fill = source.raw, source.size, source.fill
     try:
-        raw = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as e:
-        raise _open_error(path, e) from None
-    try:
-        src, size = raw, None
-        if raw.read(2) == b"\x1f\x8b":
-            src = gzip.GzipFile(fileobj=raw)
-        else:
-            size = os.fstat(raw.fileno()).st_size  # a plain file's blocks are no larger than the file
-        raw.seek(0)
-
-        def fill(mv) -> int:
-            got = 0
-            try:
-                while got < len(mv):
-                    k = src.readinto(mv[got:])
-                    if not k:
-                        break
-                    got += k
-            except (EOFError, OSError, zlib.error) as e:
-                raise _gzip_error(path, e) from None
-            return got
-
         line, carry, seen_nl, first = 1, b"", False, header
         while True:
             want = chunk_bytes if size is None else min(chunk_bytes, max(size - raw.tell(), 0) + 1)
