@@ -97,7 +97,7 @@ FORMATS: dict[str, Format] = {
 def _plan_classes():
     return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
             "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
-            "k6-json": k6.K6Plan}  # fmt: skip
+            "k6-json": k6.K6Plan, "oha-csv": oha.plan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches

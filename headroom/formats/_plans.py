@@ -41,6 +41,8 @@ class Found:
 
 
 class OneStep:
+    """Every row in one step (a file without steps of its own)."""
+
     def __init__(self, scan, source: str):
         self.scan, self.source = scan, source
 

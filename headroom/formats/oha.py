@@ -101,3 +101,10 @@ def read_csv(path: Path, data: bytes | None = None) -> Table:
 
     scan = scan_csv(path)
     return finish(scan, join(list(scan.batches())))
+
+
+def plan(scan: Scan, raw):
+    """The step plan of a spooled oha file: one step, as :func:`finish` says."""
+    from ._plans import OneStep
+
+    return OneStep(scan, "one oha run: one step (give one file per step, or --steps)")
