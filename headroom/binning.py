@@ -243,10 +243,10 @@ def sparse_counts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Count requests per (bucket, value code): sorted (bucket, value, count) of the non-empty pairs.
 
-    A dense bincount when the table is small, a sort otherwise.
+    A dense bincount when the table is small (and not much larger than the rows), a sort otherwise.
     """
     key = np.asarray(bucket).astype(np.int64) * n_values + code
-    if n_buckets * n_values <= 1 << 22:
+    if n_buckets * n_values <= min(1 << 22, max(8 * len(key), 1 << 16)):
         c = np.bincount(key, minlength=n_buckets * n_values)
         nz = np.flatnonzero(c)
         cnt = c[nz]

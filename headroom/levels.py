@@ -551,9 +551,17 @@ class SampledLevels:
         st = np.asarray(start_ns, np.int64)
         i = np.searchsorted(self.ts, st, side="right") - 1
         out = self.lv[np.maximum(i, 0)]
-        for a, cut in self.cuts.items():
-            between = (st > self.ts[a]) & (st <= self.ts[a + 1])
-            out[between] = np.where(st[between] < cut, self.lv[a], self.lv[a + 1])
+        if not self.cuts:
+            return out
+        cut_at = np.zeros(len(self.ts), np.int64)
+        is_cut = np.zeros(len(self.ts), bool)
+        cut_at[list(self.cuts)] = list(self.cuts.values())
+        is_cut[list(self.cuts)] = True
+        j = np.searchsorted(self.ts, st, side="left") - 1  # ts[j] < start <= ts[j + 1]
+        m = np.flatnonzero((j >= 0) & (j < len(self.ts) - 1))
+        m = m[is_cut[j[m]]]
+        a = j[m]
+        out[m] = np.where(st[m] < cut_at[a], self.lv[a], self.lv[a + 1])
         return out
 
 
