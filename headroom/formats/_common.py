@@ -124,16 +124,30 @@ def arrow_csv(
         raise diagnose_csv(data, path, len(columns), header, row_problem, delimiter, str(exc)) from None
 
 
-def diagnose_csv(data: bytes, path: Path, ncols: int, header: bool, row_problem, delimiter: str, why: str):
+def diagnose_csv(
+    data: bytes,
+    path: Path,
+    ncols: int,
+    header: bool,
+    row_problem,
+    delimiter: str,
+    why: str,
+    *,
+    line0: int = 1,
+):
+    """The first bad line of CSV bytes pyarrow refused, as an error (``line0``: the file line of the
+    bytes' first line; blank lines are skipped, as pyarrow skips them)."""
     import csv
     import io
+    import re
 
     text = io.StringIO(data.decode("utf-8", "replace"), newline="")
     reader = csv.reader(text, delimiter=delimiter)
+    off = line0 - 1
     try:
         for row in reader:
-            ln = reader.line_num
-            if header and ln == 1:
+            ln = off + reader.line_num
+            if (header and reader.line_num == 1) or not row:
                 continue
             if len(row) != ncols:
                 return fail(
@@ -143,8 +157,9 @@ def diagnose_csv(data: bytes, path: Path, ncols: int, header: bool, row_problem,
             if problem:
                 return fail(path, ln, problem)
     except csv.Error as e:
-        return fail(path, reader.line_num, f"bad CSV ({short(str(e))})")
-    return fail(path, None, f"cannot parse this CSV file: {short(why.splitlines()[0] if why else why)}")
+        return fail(path, off + reader.line_num, f"bad CSV ({short(str(e))})")
+    why = re.sub(r"Row #\d+: ", "", why.splitlines()[0] if why else why)  # pyarrow's count may be a block's
+    return fail(path, None, f"cannot parse this CSV file: {short(why)}")
 
 
 def as_np(col, dtype) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
-from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
+from ._common import EXACT, Table, diagnose_csv, fail, first_line, is_int, rfc3339_ns, short
 from ._plans import Found, GroupPlan
 from ._scan import TS_UTC, _gzip_error, _open_error, np_column, truncated_warning
 
@@ -265,28 +265,7 @@ def json_row_lines(block: Block, nrows: int) -> np.ndarray | None:
 
 def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, delimiter: str = ","):
     """The first bad line of a block pyarrow refused (line numbers from ``block.line0``), as an error."""
-    import csv
-    import io
-
-    text = io.StringIO(block.text().decode("utf-8", "replace"), newline="")
-    reader = csv.reader(text, delimiter=delimiter)
-    off = block.line0 - 1
-    try:
-        for row in reader:
-            if not row:
-                continue
-            ln = off + reader.line_num
-            if len(row) != ncols:
-                return fail(
-                    path, ln, f"expected {ncols} fields, got {len(row)}: '{short(delimiter.join(row))}'"
-                )
-            problem = row_problem(row)
-            if problem:
-                return fail(path, ln, problem)
-    except csv.Error as e:
-        return fail(path, off + reader.line_num, f"bad CSV ({short(str(e))})")
-    why = re.sub(r"Row #\d+: ", "", why.splitlines()[0] if why else why)  # pyarrow's count is the block's
-    return fail(path, None, f"cannot parse this CSV file: {short(why)}")
+    return diagnose_csv(block.text(), path, ncols, False, row_problem, delimiter, why, line0=block.line0)
 
 
 def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False):
