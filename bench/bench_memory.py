@@ -46,6 +46,7 @@ def peak_mb(args: list[str]) -> float:
         sys.exit(f"headroom {' '.join(args)} failed:\n{r.stderr[-2000:]}")
     return float(last[1])
 
+
 N = int(os.environ.get("HEADROOM_BENCH_N", 300_000))
 
 WRITERS = {
