@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .formats._checks import (
+    MAX_TIME_NS,
     MIN_TIME_NS,
     SPAN_TOLERANCE_S,
     add_codes,
@@ -223,10 +224,6 @@ class _Done:
             yield c["start_ns"][keep] + np.int64(self.shift), c["latency_s"][keep]
 
 
-def _line(lines, i: int):
-    return None if lines is None else int(lines[i])
-
-
 def _failed(c: dict, have: dict) -> np.ndarray:
     if have["ok"]:
         return ~c["ok"]
@@ -240,8 +237,6 @@ def _plausible(path: Path, k: int, s: StepStats, spool: Spool, shift: int) -> No
     """:func:`check_plausible` on a step: from its statistics, or (a long step) from its spool."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
-        from .formats._checks import MAX_TIME_NS
-
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
     st, lat, ln = spool.column("start_ns"), spool.column("latency_s"), spool.column("line")
