@@ -95,8 +95,15 @@ class LatencyHist:
             ticks, scale = grid
             d = int(ticks.max()) + 1 if len(ticks) else 1
             g, t, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), ticks, d)
-            present = _distinct(t)
-            return cls(g.astype(np.int64), np.searchsorted(present, t), c, present / scale)
+            if d <= max(4 * len(t), 1 << 16):  # the ticks present marked in a table: no sort
+                seen = np.zeros(d, bool)
+                seen[t] = True
+                present = np.flatnonzero(seen)
+                index = (np.cumsum(seen) - 1)[t]
+            else:
+                present = _distinct(t)
+                index = np.searchsorted(present, t)
+            return cls(g.astype(np.int64), index, c, present / scale)
         codes = encode_latency(latency_s)
         g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
         return cls(g.astype(np.int64), v.astype(np.int64), c, codes.values)
@@ -109,10 +116,16 @@ class LatencyHist:
             return cls.empty()
         if len(hists) == 1:
             return hists[0]
-        values = _distinct(np.concatenate([h.values for h in hists]))
+        if all(h.values is hists[0].values for h in hists):  # parts of one histogram: one set of values
+            values = hists[0].values
+            index = np.concatenate([h.index for h in hists])
+        else:
+            values = _distinct(np.concatenate([h.values for h in hists]))
+            index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
         group = np.concatenate([h.group for h in hists])
-        index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
         count = np.concatenate([h.count for h in hists])
+        if all(int(a.group[-1]) < int(b.group[0]) for a, b in zip(hists, hists[1:])):
+            return cls(group, index, count, values)  # groups in order, none shared: already sorted
         d = max(len(values), 1)
         key = group * d + index
         order = np.argsort(key, kind="stable")
@@ -251,6 +264,104 @@ def bucket_step(
         hists.append(h)
     part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
     return part
+
+
+class _Grid:
+    """Where the buckets of every step lie, one row of arrays per step (the last: steps not reduced)."""
+
+    def __init__(self, frames: dict[int, Frame], bucket_ns: int, min_partial: float, where: str):
+        size = max(frames, default=-1) + 2
+        self.t0, self.m, self.off = (np.zeros(size, np.int64) for _ in range(3))
+        self.mode = np.zeros(size, np.int8)  # 0 not reduced here, 1 bucketed, 2 too short to bucket
+        self.parts: dict[int, StepPart] = {}
+        self.nb, self.bucket_ns = 0, bucket_ns
+        for k in sorted(frames):
+            fr = frames[k]
+            self.parts[k] = part = StepPart(fr.t0, fr.t1, fr.n)
+            if fr.n == 0:
+                continue
+            if fr.n < 2 or fr.t1 <= fr.t0:
+                self.mode[k] = 2
+                continue
+            _check_span(fr, bucket_ns, where, k)
+            part.lengths = np.asarray(bucket_lengths_ns(fr.t1 - fr.t0, bucket_ns, min_partial), np.int64)
+            self.mode[k], self.t0[k], self.m[k], self.off[k] = 1, fr.t0, len(part.lengths), self.nb
+            self.nb += len(part.lengths)
+
+    def bucket(self, st: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """The run-wide bucket of each row (all of bucketed steps)."""
+        if key[0] == key[-1] and not (key != key[0]).any():  # one step: scalars
+            k = int(key[0])
+            g = st - self.t0[k]
+            np.floor_divide(g, self.bucket_ns, out=g)
+            np.minimum(g, self.m[k] - 1, out=g)
+            return g + self.off[k]
+        g = st - self.t0[key]
+        np.floor_divide(g, self.bucket_ns, out=g)
+        np.minimum(g, self.m[key] - 1, out=g)
+        return g + self.off[key]
+
+
+def bucket_steps(
+    batches: Callable[[], Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+    frames: dict[int, Frame],
+    *,
+    bucket_ns: int,
+    min_partial: float,
+    where: str,
+) -> dict[int, StepPart]:
+    """Every step of ``frames`` reduced in one pass over ``batches()`` of (start ns, latency s, step),
+    steps mixed in any order: the parts :func:`bucket_step` gives each step's rows (latency sums
+    added batch by batch).  Rows of steps not in ``frames`` are left out."""
+    grid = _Grid(frames, bucket_ns, min_partial, where)
+    last = len(grid.mode) - 1
+    sums, hists, loose, rounded = np.zeros(grid.nb), [], [], False
+    for st, lat, key in batches():
+        if len(key) == 0:
+            continue
+        key = np.minimum(key, last)
+        mode = grid.mode[key]
+        b = mode == 1
+        if not b.all():
+            if (mode == 2).any():
+                loose.append((key[mode == 2].astype(np.int64), lat[mode == 2]))
+            st, lat, key = st[b], lat[b], key[b]
+            if len(key) == 0:
+                continue
+        g = grid.bucket(st, key)
+        lo, hi = int(g.min()), int(g.max())
+        g -= lo
+        sums[lo : hi + 1] += np.bincount(g, weights=lat, minlength=hi - lo + 1)
+        h, r = LatencyHist.counted(g, lat, hi - lo + 1, resolution_s=RESOLUTION_S)
+        hists.append(h.shifted(lo))
+        rounded |= r
+    _fill_parts(grid, sums, LatencyHist.sum(hists), rounded)
+    _loose_parts(grid, loose)
+    return grid.parts
+
+
+def _fill_parts(grid: _Grid, sums: np.ndarray, h: LatencyHist, rounded: bool) -> None:
+    """Each bucketed step's share of the run-wide sums and histogram."""
+    counts = np.bincount(h.group, weights=h.count, minlength=grid.nb).astype(np.int64)
+    bucketed = np.flatnonzero(grid.mode[:-1] == 1)
+    off, m = grid.off[bucketed], grid.m[bucketed]
+    lo, hi = np.searchsorted(h.group, off), np.searchsorted(h.group, off + m)
+    for k, o, n, a, b in zip(bucketed.tolist(), off.tolist(), m.tolist(), lo.tolist(), hi.tolist()):
+        part = grid.parts[k]
+        part.counts, part.sums = counts[o : o + n], sums[o : o + n]
+        part.hist = LatencyHist(h.group[a:b] - o, h.index[a:b], h.count[a:b], h.values)
+        part.rounded = rounded
+
+
+def _loose_parts(grid: _Grid, loose: list) -> None:
+    """The steps too short to bucket: their requests counted per step."""
+    for k in np.flatnonzero(grid.mode[:-1] == 2).tolist():
+        lat = [la[kk == k] for kk, la in loose]
+        lat = np.concatenate(lat) if lat else np.zeros(0)
+        part = grid.parts[k]
+        part.loose, part.rounded = LatencyHist.counted(
+            np.full(len(lat), k, np.int64), lat, k + 1, resolution_s=RESOLUTION_S
+        )
 
 
 def _last_end(st: np.ndarray, lat: np.ndarray) -> int:

@@ -3,9 +3,10 @@
 A format that needs the whole run before it knows its steps (JMeter's
 thread levels, Gatling's users, k6's VU samples) is parsed once; its rows
 go to a spool (about 41 bytes a request) and every later pass (steps,
-accounting, one spool per step for the buckets) reads the spool a chunk at
-a time.  Rows stay in memory while all spools together hold fewer than
-:data:`BUDGET_ROWS`; beyond that a spool appends to files in a folder under
+accounting, buckets) reads the spool a chunk at a time.  Rows stay in
+memory, in slabs of :data:`CHUNK_ROWS` rows that are read back without a
+copy, while all spools together hold fewer than :data:`BUDGET_BYTES`;
+beyond that the largest spool appends to files in a folder under
 ``$TMPDIR`` (``HEADROOM_SPOOL_DIR`` overrides), removed when the spool is
 closed or collected.  Memory stays at the budget and a chunk, whatever the
 run's length.
@@ -21,11 +22,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-#: Rows per chunk read back.
+#: Rows per chunk read back (and per slab held in memory).
 CHUNK_ROWS = 1 << 18
-#: Rows all spools keep in memory together (about 40 MB); more go to disk.
-BUDGET_ROWS = 1 << 20
-_buffered = [0]  # rows held in memory by all spools
+#: Bytes all spools keep in memory together (about 1.1M rows of a parsed file); more go to disk.
+BUDGET_BYTES = 48 << 20
+_buffered = [0]  # bytes held in memory by all spools
 _holders: weakref.WeakSet = weakref.WeakSet()  # the spools holding rows in memory
 
 
@@ -34,9 +35,12 @@ class Spool:
 
     def __init__(self, dtypes: dict[str, np.dtype], where: str | None = None):
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
+        self.row_bytes = sum(d.itemsize for d in self.dtypes.values())
         self.where = where or os.environ.get("HEADROOM_SPOOL_DIR") or None
         self.dir: str | None = None
-        self._mem: list[dict[str, np.ndarray]] = []  # rows not written yet (after those on disk)
+        self.cap = CHUNK_ROWS
+        self._slabs: list[dict[str, np.ndarray]] = []  # rows not written yet (after those on disk)
+        self._fill = 0  # rows in the last slab
         self._mem_rows = self.on_disk = self.n = 0
         self._release = weakref.finalize(self, _forget, self._counter())
 
@@ -45,64 +49,91 @@ class Spool:
         return self._held
 
     def append(self, **cols: np.ndarray) -> None:
-        """Add rows: one array per column, all of one length."""
+        """Add rows (copied): one array per column, all of one length."""
         n = len(next(iter(cols.values())))
         if set(cols) != set(self.dtypes) or any(len(a) != n for a in cols.values()):
             raise ValueError(f"a spool append needs {sorted(self.dtypes)} of one length")
-        self._mem.append({k: np.array(a, self.dtypes[k], copy=True) for k, a in cols.items()})
+        i = 0
+        while i < n:
+            if not self._slabs or self._fill == self.cap:
+                # np.empty: pages are taken as rows are written, not for the whole slab
+                self._slabs.append({k: np.empty(self.cap, d) for k, d in self.dtypes.items()})
+                self._fill = 0
+            m = min(n - i, self.cap - self._fill)
+            slab = self._slabs[-1]
+            for k, a in cols.items():
+                slab[k][self._fill : self._fill + m] = a[i : i + m]
+            self._fill += m
+            i += m
         self._mem_rows += n
-        self._held[0] += n
-        _buffered[0] += n
         self.n += n
+        nbytes = n * self.row_bytes
+        self._held[0] += nbytes
+        _buffered[0] += nbytes
         _holders.add(self)
-        while _buffered[0] > BUDGET_ROWS and _holders:
-            max(_holders, key=lambda sp: sp._mem_rows)._flush()  # the largest goes to disk
+        while _buffered[0] > BUDGET_BYTES and _holders:
+            max(_holders, key=lambda sp: sp._held[0])._flush()  # the largest goes to disk
+
+    def _parts(self) -> Iterator[dict[str, np.ndarray]]:
+        """The slabs held in memory, each cut to its rows (views)."""
+        last = len(self._slabs) - 1
+        for j, slab in enumerate(self._slabs):
+            m = self._fill if j == last else self.cap
+            yield {k: a[:m] for k, a in slab.items()}
 
     def _flush(self) -> None:
         """Write the rows held in memory to this spool's files."""
         _holders.discard(self)
-        if not self._mem:
+        if not self._slabs:
             return
         if self.dir is None:
             self.dir = tempfile.mkdtemp(prefix="headroom-spool-", dir=self.where)
             self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
         for k in self.dtypes:
             with open(os.path.join(self.dir, k), "ab") as f:
-                for part in self._mem:
+                for part in self._parts():
                     f.write(part[k].data)
         self.on_disk += self._mem_rows
-        _buffered[0] -= self._mem_rows
+        _buffered[0] -= self._held[0]
         self._held[0] = 0
-        self._mem, self._mem_rows = [], 0
+        self._slabs, self._fill, self._mem_rows = [], 0, 0
 
     def chunks(
-        self, names: tuple[str, ...] | list[str], rows: int = CHUNK_ROWS
+        self, names: tuple[str, ...] | list[str], rows: int | None = None
     ) -> Iterator[dict[str, np.ndarray]]:
-        """The rows in order, ``rows`` at a time, as {column: array}."""
-        if self.on_disk:
+        """The rows in order, at most ``rows`` (default :data:`CHUNK_ROWS`) at a time, as {column: array}.
+
+        Rows held in memory come as views of the spool's slabs: read them, do not write them.
+        """
+        rows = rows or CHUNK_ROWS
+        # the rows as they are now: a flush while they are read (another spool appending) moves
+        # rows from memory to disk, and these slabs stay alive until they are read
+        on_disk, parts = self.on_disk, list(self._parts())
+        if on_disk:
             handles = {k: open(os.path.join(self.dir, k), "rb") for k in names}  # noqa: SIM115
             try:
                 done = 0
-                while done < self.on_disk:
-                    m = min(rows, self.on_disk - done)
+                while done < on_disk:
+                    m = min(rows, on_disk - done)
                     yield {k: np.fromfile(h, self.dtypes[k], m) for k, h in handles.items()}
                     done += m
             finally:
                 for h in handles.values():
                     h.close()
-        mem = self._mem  # in memory: joined a chunk at a time
-        for a in range(0, self._mem_rows, rows):
-            yield {k: _rows(mem, k, a, a + rows) for k in names}
+        for part in parts:
+            n = len(part[next(iter(self.dtypes))])
+            for a in range(0, n, rows):
+                yield {k: part[k][a : a + rows] for k in names}
 
     def column(self, name: str) -> np.ndarray:
         """One whole column (for the rare paths that need it whole)."""
-        return np.concatenate([c[name] for c in self.chunks((name,), max(self.n, 1))] or
-                              [np.zeros(0, self.dtypes[name])])  # fmt: skip
+        parts = [c[name] for c in self.chunks((name,))]
+        return np.concatenate(parts) if parts else np.zeros(0, self.dtypes[name])
 
     def close(self) -> None:
         _holders.discard(self)
         self._release()
-        self._mem, self._mem_rows = [], 0
+        self._slabs, self._fill, self._mem_rows = [], 0, 0
         if self.dir is not None:
             self._cleanup()
 
@@ -113,21 +144,35 @@ class Spool:
         self.close()
 
 
+class Cursor:
+    """A spool's rows read in pieces of any length, in order (to walk two spools of one length together)."""
+
+    def __init__(self, spool: Spool, names: tuple[str, ...]):
+        self.names = names
+        self._it = spool.chunks(names)
+        self._buf: dict[str, np.ndarray] | None = None
+        self._pos = 0
+
+    def take(self, m: int) -> dict[str, np.ndarray]:
+        """The next ``m`` rows (fewer only at the end)."""
+        out: list[dict[str, np.ndarray]] = []
+        while m > 0:
+            if self._buf is None or self._pos == len(self._buf[self.names[0]]):
+                self._buf = next(self._it, None)
+                self._pos = 0
+                if self._buf is None:
+                    break
+            have = len(self._buf[self.names[0]]) - self._pos
+            k = min(m, have)
+            out.append({n: a[self._pos : self._pos + k] for n, a in self._buf.items()})
+            self._pos += k
+            m -= k
+        if len(out) == 1:
+            return out[0]
+        return {n: np.concatenate([o[n] for o in out]) if out else np.zeros(0) for n in self.names}
+
+
 def _forget(held: list) -> None:
     """A spool closed or collected: its rows in memory no longer count against the budget."""
     _buffered[0] -= held[0]
     held[0] = 0
-
-
-def _rows(parts: list[dict], name: str, a: int, b: int) -> np.ndarray:
-    """Rows ``a`` to ``b`` of column ``name`` across the parts held in memory."""
-    out, pos = [], 0
-    for p in parts:
-        col = p[name]
-        lo, hi = max(a - pos, 0), min(b - pos, len(col))
-        if lo < hi:
-            out.append(col[lo:hi])
-        pos += len(col)
-        if pos >= b:
-            break
-    return np.concatenate(out) if len(out) != 1 else out[0]

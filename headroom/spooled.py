@@ -32,12 +32,14 @@ from .formats._checks import (
 )
 from .formats._common import check_rows
 from .model import HeadroomError
-from .reduce import Frame, Partial, StepPart, bucket_step
-from .spool import Spool
+from .reduce import Frame, Partial, StepPart
+from .spool import Cursor, Spool
 
 RAW = {"start_ns": np.int64, "latency_s": np.float64, "status": np.int64, "ok": np.bool_, "key": np.int64,
        "line": np.int64}  # fmt: skip
-STEP = {"start_ns": np.int64, "latency_s": np.float64, "failed": np.bool_, "line": np.int64}
+#: Every row's step, as kept rows of step k (k), failed rows of step k (-2 - k) or rows in no step (-1).
+KEYS = {"step": np.int32}
+_I64 = np.iinfo(np.int64)
 
 
 @dataclass
@@ -55,19 +57,15 @@ class StepStats:
     t1: int | None = None
     codes: dict = field(default_factory=dict)
 
-    def add(self, st: np.ndarray, lat: np.ndarray, failed: np.ndarray) -> None:
-        self.n += len(st)
-        self.lo = _min(self.lo, int(st.min()))
-        self.hi = _max(self.hi, int(st.max()))
-        self.max_lat = max(self.max_lat, float(np.max(lat)))
-        self.end = _max(self.end, int((st + np.rint(lat * 1e9).astype(np.int64)).max()))
-        keep = ~failed
-        self.failed += int(failed.sum())
-        if keep.any():
-            s, la = st[keep], lat[keep]
-            self.kept += len(s)
-            self.t0 = _min(self.t0, int(s.min()))
-            self.t1 = _max(self.t1, int((s + np.rint(la * 1e9).astype(np.int64)).max()))
+    def merge(self, n, failed, lo, hi, max_lat, end, t0, t1) -> None:
+        """Add the figures of a run of rows (``t0``/``t1`` None when all of them failed)."""
+        self.n += n
+        self.failed += failed
+        self.kept += n - failed
+        self.lo, self.hi, self.end = _min(self.lo, lo), _max(self.hi, hi), _max(self.end, end)
+        self.max_lat = max(self.max_lat, max_lat)
+        if t0 is not None:
+            self.t0, self.t1 = _min(self.t0, t0), _max(self.t1, t1)
 
 
 def _min(a, b):
@@ -78,8 +76,42 @@ def _max(a, b):
     return b if a is None else max(a, b)
 
 
+def _tally(stats: dict, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict) -> None:
+    """The statistics of every step of a chunk, by runs of rows of one step (no sort when in step order)."""
+    st, lat = c["start_ns"], c["latency_s"]
+    if len(sid) > 1 and not (sid[1:] >= sid[:-1]).all():
+        order = np.argsort(sid, kind="stable")  # rows of a step together, in file order
+        sid, st, lat, failed = sid[order], st[order], lat[order], failed[order]
+        status = c["status"][order] if have["status"] else None
+    else:
+        status = c["status"] if have["status"] else None
+    first = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    end = st + np.rint(lat * 1e9).astype(np.int64)
+    kept = ~failed
+    figures = (
+        np.diff(np.r_[first, len(sid)]),
+        np.add.reduceat(failed, first),
+        np.minimum.reduceat(st, first),
+        np.maximum.reduceat(st, first),
+        np.maximum.reduceat(lat, first),
+        np.maximum.reduceat(end, first),
+        np.minimum.reduceat(np.where(kept, st, _I64.max), first),
+        np.maximum.reduceat(np.where(kept, end, _I64.min), first),
+    )
+    for j, k in enumerate(sid[first].tolist()):
+        if k < 0:
+            continue
+        n, nf, lo, hi, ml, en, t0, t1 = (int(f[j]) if i != 4 else float(f[j]) for i, f in enumerate(figures))
+        s = stats.setdefault(k, StepStats())
+        s.merge(n, nf, lo, hi, ml, en, *((t0, t1) if nf < n else (None, None)))
+        if nf:
+            a, b = first[j], first[j] + n
+            codes = status[a:b][failed[a:b]] if status is not None else np.full(nf, -1, np.int64)
+            add_codes(s.codes, failed_codes(codes))
+
+
 class SpoolSource:
-    """One request file of a non-CSV format, read once, reduced step by step from spools."""
+    """One request file of a non-CSV format, read once into a spool, reduced in one pass over it."""
 
     def __init__(self, path: Path, settings, fmt: str):
         self.path, self.settings, self.fmt = Path(path), settings, fmt
@@ -112,47 +144,35 @@ class SpoolSource:
         return scan, raw, have
 
     def _prepare(self):
-        """Steps found, every row's step, accounting per step, one spool per step (once)."""
+        """Steps found, every row's step, accounting per step (once)."""
         if self._done is not None:
             return self._done
         from .formats import FORMATS
         from .formats._plans import plan_for
 
         scan, raw, have = self._spool()
+        keys = Spool(KEYS)
         try:
             plan = plan_for(scan, raw, self.settings, have, FORMATS[self.fmt])
-            stats, spools = self._split(raw, plan, have)
-        finally:
+            stats = self._assign(raw, plan, have, keys)
+            found = plan.found()
+            errors_known = have["ok"] or have["status"]
+            self._done = _finish(self.path, scan, found, (stats, raw, keys), errors_known, self.settings)
+        except BaseException:
             raw.close()
-        found = plan.found()
-        errors_known = have["ok"] or have["status"]
-        self._done = _finish(self.path, scan, found, (stats, spools), errors_known, self.settings)
+            keys.close()
+            raise
         return self._done
 
-    def _split(self, raw: Spool, plan, have):
-        """Every row's step; failed rows counted; each step's rows to its spool."""
+    def _assign(self, raw: Spool, plan, have, keys: Spool) -> dict[int, StepStats]:
+        """Every row's step (to ``keys``), and the statistics of every step."""
         stats: dict[int, StepStats] = {}
-        spools: dict[int, Spool] = {}
         for c in raw.chunks(tuple(RAW)):
-            sid = plan.assign(c)
+            sid = np.asarray(plan.assign(c), np.int64)
             failed = _failed(c, have)
-            order = np.argsort(sid, kind="stable")  # the rows of each step together, in file order
-            srt = sid[order]
-            cuts = np.flatnonzero(srt[1:] != srt[:-1]) + 1
-            for rows in np.split(order, cuts):
-                k = int(sid[rows[0]]) if len(rows) else -1
-                if k < 0:
-                    continue
-                st, lat, fl, ln = c["start_ns"][rows], c["latency_s"][rows], failed[rows], c["line"][rows]
-                s = stats.setdefault(k, StepStats())
-                s.add(st, lat, fl)
-                if fl.any():
-                    codes = c["status"][rows][fl] if have["status"] else np.full(int(fl.sum()), -1, np.int64)
-                    add_codes(s.codes, failed_codes(codes))
-                if k not in spools:
-                    spools[k] = Spool(STEP)
-                spools[k].append(start_ns=st, latency_s=lat, failed=fl, line=ln)
-        return stats, spools
+            _tally(stats, sid, c, failed, have)
+            keys.append(step=np.where(failed & (sid >= 0), -2 - sid, sid).astype(np.int32))
+        return stats
 
     # ---------------------------------------------------------------- the source interface
 
@@ -169,38 +189,33 @@ class SpoolSource:
         """Reduce every step in its own frame, or in ``frames``."""
         d = self._prepare()
         acc = d.partial()
-        s = self.settings
-        for k in range(d.n_steps):
-            if frames is not None and k not in frames:
-                continue
-            st = d.stats.get(k)
-            if frames is not None:
-                fr = frames[k]
-            elif st is None or not st.kept:
-                fr = Frame(0, 0, 0)
-            else:
-                fr = Frame(st.t0 + d.shift, st.t1 + d.shift, st.kept)
-            acc.steps[k] = bucket_step(lambda k=k: d.kept(k), fr, bucket_ns=s.bucket_ns,
-                                       min_partial=s.min_partial, where=str(self.path), step=k)  # fmt: skip
-        if frames is not None:
+        if frames is None:
+            frames = {}
+            for k in range(d.n_steps):
+                st = d.stats.get(k)
+                kept = st is not None and st.kept
+                frames[k] = Frame(st.t0 + d.shift, st.t1 + d.shift, st.kept) if kept else Frame(0, 0, 0)
+        else:
             acc.step_errors, acc.warnings = None, []
+        acc.steps = bucket_spooled(d, frames, self.settings)
         return acc
 
     def close(self) -> None:
         if self._done is not None:
-            for sp in self._done.spools.values():
-                sp.close()
+            self._done.raw.close()
+            self._done.keys.close()
 
 
 @dataclass
 class _Done:
-    """A prepared file: its steps, their statistics and spools, the shift of relative times."""
+    """A prepared file: its steps, their statistics, the spooled rows and their steps, the time shift."""
 
     path: Path
     fmt: str
     n_steps: int
     stats: dict
-    spools: dict
+    raw: Spool
+    keys: Spool
     step_errors: np.ndarray | None
     codes: dict
     warnings: list
@@ -214,14 +229,33 @@ class _Done:
                        error_codes=dict(self.codes), warnings=list(self.warnings), step_concurrency=self.conc,
                        step_rates=self.rates, failures_said=True)  # fmt: skip
 
-    def kept(self, k: int):
-        """(start ns, latency s) batches of step ``k``'s kept rows, times anchored."""
-        sp = self.spools.get(k)
-        if sp is None:
-            return
-        for c in sp.chunks(("start_ns", "latency_s", "failed")):
-            keep = ~c["failed"]
-            yield c["start_ns"][keep] + np.int64(self.shift), c["latency_s"][keep]
+    def rows(self, names: tuple[str, ...]):
+        """The spooled rows, chunk by chunk, with every row's step key (see :data:`KEYS`)."""
+        return _rows(self.raw, self.keys, names)
+
+
+def _rows(raw: Spool, keys: Spool, names: tuple[str, ...]):
+    cur = Cursor(keys, ("step",))
+    for c in raw.chunks(names):
+        yield c, cur.take(len(c[names[0]]))["step"]
+
+
+def bucket_spooled(d: _Done, frames: dict[int, Frame], settings) -> dict[int, StepPart]:
+    """Every step of a prepared file bucketed in ``frames``, in one pass over its kept rows."""
+    from .reduce import bucket_steps
+
+    shift = np.int64(d.shift)
+
+    def kept():
+        for c, key in d.rows(("start_ns", "latency_s")):
+            m = key >= 0
+            if m.all():
+                yield c["start_ns"] + shift, c["latency_s"], key
+            elif m.any():
+                yield c["start_ns"][m] + shift, c["latency_s"][m], key[m]
+
+    return bucket_steps(kept, frames, bucket_ns=settings.bucket_ns, min_partial=settings.min_partial,
+                        where=str(d.path))  # fmt: skip
 
 
 def _failed(c: dict, have: dict) -> np.ndarray:
@@ -233,24 +267,29 @@ def _failed(c: dict, have: dict) -> np.ndarray:
     return np.zeros(len(c["start_ns"]), bool)
 
 
-def _plausible(path: Path, k: int, s: StepStats, spool: Spool, shift: int) -> None:
-    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its spool."""
+def _plausible(path: Path, k: int, s: StepStats, d_rows, shift: int) -> None:
+    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
-    st, lat, ln = spool.column("start_ns"), spool.column("latency_s"), spool.column("line")
+    parts = [
+        (c["start_ns"][m], c["latency_s"][m], c["line"][m])
+        for c, key in d_rows(("start_ns", "latency_s", "line"))
+        if (m := (key == k) | (key == -2 - k)).any()
+    ]
+    st, lat, ln = (np.concatenate(x) for x in zip(*parts))
     check_plausible(path, st + np.int64(shift), lat, lambda i: int(ln[i]) or None)
 
 
 def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> _Done:
     """Checks, failed requests, anchoring and the warnings, in the order the table path gives them."""
-    stats, spools = split
+    stats, raw, keys = split
     warnings = list(found.warnings)
     n = sum(s.n for s in stats.values())
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
-        _plausible(path, k, stats[k], spools[k], check_shift)
+        _plausible(path, k, stats[k], lambda names: _rows(raw, keys, names), check_shift)
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:
@@ -274,7 +313,7 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> _Do
         from .tables import stated_concurrency
 
         conc = stated_concurrency(str(path), settings.concurrency, n_steps, conc, rates, warnings)
-    return _Done(path, scan.fmt, n_steps, stats, spools, step_errors, codes, warnings,
+    return _Done(path, scan.fmt, n_steps, stats, raw, keys, step_errors, codes, warnings,
                  tuple(conc) if conc is not None else None, tuple(rates) if rates is not None else None,
                  shift)  # fmt: skip
 

@@ -99,7 +99,7 @@ def test_run_builder_says_when_a_batch_goes_back_in_time():
 @pytest.mark.parametrize("budget", [0, 4000, 1 << 20])
 def test_spool_round_trip(tmp_path, monkeypatch, budget):
     """Rows come back in order, in chunks, whether held in memory, on disk, or partly each."""
-    monkeypatch.setattr(spool, "BUDGET_ROWS", budget)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", budget * 16)
     rng = np.random.default_rng(3)
     a = rng.integers(0, 1 << 62, 10_001)
     b = rng.random(10_001)
@@ -119,6 +119,71 @@ def test_spool_round_trip(tmp_path, monkeypatch, budget):
     assert spool._buffered[0] == 0
 
 
+def test_spool_read_while_another_spills(tmp_path, monkeypatch):
+    """Reading a spool while appending to another over the budget moves the first to disk mid-read:
+    every row still comes back once, in order."""
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 10_000 * 8 + 100)
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 999)
+    a = np.arange(10_000, dtype=np.int64)
+    with spool.Spool({"a": np.int64}, where=str(tmp_path)) as s, spool.Spool({"k": np.int32}) as k:
+        for part in np.array_split(a, 13):
+            s.append(a=part)
+        assert s.dir is None
+        got = []
+        for c in s.chunks(("a",)):
+            got.append(c["a"].copy())
+            k.append(k=np.zeros(len(c["a"]), np.int32))  # pushes the budget over: s is spilled
+        assert s.dir is not None
+        assert np.array_equal(np.concatenate(got), a)
+        cur = spool.Cursor(k, ("k",))
+        assert sum(len(cur.take(m)["k"]) for m in (1, 2_500, 7_000, 5_000)) == 10_000
+
+
+@pytest.mark.parametrize("order", ["steps in order", "steps interleaved"])
+def test_bucket_steps_equals_bucket_step_per_step(order):
+    """One pass over rows of mixed steps gives each step the part bucket_step gives its rows alone
+    (buckets, counts, histogram), whatever the order of the rows and the cut into batches."""
+    from headroom.reduce import Frame, bucket_step, bucket_steps, span_of
+
+    rng = np.random.default_rng(7)
+    n, k = 40_000, 5
+    step = np.sort(rng.integers(0, k, n)) if order == "steps in order" else rng.integers(0, k, n)
+    step[step == 3] = 4  # step 3 has no rows
+    st = 1_800_000_000 * 10**9 + step * 30 * 10**9 + rng.integers(0, 20 * 10**9, n)
+    lat = rng.integers(1, 300_000, n) / 1e6
+    one = np.flatnonzero(step == 2)[:1]  # step 2: a single row (too short to bucket)
+    keep = (step != 2) | np.isin(np.arange(n), one)
+    st, lat, step = st[keep], lat[keep], step[keep]
+    frames = {j: span_of([(st[step == j], lat[step == j])]) for j in range(k)}
+    frames[3] = Frame(0, 0, 0)
+    cuts = np.sort(rng.choice(np.arange(1, len(st)), 6, replace=False))
+    parts = bucket_steps(lambda: ((st[p], lat[p], step[p].astype(np.int32)) for p in np.split(np.arange(len(st)), cuts)),
+                         frames, bucket_ns=10**9, min_partial=0.5, where="x")  # fmt: skip
+    for j in range(k):
+        sel = step == j
+        want = bucket_step(lambda sel=sel: iter([(st[sel], lat[sel])]), frames[j], bucket_ns=10**9,
+                           min_partial=0.5, where="x", step=j)  # fmt: skip
+        got = parts[j]
+        assert (got.t0, got.t1, got.n) == (want.t0, want.t1, want.n)
+        for name in ("lengths", "counts"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert (a is None and b is None) or np.array_equal(a, b)
+        if want.sums is not None:
+            assert np.allclose(got.sums, want.sums, rtol=1e-12)
+        for name in ("hist", "loose"):
+            a, b = getattr(got, name), getattr(want, name)
+            if b is None:
+                assert a is None
+            else:  # equal as histograms: the same counts of the same latencies in each group
+                assert _same_hist(a, b)
+
+
+def _same_hist(a, b) -> bool:
+    pa = sorted(zip(a.group.tolist(), a.values[a.index].tolist(), a.count.tolist()))
+    pb = sorted(zip(b.group.tolist(), b.values[b.index].tolist(), b.count.tolist()))
+    return pa == pb
+
+
 def _summary_json(path, capsys, extra=()):
     assert cli_main(["summary", str(path), "--json", "-", *extra]) == 0
     return json.loads(capsys.readouterr().out)
@@ -132,9 +197,8 @@ def test_spooled_equals_the_whole_table(name, capsys, monkeypatch):
     """Every real sample, spooled in chunks of 777 rows (beyond 5,000 rows on disk), gives the JSON of
     the whole-table reduction."""
     path = REAL / name
-    monkeypatch.setattr(spool, "BUDGET_ROWS", 5000)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 5000 * 41)
     monkeypatch.setattr(spool, "CHUNK_ROWS", 777)
-    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (777,))
     streamed = _summary_json(path, capsys)
 
     def whole(files, p, s):

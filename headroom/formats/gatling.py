@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._common import COARSE_MS, Table, fail, short
@@ -67,6 +68,7 @@ def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
 
 
 _MAX_MS = 2**63 - 1
+_POW10 = 10 ** np.arange(17, -1, -1, dtype=np.int64)  # 10**17 ... 1
 
 
 def _line(path: Path, ln: int, raw: bytes):
@@ -144,11 +146,11 @@ class _Block:
         val = np.zeros(len(s), np.int64)
         if not good.any():
             return val, good
-        for j in range(int(w[good].max())):
-            inb = j < w
-            d = self.a[np.where(inb, s + j, 0)] - np.uint8(48)
-            good &= ~inb | (d < 10)
-            val = np.where(inb, val * 10 + d, val)
+        for width in np.flatnonzero(np.bincount(w[good])).tolist():  # a few widths (13: epoch ms)
+            c = np.flatnonzero(w == width) if width != w[0] or not (w == width).all() else slice(None)
+            d = sliding_window_view(self.a, width)[s[c]] - np.uint8(48)  # the fields' bytes, row by row
+            good[c] &= (d < 10).all(axis=1)
+            val[c] = d @ _POW10[18 - width :]
         return val, good
 
     def word_in(self, s: np.ndarray, e: np.ndarray, words: tuple[bytes, ...]) -> np.ndarray:
