@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
-from .jmeter import TextBlocks, raw_chunks
 
 
 def guess(head: bytes) -> bool:
