@@ -215,12 +215,54 @@ def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple
         pairs = _nearest(levels[0], levels[1])
         if len(pairs) >= wanted:
             return pairs, "by nearest concurrency (the runs used different concurrency plans)"
-    plans = [", ".join(f"{c:g}" for c in sorted(lv)[:8]) + (" ..." if len(lv) > 8 else "") for lv in levels]
-    raise HeadroomError(
-        "the runs' concurrency plans do not match ("
-        + "; ".join(plans)
-        + "): record baseline and candidate with the same concurrency steps"
+    raise HeadroomError(_unmatched(tables, len(base), len(common), wanted))
+
+
+def _level_list(levels) -> str:
+    lv = sorted(levels)
+    return ", ".join(f"{c:g}" for c in lv[:8]) + (" ..." if len(lv) > 8 else "")
+
+
+def _unmatched(tables: list[StepTable], nb: int, shared: int, wanted: int) -> str:
+    """Why the runs' steps cannot be paired, in one line: for every run, the levels another run
+    compares on that it lacks, and why (its step there was too short to trust, had no throughput,
+    or it ran no step at that level: a different plan)."""
+    from .steps import MIN_STEP_REQUESTS, MIN_STEP_S
+
+    names = [_side_name("baseline", i, nb) for i in range(nb)]
+    names += [_side_name("candidate", i, len(tables) - nb) for i in range(len(tables) - nb)]
+    usable = [set(_levels(t)) for t in tables]
+    anyone = set().union(*usable)
+    said, short_any, absent_any = [], False, False
+    for name, t, lv in zip(names, tables, usable):
+        ran = {float(c): i for i, c in enumerate(t.concurrency)}
+        missing = anyone - lv
+        short = {c for c in missing if c in ran and t.short[ran[c]]}
+        idle = {c for c in missing if c in ran} - short
+        absent = missing - set(ran)
+        if absent:
+            said.append(f"{name} has no step at concurrency {_level_list(absent)}")
+        if short:
+            note = "" if short_any else f" (under {MIN_STEP_S:g} s or {MIN_STEP_REQUESTS} requests)"
+            said.append(f"{name} steps at concurrency {_level_list(short)} were dropped as too short{note}")
+        if idle:
+            said.append(f"{name} steps at concurrency {_level_list(idle)} had no throughput")
+        short_any, absent_any = short_any or bool(short), absent_any or bool(absent)
+    why = "; ".join(said)
+    usable_in_all = f"only {shared} level(s) usable in every run, {wanted} needed"
+    if absent_any:
+        return (
+            f"the runs' concurrency plans do not match ({usable_in_all}): {why}: "
+            "record baseline and candidate with the same concurrency steps"
+        )
+    return (
+        f"the runs ran the same concurrency levels, but {usable_in_all}: {why}: "
+        "give those steps more time or requests"
     )
+
+
+def _side_name(side: str, i: int, n: int) -> str:
+    return side if n == 1 else f"{side} {i + 1}"
 
 
 def _nearest(lb: dict[float, int], lc: dict[float, int]) -> list[tuple]:

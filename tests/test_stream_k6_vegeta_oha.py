@@ -2,22 +2,18 @@
 against an independent parse of the real samples with the csv / json modules."""
 
 import csv
-import gzip
 import io
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from stream_helpers import BLOCK_SIZES, DATA, REAL, SMALL, WHOLE, plain_copy, same_rows, scan_all, write
 
 from headroom.formats import k6, oha, vegeta
 from headroom.formats._batch import join
 from headroom.formats._scan import drop_truncated_tail, read_bytes
 from headroom.model import HeadroomError
-
-DATA = Path(__file__).parent / "data" / "formats"
-REAL = DATA / "real"
-SMALL = 4096  # bytes per block: the real samples become tens to hundreds of blocks
 
 SCANS = {
     "vegeta-csv": vegeta.scan_csv,
@@ -30,18 +26,8 @@ FINISH = {"vegeta-csv": vegeta.finish, "vegeta-json": vegeta.finish, "k6-csv": k
           "k6-json": k6.finish, "oha-csv": oha.finish}  # fmt: skip
 
 
-def scan(fmt, path, chunk_bytes=1 << 30):
-    s = SCANS[fmt](path, chunk_bytes=chunk_bytes)
-    batches = list(s.batches())
-    return s, batches, join(batches)
-
-
-def same_rows(a, b):
-    for name in ("start_ns", "latency_s", "status", "ok", "key", "line"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert (x is None) == (y is None), name
-        if x is not None:
-            assert x.dtype == y.dtype and np.array_equal(x, y), name
+def scan(fmt, path, chunk_bytes=WHOLE):
+    return scan_all(SCANS[fmt](path, chunk_bytes=chunk_bytes))
 
 
 # ---- independent readers: the csv and json modules, numpy's datetime64 -----------------------
@@ -159,18 +145,12 @@ def test_small_blocks_give_the_whole_file_rows_and_the_independent_parse(fmt, pa
     assert t.step_concurrency == t2.step_concurrency
 
 
-def _plain(tmp_path, path) -> Path:
-    p = tmp_path / path.name.removesuffix(".gz")
-    p.write_bytes(read_bytes(path))
-    return p
-
-
 @pytest.mark.parametrize(
     ("fmt", "path", "ref"), REAL_CASES[:1] + REAL_CASES[2:3] + REAL_CASES[4:5] + REAL_CASES[6:7]
 )
 def test_gzip_and_plain_give_the_same_rows(tmp_path, fmt, path, ref):
-    plain = _plain(tmp_path, path)
-    for chunk in (SMALL, 1 << 30):
+    plain = plain_copy(tmp_path, path)
+    for chunk in BLOCK_SIZES:
         a_scan, _, a = scan(fmt, path, chunk)
         b_scan, _, b = scan(fmt, plain, chunk)
         same_rows(a, b)
@@ -199,13 +179,13 @@ BAD_LINES = [  # (format, sample, line to spoil, how, message)
     ("fmt", "path", "line", "how", "msg"), BAD_LINES, ids=[f"{b[0]}:{b[2]}" for b in BAD_LINES]
 )
 def test_a_bad_line_in_a_later_block_is_named_at_its_line(tmp_path, fmt, path, line, how, msg):
-    p = _plain(tmp_path, path)
+    p = plain_copy(tmp_path, path)
     if how is None:  # an http_req_duration row's value
         lines = p.read_bytes().split(b"\n")
         line = next(i for i in range(line, len(lines)) if lines[i - 1].startswith(b"http_req_duration,"))
         how = lambda b: b.replace(b"," + b.split(b",")[2] + b",", b",fast,", 1)  # noqa: E731
     _replace_line(p, line, how)
-    for chunk in (SMALL, 1 << 16, 1 << 30):
+    for chunk in (SMALL, 1 << 16, WHOLE):
         s = SCANS[fmt](p, chunk_bytes=chunk)
         got = []
         with pytest.raises(HeadroomError) as e:
@@ -254,21 +234,19 @@ def test_a_truncated_last_line_is_dropped_with_the_warning(tmp_path, fmt, path, 
     data = read_bytes(path)
     assert data.endswith(b"\n")
     cut = data[: len(data) - 1 - len(data[:-1].rsplit(b"\n", 1)[1]) // 2]  # half of the last line
-    p = tmp_path / ("cut-" + path.name.removesuffix(".gz"))
-    p.write_bytes(cut)
+    p = write(tmp_path, "cut-" + path.name.removesuffix(".gz"), cut)
     expect_warn = []
     drop_truncated_tail(cut, p, expect_warn)
     assert len(expect_warn) == 1
     full_scan, _, full = scan(fmt, path)
-    for chunk in (SMALL, 1 << 30):
+    for chunk in BLOCK_SIZES:
         s, _, got = scan(fmt, p, chunk)
         assert s.warnings == expect_warn
         last_line = cut.count(b"\n") + 1
         assert expect_warn[0].startswith(f"{p}:{last_line}: dropped a truncated last line")
         keep = full.line < last_line
         same_rows(got, full.take(keep))
-    gz = tmp_path / ("cut-" + path.name.removesuffix(".gz") + ".gz")
-    gz.write_bytes(gzip.compress(cut))
+    gz = write(tmp_path, "cut-" + path.name.removesuffix(".gz"), cut, gz=True)
     s, _, got = scan(fmt, gz, SMALL)
     assert [w.replace(str(gz), "P") for w in s.warnings] == [w.replace(str(p), "P") for w in expect_warn]
 
@@ -290,7 +268,7 @@ def test_a_vegeta_error_field_with_a_line_end_inside_quotes(tmp_path):
     csv.writer(out, lineterminator="\n").writerows(rows)
     p = tmp_path / "v.csv"
     p.write_text(out.getvalue())
-    for chunk in (200, 4096, 1 << 30):
+    for chunk in (200, SMALL, WHOLE):
         s, _, got = scan("vegeta-csv", p, chunk)
         assert np.array_equal(got.start_ns, np.array([int(r[0]) for r in rows]))
         assert [s.labels[k] for k in got.key] == [r[7] for r in rows]
@@ -316,7 +294,7 @@ def test_vegeta_json_blank_lines_keep_true_line_numbers(tmp_path):
     p = tmp_path / "v.json"
     p.write_bytes(b"\n".join(src[:3]) + b"\n\n   \n" + b"\n".join(src[3:]) + b"\n\n")
     expect = ref_vegeta_json(p)
-    for chunk in (512, 1 << 30):
+    for chunk in (512, WHOLE):
         s, _, got = scan("vegeta-json", p, chunk)
         assert got.line.tolist() == [e[5] for e in expect]
         assert got.line[:5].tolist() == [1, 2, 3, 6, 7]

@@ -25,9 +25,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
-from .jmeter import TextBlocks, raw_chunks
 
 
 def guess(head: bytes) -> bool:

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
 from ._plans import Counted, Found, OneStep, UniquePlan
-from ._scan import BOM, arrow_copy, truncated_warning
+from ._scan import BOM, arrow_copy
 
 _TC = "Number of samples in transaction"
 _NOHEADER = re.compile(rb"^1\d{12},\d+,")
@@ -76,112 +77,6 @@ def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray
         step, names, conc = steps_from_concurrency(threads)
         return step, names, conc, f"allThreads ({len(names)} levels, none held: one step each)", inf.notes
     return rs.step, rs.names, rs.concurrency, f"allThreads, held levels ({len(rs.names)} steps)", rs.notes
-
-
-# --------------------------------------------------------------------------
-# blocks of a text file at line ends (shared with .gatling; belongs in _scan.py)
-
-
-def raw_chunks(path: Path, data: bytes | None, chunk_bytes: int) -> Iterator[bytes]:
-    """The file's bytes (decompressed when gzipped, by its magic bytes), about ``chunk_bytes`` at a time.
-
-    ``data``: the whole file already read (then no second read).
-    """
-    import gzip
-    import zlib
-
-    from ._scan import _gzip_error, _open_error
-
-    if data is not None:
-        view = memoryview(data)
-        for i in range(0, len(data), chunk_bytes):
-            yield bytes(view[i : i + chunk_bytes])
-        return
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise _open_error(path, e) from None
-    with f:
-        try:
-            magic = f.read(2)
-            f.seek(0)
-        except OSError as e:
-            raise _open_error(path, e) from None
-        src = f
-        if magic == b"\x1f\x8b":
-            src = gzip.GzipFile(fileobj=f)
-        while True:
-            try:
-                chunk = src.read(chunk_bytes)
-            except (EOFError, zlib.error) as e:
-                raise _gzip_error(path, e) from None
-            except OSError as e:
-                raise (_gzip_error(path, e) if src is not f else _open_error(path, e)) from None
-            if not chunk:
-                return
-            yield chunk
-
-
-class TextBlocks:
-    """A text file cut into blocks of whole lines, about ``chunk_bytes`` each, in one pass.
-
-    Iterating yields ``(buf, start, end, line)``: the block is ``buf[start:end]``
-    (a memoryview of it is free), ``line`` the file line (1-based, counted
-    by ``\\n``) it starts at, :attr:`line_after` the line after it.  With ``quotes`` a block ends only at a line end
-    outside double quotes (an even number of ``"`` before it), so that a
-    quoted value with line ends in it stays in one block.  The last line of
-    a file that does not end with a line end was cut mid-write: it is left
-    out, and :attr:`truncated` holds the warning (the one rule of
-    ``_scan.truncated_tail``, applied to the file's end only).  After the
-    pass :attr:`lines` is the number of ``\\n`` in what was yielded.
-    """
-
-    def __init__(self, path: Path, chunks: Iterator[bytes], chunk_bytes: int, *, quotes: bool = False):
-        self.path, self.chunks, self.chunk_bytes, self.quotes = path, chunks, max(1, chunk_bytes), quotes
-        self.truncated: str | None = None
-        self.lines = 0
-        self.line_after = 1  # while a block is out: the line after it
-
-    @staticmethod
-    def _quoted_cut(a: np.ndarray, parity: int) -> int:
-        """After the last line end of ``a`` outside quotes (0: none), when the last one is inside."""
-        npos = np.flatnonzero(a == 10)
-        before = np.searchsorted(np.flatnonzero(a == 34), npos)
-        ok = npos[(parity + before) % 2 == 0]
-        return int(ok[-1]) + 1 if len(ok) else 0
-
-    def __iter__(self):
-        carry, parity, line = b"", 0, 1
-        for chunk in self.chunks:
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n") + 1 if len(buf) >= self.chunk_bytes else 0
-            if cut and self.quotes:
-                a = np.frombuffer(buf, np.uint8, count=cut)
-                q = int(np.count_nonzero(a == 34))
-                if (parity + q) % 2:  # the last line end is inside quotes (rare)
-                    cut = self._quoted_cut(a, parity)
-                    q = int(np.count_nonzero(a[:cut] == 34))
-                parity = (parity + q) % 2
-            if cut <= 0:
-                carry = buf
-                continue
-            n = int(np.count_nonzero(np.frombuffer(buf, np.uint8, count=cut) == 10))
-            carry = buf[cut:]
-            self.line_after = line + n
-            yield buf, 0, cut, line
-            line += n
-        # the end: a last line without a line end was cut mid-write (unless the file is one line)
-        nl = carry.rfind(b"\n")
-        tail = carry[nl + 1 :]
-        end = len(tail.rstrip(b" \t"))
-        if end and tail[end - 1 : end] != b"\r" and (nl >= 0 or line > 1) and tail[:end].strip():
-            at = line + carry.count(b"\n")
-            self.truncated = truncated_warning(self.path, at, end, tail[:end])
-            carry = carry[: nl + 1]
-        self.lines = line - 1 + carry.count(b"\n")
-        self.line_after = self.lines + 1
-        if carry:
-            yield carry, 0, len(carry), line
 
 
 # --------------------------------------------------------------------------

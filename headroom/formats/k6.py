@@ -9,7 +9,7 @@ else from the ``vus`` metric (one sample a second, so boundaries are accurate
 to about a second); else one step.
 
 Both readers are one pass over the file in blocks of whole lines
-(:func:`headroom.formats.vegeta.blocks`): only the ``http_req_duration``
+(:func:`headroom.formats._blocks.blocks`): only the ``http_req_duration``
 rows become request rows (a k6 CSV has about 13 metric rows per request,
 filtered per block and never kept), the ``vus`` and ``dropped_iterations``
 samples (one a second) are kept on the side for the steps.
@@ -24,10 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
-from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
-from ._plans import COLS, Counted, Found, GroupPlan, OneStep, TablePlan, ends
-from ._scan import TS_UTC, head_bytes, strip_bom
-from .vegeta import (
+from ._blocks import (
     Block,
     blocks,
     col_np,
@@ -38,6 +35,9 @@ from .vegeta import (
     row_lines,
     steps_of_labels,
 )
+from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
+from ._plans import COLS, Counted, Found, GroupPlan, OneStep, TablePlan, ends
+from ._scan import TS_UTC, head_bytes, strip_bom
 
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
 _UNIX_SCALE = {19: 1, 16: 1_000, 13: 1_000_000}  # digits of a unix time now -> ns factor

@@ -2,7 +2,7 @@
 
 Exact per request, but times are relative like hey's: the run is anchored
 at the file's modification time (or ``--hey-start``).  One file is one step.
-Read in one pass, in blocks of whole lines (:func:`headroom.formats.vegeta.blocks`).
+Read in one pass, in blocks of whole lines (:func:`headroom.formats._blocks.blocks`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
+from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
 from ._common import EXACT, Table, fail, first_line, is_float, short
 from ._scan import head_bytes, strip_bom
-from .vegeta import blocks, col_np, first_null_line, read_block_csv, row_lines
 
 HEADER = b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"
 

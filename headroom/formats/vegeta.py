@@ -7,7 +7,7 @@ holds a number (``rate250``) states its intended rate (headroom.levels: sent
 rate and "fell behind schedule").
 
 Both readers are one pass over the file in blocks of whole lines
-(:func:`blocks`, also used by the k6 and oha readers): each block is parsed
+(:func:`headroom.formats._blocks.blocks`, also used by the k6 and oha readers): each block is parsed
 by pyarrow (only the needed columns), and only a block pyarrow refuses is
 read again line by line to name the bad line, its line numbers known from
 the blocks before it.
@@ -15,21 +15,32 @@ the blocks before it.
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
-from ._common import EXACT, Table, diagnose_csv, fail, first_line, is_int, rfc3339_ns, short
+from ._blocks import (  # noqa: F401 - all importable from here, as before the move to _blocks
+    Block,
+    blocks,
+    col_np,
+    diagnose_block,
+    first_null_line,
+    is_blank,
+    json_read_options,
+    json_row_lines,
+    label_codes,
+    py_strings,
+    read_block_csv,
+    row_lines,
+    steps_of_labels,
+)
+from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
 from ._plans import Found, GroupPlan
-from ._scan import TS_UTC, _gzip_error, _open_error, np_column, truncated_warning
+from ._scan import TS_UTC
 
 CSV_COLUMNS = [
     "timestamp", "code", "latency", "bytes_out", "bytes_in", "error",
@@ -46,303 +57,6 @@ def guess_csv(head: bytes) -> bool:
 def guess_json(head: bytes) -> bool:
     line = first_line(head).lstrip()
     return line.startswith(b"{") and all(k in line for k in _JSON_KEYS)
-
-
-# --------------------------------------------------------------------------
-# blocks of whole lines (shared with k6 and oha)
-
-
-class Block(NamedTuple):
-    """Whole lines of a file: ``data`` (an Arrow buffer; its last line end included except at the end
-    of the file), ``line0`` the file line of its first line, ``nlines`` the line ends in it."""
-
-    data: object
-    line0: int
-    nlines: int
-
-    def text(self) -> bytes:
-        """The block's bytes (a copy: for the line-by-line paths only)."""
-        return self.data.to_pybytes()
-
-    def lines(self) -> int:
-        """Lines in the block (the last one may have no line end)."""
-        n = len(self.data)
-        return self.nlines + (1 if n and self.data[n - 1] != 10 else 0)
-
-    def blank_line(self) -> bool:
-        """Whether the block holds an empty line (``\\n\\n``, or a line end first)."""
-        a = np.frombuffer(self.data, np.uint8)
-        nl = a == 10
-        return bool(len(a) and (nl[0] or (nl[1:] & nl[:-1]).any()))
-
-
-_WS = np.zeros(256, bool)
-_WS[[9, 10, 11, 12, 13, 32]] = True
-
-
-def is_blank(buf) -> bool:
-    """Whether an Arrow buffer holds only ASCII whitespace."""
-    a = np.frombuffer(buf, np.uint8)
-    return bool(_WS[a[:4096]].all() and _WS[a].all())
-
-
-def _last_nl(a: np.ndarray, lo: int, hi: int) -> int:
-    """Offset of the last line end in ``a[lo:hi]`` (-1: none), looking back from the end in windows."""
-    w = 1 << 16
-    while hi > lo:
-        s = max(lo, hi - w)
-        hit = np.flatnonzero(a[s:hi] == 10)
-        if len(hit):
-            return s + int(hit[-1])
-        hi, w = s, w * 4
-    return -1
-
-
-#: Bytes a record may span inside quotes before a block is cut at a line end anyway (a stray quote)
-_QUOTED_MAX = 64 << 20
-
-
-def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
-    """Offset just after the last line end in ``a[lo:hi]`` that ends a record (-1: none).
-
-    With ``quotes`` (CSV fields may hold line ends inside double quotes) a line end
-    ends a record when an even number of quotes comes before it (RFC 4180 doubles
-    a quote inside a quoted field); ``lo`` is at a record start.
-    """
-    p = _last_nl(a, lo, hi)
-    if quotes and p >= 0:
-        qpos = lo + np.flatnonzero(a[lo:p] == 34)
-        k = len(qpos)  # quotes before p
-        while p >= 0 and k & 1:
-            p = _last_nl(a, lo, int(qpos[k - 1]))
-            k = int(np.searchsorted(qpos, p)) if p >= 0 else 0
-        if p < 0 and hi - lo > _QUOTED_MAX:  # an open quote that never closes: pyarrow names the line
-            p = _last_nl(a, lo, hi)
-    return p + 1 if p >= 0 else -1
-
-
-def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
-    return Block(buf.slice(lo, hi - lo), line, int(np.count_nonzero(a[lo:hi] == 10)))
-
-
-class _Source:
-    """A file's bytes, plain or gzip (by its magic bytes), read into caller's buffers."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        try:
-            self.raw = open(path, "rb")  # noqa: SIM115 - closed by blocks()
-        except OSError as e:
-            raise _open_error(path, e) from None
-        self.src, self.size = self.raw, None
-        if self.raw.read(2) == b"\x1f\x8b":
-            self.src = gzip.GzipFile(fileobj=self.raw)
-        else:
-            self.size = os.fstat(self.raw.fileno()).st_size  # a plain file's blocks are no larger than it
-        self.raw.seek(0)
-
-    def fill(self, mv) -> int:
-        """Read into ``mv`` until it is full or the file ends; the bytes read."""
-        got = 0
-        try:
-            while got < len(mv):
-                k = self.src.readinto(mv[got:])
-                if not k:
-                    break
-                got += k
-        except (EOFError, OSError, zlib.error) as e:
-            raise _gzip_error(self.path, e) from None
-        return got
-
-
-def blocks(
-    path: Path, chunk_bytes: int, warnings: list[str], *, quotes: bool = False, header: bool = False
-) -> Iterator[Block]:
-    """The file (plain or gzip, by its magic bytes) as blocks of about ``chunk_bytes`` whole lines.
-
-    The bytes are read straight into Arrow memory, and a block is a slice of it
-    (no copy for pyarrow).  ``header``: a leading byte order mark and the first
-    line are left out (the caller read the header).  A last line without a line
-    end (a run killed mid-write) is dropped with the one truncated-tail warning.
-    Blocks of line ends only are not yielded.  Memory: one block (and the bytes
-    read after its last record).
-    """
-    import pyarrow as pa
-
-    chunk_bytes = max(int(chunk_bytes), 1)
-    source = _Source(path)
-    raw, size, fill = source.raw, source.size, source.fill
-    try:
-        line, carry, seen_nl, first = 1, b"", False, header
-        while True:
-            want = chunk_bytes if size is None else min(chunk_bytes, max(size - raw.tell(), 0) + 1)
-            buf = pa.allocate_buffer(len(carry) + want)
-            mv = memoryview(buf).cast("B")
-            mv[: len(carry)] = carry
-            got = fill(mv[len(carry) :])
-            n, eof = len(carry) + got, got < want
-            a = np.frombuffer(buf, np.uint8, count=n)
-            lo = 0
-            if first:  # the header line (after a byte order mark): wait for its line end
-                lo = 3 if bytes(a[:3]) == b"\xef\xbb\xbf" else 0
-                hit = np.flatnonzero(a[lo:n] == 10)
-                nl = lo + int(hit[0]) if len(hit) else -1
-                if nl < 0 and not eof:
-                    carry = bytes(a)
-                    continue
-                first, seen_nl, line = False, nl >= 0, 2
-                lo = nl + 1 if nl >= 0 else n
-            if eof:
-                break
-            cut = _record_end(a, lo, n, quotes)
-            if cut < 0:
-                carry = bytes(a[lo:n])
-                continue
-            seen_nl = True
-            blk = _block(buf, a, lo, cut, line)
-            if blk.nlines < cut - lo or not is_blank(blk.data):
-                yield blk
-            line += blk.nlines
-            carry = bytes(a[cut:n])
-        # the end of the file: whole lines up to the last line end (an open quote is pyarrow's to name)
-        cut = _last_nl(a, lo, n) + 1
-        if cut > 0:
-            blk = _block(buf, a, lo, cut, line)
-            if blk.nlines < cut - lo:
-                yield blk
-            line, lo, seen_nl = line + blk.nlines, cut, True
-        rest = bytes(a[lo:n])
-        end = len(rest.rstrip(b" \t"))
-        if seen_nl and end and rest[end - 1 : end] != b"\r" and rest.strip():
-            warnings.append(truncated_warning(path, line, end, rest[:end]))
-        elif rest.strip(b"\r\n"):
-            yield Block(buf.slice(lo, n - lo), line, 0)
-    finally:
-        raw.close()
-
-
-def row_lines(block: Block, nrows: int, csv_quotes: bool = False, delimiter: str = ",") -> np.ndarray:
-    """File line of every row pyarrow read from ``block`` (which skips blank lines)."""
-    if nrows == block.lines():
-        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
-    if csv_quotes:  # rows spanning lines: where each record starts
-        import csv
-        import io
-
-        limit = csv.field_size_limit(1 << 30)  # restored: the diagnosis names fields over the default
-        try:
-            r = csv.reader(
-                io.StringIO(block.text().decode("utf-8", "replace"), newline=""), delimiter=delimiter
-            )
-            out, prev = [], 0
-            for row in r:
-                if row:
-                    out.append(block.line0 + prev)
-                prev = r.line_num
-        finally:
-            csv.field_size_limit(limit)
-        found = np.asarray(out, np.int64)
-    else:
-        text = block.text()
-        parts = text.split(b"\n")
-        if text.endswith(b"\n"):
-            parts.pop()
-        found = block.line0 + np.flatnonzero([bool(p.strip(b"\r")) for p in parts]).astype(np.int64)
-    if len(found) != nrows:  # pragma: no cover - pyarrow and the csv module disagree: approximate
-        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
-    return found
-
-
-def json_row_lines(block: Block, nrows: int) -> np.ndarray | None:
-    """File line of every JSON record pyarrow read from ``block`` (one per non-blank line; pyarrow
-    skips blank ones), or None when the records are not the non-blank lines."""
-    if nrows == block.lines():
-        return np.arange(block.line0, block.line0 + nrows, dtype=np.int64)
-    parts = block.text().split(b"\n")
-    found = block.line0 + np.flatnonzero([bool(p.strip()) for p in parts]).astype(np.int64)
-    return found if len(found) == nrows else None
-
-
-def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, delimiter: str = ","):
-    """The first bad line of a block pyarrow refused (line numbers from ``block.line0``), as an error."""
-    return diagnose_csv(block.text(), path, ncols, False, row_problem, delimiter, why, line0=block.line0)
-
-
-def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False):
-    """One block parsed by pyarrow (only the typed columns), else the error naming its bad line."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    try:
-        return pacsv.read_csv(
-            pa.BufferReader(block.data),
-            read_options=pacsv.ReadOptions(column_names=columns, use_threads=len(block.data) >= 1 << 20),
-            parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
-            convert_options=pacsv.ConvertOptions(
-                column_types=types, include_columns=list(types), null_values=[""],
-                strings_can_be_null=False, quoted_strings_can_be_null=False,
-            ),
-        )  # fmt: skip
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise diagnose_block(block, path, len(columns), row_problem, str(exc)) from None
-
-
-def json_read_options(block: Block):
-    """pyarrow.json options for a block: threads only for a block worth them (a small one pays more
-    to start them than it saves)."""
-    import pyarrow.json as pajson
-
-    return pajson.ReadOptions(use_threads=len(block.data) >= 1 << 20)
-
-
-def first_null_line(t, names, lines: np.ndarray, path: Path) -> None:
-    """``empty NAME value`` at the line of the first null of the first column (of ``names``) with one."""
-    from ._scan import first_null
-
-    for n in names:
-        c = t.column(n)
-        if c.null_count:
-            raise fail(path, int(lines[first_null(c)]), f"empty {n} value")
-
-
-def py_strings(col) -> list[str]:
-    """A pyarrow string column as Python strings (null: ""), bytes that are not UTF-8 replaced
-    (pyarrow's JSON reader lets them through; ``to_pylist`` would raise)."""
-    import pyarrow as pa
-
-    return ["" if v is None else v.decode("utf-8", "replace") for v in col.cast(pa.binary()).to_pylist()]
-
-
-def label_codes(col, labels: dict[str, int]) -> np.ndarray:
-    """Codes (int64) of a pyarrow string column's values, new names added to ``labels`` in file order."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    uniq = pc.unique(col)
-    ids = np.array([labels.setdefault(v, len(labels)) for v in py_strings(uniq)], np.int64)
-    if len(uniq) == 1:
-        return np.full(len(col), ids[0], np.int64)
-    idx = pc.index_in(col, value_set=uniq)
-    idx = idx if isinstance(idx, pa.ChunkedArray) else pa.chunked_array([idx])
-    return ids[np_column(idx, np.int32)]
-
-
-def col_np(col, dtype) -> np.ndarray:
-    """A null-free fixed-width pyarrow column as a compact numpy copy (without pandas)."""
-    import pyarrow as pa
-
-    chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
-    return np.array(np_column(chunked, dtype), dtype=dtype, copy=True)
-
-
-def steps_of_labels(key: np.ndarray, labels: list[str], start: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Step of every row from its label code, steps ordered by their first start (ties: file order)."""
-    first = np.full(len(labels), np.iinfo(np.int64).max)
-    np.minimum.at(first, key, start)
-    rank = np.argsort(first, kind="stable")
-    pos = np.empty(len(labels), np.int64)
-    pos[rank] = np.arange(len(labels))
-    return pos[key], [labels[r] for r in rank]
 
 
 # --------------------------------------------------------------------------
