@@ -450,5 +450,5 @@ def test_folder_of_mixed_formats_is_refused(tmp_path):
 
     shutil.copy(DATA / "oha.csv", tmp_path / "a.csv")
     shutil.copy(DATA / "vegeta.csv", tmp_path / "b.csv")
-    with pytest.raises(HeadroomError, match="one format per folder"):
+    with pytest.raises(HeadroomError, match="one format per (folder|run)"):
         load_run(tmp_path)
