@@ -239,3 +239,25 @@ def test_steps_option_spooled_equals_the_whole_table(steps, capsys, monkeypatch)
     monkeypatch.setattr(reading, "source_for", whole)
     assert streamed == _summary_json(path, capsys, ["--steps", steps])
     assert len(streamed["steps"]) == (4 if "," in steps else 161)
+
+
+def test_k6_bad_vus_value_counts_as_zero_in_any_block(tmp_path, capsys):
+    """A vus sample whose value is not a number reads as 0 (as k6's whole-file reader did), also
+    when numbers are parsed by pyarrow block by block: the same JSON as a file with 0 written there."""
+    import gzip
+
+    text = gzip.decompress((REAL / "k6-ramping-vus.csv.gz").read_bytes()).decode().splitlines(keepends=True)
+    vus = [i for i, ln in enumerate(text) if ln.startswith("vus,")]
+    bad, zero = list(text), list(text)
+    for i, v in ((vus[3], "x1"), (vus[-5], "")):
+        f = text[i].split(",")
+        bad[i] = ",".join([*f[:2], v, *f[3:]])
+        zero[i] = ",".join([*f[:2], "0", *f[3:]])
+    (tmp_path / "bad.csv").write_text("".join(bad))
+    (tmp_path / "zero.csv").write_text("".join(zero))
+    got = _summary_json(tmp_path / "bad.csv", capsys)
+    want = _summary_json(tmp_path / "zero.csv", capsys)
+    for d in (got, want):
+        d.pop("source"), d.pop("label", None)
+        d["warnings"] = [w.split(": ", 1)[1] for w in d["warnings"]]
+    assert got == want

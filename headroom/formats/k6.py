@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..model import HeadroomError
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import (
     Block,
@@ -448,6 +449,8 @@ def _floats(col, lines, path: Path, strict: bool) -> np.ndarray:
     """metric_value strings as floats: a bad one is an error (``strict``) or 0.0."""
     import pyarrow as pa
 
+    if col.type == pa.float64():
+        return col_np(col, np.float64)
     try:
         return col_np(col.cast(pa.float64()), np.float64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -479,6 +482,21 @@ def _metric_rows(names) -> dict[str, np.ndarray]:
     return {m: np.concatenate(v) if v else np.zeros(0, np.int64) for m, v in out.items()}
 
 
+def _read_block(blk, path: Path, cols: list[str], types: dict):
+    """A block with metric_value parsed as numbers by pyarrow; as text (each metric's own rule for a
+    bad or empty value) when a value is not a number."""
+    import pyarrow as pa
+
+    try:
+        t = read_block_csv(blk, path, columns=cols, types={**types, "metric_value": pa.float64()},
+                           row_problem=_csv_problem)  # fmt: skip
+        if t.num_rows == 0 or t.column("metric_value").null_count == 0:
+            return t
+    except HeadroomError:
+        pass
+    return read_block_csv(blk, path, columns=cols, types=types, row_problem=_csv_problem)
+
+
 def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     """One pass over a k6 CSV in blocks: the http_req_duration rows, the vus and dropped_iterations samples."""
     path = Path(path)
@@ -504,16 +522,21 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
     def col(tab, name):
         if name not in types:
             return pa.array([""] * tab.num_rows, pa.string())
-        return pc.fill_null(tab.column(name), "")
+        c = tab.column(name)
+        return pc.fill_null(c, "") if c.null_count else c
 
     for blk in blocks(path, chunk_bytes, scan.warnings, header=True):
-        t = read_block_csv(blk, path, columns=cols, types=types, row_problem=_csv_problem)
+        t = _read_block(blk, path, cols, types)
         if t.num_rows == 0:
             continue
         lines = row_lines(blk, t.num_rows)
         picked = {}
         for metric, idx in _metric_rows(t.column("metric_name")).items():
-            picked[metric] = (t.take(idx) if len(idx) else None, lines[idx])
+            whole = len(idx) == t.num_rows  # every row of the block (a file of request rows only)
+            picked[metric] = (
+                t if whole else t.take(idx) if len(idx) else None,
+                lines if whole else lines[idx],
+            )
         rt, req_lines = picked["http_req_duration"]
         if rt is not None:
             durs = _floats(col(rt, "metric_value"), req_lines, path, strict=True)
