@@ -190,6 +190,27 @@ def _slow_lines(path: Path, b, slow: np.ndarray, line0: int, req: tuple, usr: tu
     return (req_lines, st_ms, en_ms, req_ok), (u_lines, u_start, u_ms)
 
 
+def _status_fields(b: _Block, req: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each REQUEST line's status (1 OK, 2 KO, 0 none) and the field it is in: the first of fields
+    3, 4, ... that is OK or KO.  Gatling 3's field 5 is tried first on every line (fields 3 and 4 are
+    its times, digits, so never OK or KO; a line where they are not digits is read one by one)."""
+    status = np.zeros(len(req), np.int8)
+    k_of = np.zeros(len(req), np.int64)
+    for k in (5, 3, 4, 6, 7, 8):
+        c = np.flatnonzero((k_of == 0) & (b.ntab[req] > k)) if k != 5 else np.flatnonzero(b.ntab[req] > k)
+        if not len(c):
+            continue
+        st = b.word_in(*b.field(req[c], k), (b"OK", b"KO"))
+        hit = st > 0
+        if k == 5:  # kept only where fields 3 and 4 cannot be OK or KO (not two letters)
+            s3, e3 = b.field(req[c], 3)
+            s4, e4 = b.field(req[c], 4)
+            hit &= (e3 - s3 != 2) & (e4 - s4 != 2)
+        k_of[c[hit]] = k
+        status[c[hit]] = st[hit]
+    return status, k_of
+
+
 def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     """The REQUEST rows (start ms, end ms, OK, line) and USER records (line, is start, ms) of a block."""
     b = _Block(buf, start, end)
@@ -210,23 +231,13 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
             kind[c[b.eq(b.ls[c], word)]] = k
     # REQUEST: the status is the first of fields 3, 4, ... that is OK or KO, the two times before it
     req = np.flatnonzero(kind == 1)
-    status = np.zeros(len(req), np.int8)  # 1 OK, 2 KO
-    k_of = np.zeros(len(req), np.int64)
-    for k in range(3, 9):
-        c = np.flatnonzero((k_of == 0) & (b.ntab[req] > k))
-        if not len(c):
-            continue
-        s, e = b.field(req[c], k)
-        st = b.word_in(s, e, (b"OK", b"KO"))
-        hit = st > 0
-        k_of[c[hit]] = k
-        status[c[hit]] = st[hit]
+    status, k_of = _status_fields(b, req)
     found = k_of > 0
     st_ms = np.zeros(len(req), np.int64)
     en_ms = np.zeros(len(req), np.int64)
     good = found.copy()
-    for k in np.unique(k_of[found]).tolist():
-        c = np.flatnonzero(k_of == k)
+    for k in np.flatnonzero(np.bincount(k_of[found])).tolist():
+        c = np.flatnonzero(k_of == k) if k_of[0] != k or not (k_of == k).all() else slice(None)
         v1, g1 = b.digits(*b.field(req[c], k - 2))
         v2, g2 = b.digits(*b.field(req[c], k - 1))
         st_ms[c], en_ms[c] = v1, v2
