@@ -18,7 +18,8 @@ Measured in the same run, best of 3, each run in a fresh child process:
 "floor" is ``pyarrow.csv.read_csv`` of the tiled file with the columns the
 reader needs (tab-separated, REQUEST-shaped rows, for Gatling); "headroom"
 is ``headroom.reduce_run(path)`` (detection, parsing, checks, steps, errors,
-reduction to histograms).  The ratio is headroom / floor (lower is better);
+reduction to histograms).  The ratios are headroom / floor in CPU time (both cores' work)
+and wall time (lower is better);
 no absolute time is asserted.  Peak RSS is the child's high-water mark
 (``VmHWM``, else ``resource.getrusage``) for reduce_run (includes the interpreter and imports).
 """
@@ -189,19 +190,19 @@ def _child(what: str, key: str, path: str) -> None:
 
     import headroom
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     if what == "floor":
         n = CASES[key][4](path)
     else:
         n = _requests(headroom.reduce_run(path))
-    s = time.perf_counter() - t
+    s, cpu = time.perf_counter() - t, time.process_time() - c
     # VmHWM is this process's own peak (ru_maxrss after fork+exec may carry the parent's)
     try:
         status = Path("/proc/self/status").read_text()
         rss_kb = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("VmHWM:")))
     except (OSError, StopIteration):
         rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"s": s, "n": n, "rss_mb": rss_kb / 1024}))
+    print(json.dumps({"s": s, "cpu": cpu, "n": n, "rss_mb": rss_kb / 1024}))
 
 
 def measure(what: str, key: str, path: Path, repeat: int) -> list[dict]:
@@ -256,20 +257,24 @@ def main() -> None:
             failed.append((label, f"{n:,} requests read, expected {k:,} x {base:,} = {k * base:,}"))
         floor = measure("floor", key, p, a.repeat)
         th, tf = min(r["s"] for r in head), min(r["s"] for r in floor)
+        ch, cf = min(r["cpu"] for r in head), min(r["cpu"] for r in floor)
         rss = max(r["rss_mb"] for r in head)
-        rows.append((label, n, nlines, p.stat().st_size, tf, th, rss))
-        print(f"  {label}: headroom {th:.2f} s, floor {tf:.2f} s", file=sys.stderr, flush=True)
+        rows.append((label, n, nlines, p.stat().st_size, (cf, ch), (tf, th), rss))
+        print(f"  {label}: headroom {th:.2f} s (CPU {ch:.2f} s), floor {tf:.2f} s (CPU {cf:.2f} s)",
+              file=sys.stderr, flush=True)  # fmt: skip
         if not a.keep:
             p.unlink()
 
     print(
         f"\nreal sample shapes tiled to ~{a.requests:,} requests (best of {a.repeat}, fresh process each)\n"
     )
-    print("| format | requests | rows (lines) | MB | floor s | headroom s | ratio | headroom peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for label, n, nrows, size, tf, th, rss in rows:
+    print("| format | requests | rows (lines) | MB | floor CPU s | headroom CPU s | CPU ratio | floor wall s "
+          "| headroom wall s | wall ratio | headroom peak RSS MB |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, n, nrows, size, (cf, ch), (tf, th), rss in rows:
         print(
-            f"| {label} | {n:,} | {nrows:,} | {size / 2**20:,.0f} | {tf:.2f} | {th:.2f} | {th / tf:.2f} | {rss:,.0f} |"
+            f"| {label} | {n:,} | {nrows:,} | {size / 2**20:,.0f} | {cf:.2f} | {ch:.2f} | {ch / cf:.2f} "
+            f"| {tf:.2f} | {th:.2f} | {th / tf:.2f} | {rss:,.0f} |"
         )
     for label, why in failed:
         print(f"\nFAILED {label}: {why}")

@@ -300,8 +300,13 @@ class LevelSteps:
         """Step of every request of a batch (-1: a transient left out); counts them."""
         t = np.asarray(t, np.int64)
         if len(self.levels):
-            sid = _assign(t, self.h_t0, self.h_t1, self.transients)
-            outside = _assign(t, self.h_t0, self.h_t1, "drop") < 0
+            k = np.searchsorted(self.h_t0, t, side="right") - 1  # _assign's rule, the search done once
+            inside = (k >= 0) & (t < self.h_t1[np.maximum(k, 0)])
+            outside = ~inside
+            if self.transients == "next":
+                sid = np.where(inside, k, np.minimum(k + 1, len(self.h_t0) - 1))
+            else:
+                sid = np.where(inside, k, -1)
         else:
             sid, outside = np.full(len(t), -1, np.int64), np.ones(len(t), bool)
         self.counts += np.bincount(sid[sid >= 0], minlength=len(self.levels))
