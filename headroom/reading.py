@@ -1,9 +1,11 @@
 """Reading a run: its request files -> partial reductions -> one reduced :class:`~headroom.model.Run`.
 
 Every request file becomes a *source*: the streamed throughputramp/hey CSV
-reader (:class:`CsvSource`, bounded memory) or a whole-file table
-(:class:`TableSource`, the other formats, hey with relative offsets,
-``--steps``).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
+reader (:class:`CsvSource`, bounded memory), hey with relative offsets
+spooled (:class:`HeySource`), the other formats spooled
+(:class:`~headroom.spooled.SpoolSource`), or a whole-file table
+(:class:`TableSource`: a folder of one file per step, and
+:func:`headroom.load_run`).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
 partials add up.  Several files of one run are either load generators of
 one ramp (their times overlap: steps aligned on the wall clock,
 concurrency summed, histograms added, never percentiles averaged) or one
@@ -36,6 +38,7 @@ from .reduce import (
     span_of,
 )
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
+from .spooled import SpoolSource
 
 
 @dataclass(frozen=True)
@@ -245,9 +248,7 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
 
     if fmt in CSV_FAMILY:
         if s.steps:
-            raise HeadroomError(
-                f"{path}: --steps is for files without steps of their own; this file's sections are its steps"
-            )
+            raise _steps_of_their_own(path)
         req, step_errors, codes, kind, warnings = read_requests(
             path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
         )
@@ -266,6 +267,82 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
     return req, step_errors, codes, fmt, warnings, conc, rates
 
 
+class HeySource(SpoolSource):
+    """A hey CSV with relative offsets, spooled (:class:`~headroom.spooled.SpoolSource`) in bounded
+    memory: its sections are its steps, with the accounting, anchoring and warnings of
+    :func:`headroom.formats.hey.read_requests` (the whole-file reader of :func:`headroom.load_run`)."""
+
+    def __init__(self, path: Path, settings: ReadSettings):
+        super().__init__(path, settings, "hey")
+
+    def _prepare(self):
+        if self._done is not None:
+            return self._done
+        from .formats import hey
+        from .formats._batch import CHUNK_BYTES
+
+        s = self.settings
+        scan = hey.scan_csv(self.path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES),
+                            skip_bad_rows=s.skip_bad_rows, progress=s.progress)  # fmt: skip
+        raw, have = _spool_rows(scan)
+        try:
+            if raw.n == 0:
+                raise hey.no_requests(self.path, scan.side["kind"])
+            plan = hey.SectionPlan(scan)
+            split = self._split(raw, plan, have)
+        finally:
+            raw.close()
+        self._done = _hey_done(self.path, scan, plan.found(), split, s)
+        return self._done
+
+
+def _spool_rows(scan):
+    """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
+    from .spool import Spool
+    from .spooled import RAW
+
+    raw = Spool(RAW)
+    have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
+    for b in scan.batches():
+        z = np.zeros(len(b), np.int64)
+        raw.append(start_ns=b.start_ns, latency_s=b.latency_s, status=b.status if have["status"] else z,
+                   ok=z.astype(bool), key=b.key, line=z)  # fmt: skip
+    return raw, have
+
+
+def _hey_done(path: Path, scan, found, split, s: ReadSettings):
+    """Failed requests, anchoring and warnings as :func:`headroom.formats.hey.read_requests` gives them."""
+    from .formats import hey
+    from .spooled import _Done
+    from .tables import stated_concurrency
+
+    stats, spools = split
+    warnings, n_steps = list(found.warnings), len(found.names)
+    step_errors, codes = None, {}
+    if scan.side["status"]:
+        step_errors = np.zeros(n_steps, np.int64)
+        for k, st in stats.items():
+            step_errors[k] = st.failed
+            add_codes(codes, st.codes)
+        errors, n = int(step_errors.sum()), sum(st.n for st in stats.values())
+        codes = dict(sorted(codes.items()))
+        if errors == n:
+            raise all_failed(path, n, codes)
+        if errors:
+            warnings.append(failed_warning(path, errors, n, codes))
+    shift = 0
+    if scan.relative:
+        end = max(st.t1 for st in stats.values() if st.kept)  # the kept rows' last response
+        shift = hey.anchor_base(path, end, s.base_time_ns, warnings, hey.RELATIVE)
+        if scan.side["runs"] > 1:
+            warnings.append(hey.appended_warning(path, scan.side["runs"]))
+    conc = None
+    if s.concurrency is not None:
+        conc = stated_concurrency(str(path), s.concurrency, n_steps, None, None, warnings)
+    return _Done(path, scan.side["kind"], n_steps, stats, spools, step_errors, codes, warnings, conc, None,
+                 shift)  # fmt: skip
+
+
 # --------------------------------------------------------------------------
 # planning: which sources, and how their partials combine
 
@@ -280,15 +357,20 @@ def _relative_offsets(path: Path) -> bool:
 
 def source_for(files: RunFiles, path: Path, s: ReadSettings):
     """The source that reads one request file."""
-    from .spooled import SpoolSource
     from .tables import detect_format
 
     fmt = detect_format(path, s.format)
-    if fmt in CSV_FAMILY and not s.steps and not _relative_offsets(path):
-        return CsvSource(path, s)
     if fmt in CSV_FAMILY:
-        return TableSource(files, s, fmt, path)
+        if s.steps:
+            raise _steps_of_their_own(path)
+        return HeySource(path, s) if _relative_offsets(path) else CsvSource(path, s)
     return SpoolSource(path, s, fmt)
+
+
+def _steps_of_their_own(path: Path) -> HeadroomError:
+    return HeadroomError(
+        f"{path}: --steps is for files without steps of their own; this file's sections are its steps"
+    )
 
 
 def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
