@@ -1,9 +1,11 @@
 """Reading a run: its request files -> partial reductions -> one reduced :class:`~headroom.model.Run`.
 
 Every request file becomes a *source*: the streamed throughputramp/hey CSV
-reader (:class:`CsvSource`, bounded memory) or a whole-file table
-(:class:`TableSource`, the other formats, hey with relative offsets,
-``--steps``).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
+reader (:class:`CsvSource`, bounded memory), hey with relative offsets
+spooled (:class:`HeySource`), the other formats spooled
+(:class:`~headroom.spooled.SpoolSource`), or a whole-file table
+(:class:`TableSource`: a folder of one file per step, and
+:func:`headroom.load_run`).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
 partials add up.  Several files of one run are either load generators of
 one ramp (their times overlap: steps aligned on the wall clock,
 concurrency summed, histograms added, never percentiles averaged) or one
@@ -36,6 +38,7 @@ from .reduce import (
     span_of,
 )
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
+from .spooled import SpoolSource
 
 
 @dataclass(frozen=True)
@@ -245,9 +248,7 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
 
     if fmt in CSV_FAMILY:
         if s.steps:
-            raise HeadroomError(
-                f"{path}: --steps is for files without steps of their own; this file's sections are its steps"
-            )
+            raise _steps_of_their_own(path)
         req, step_errors, codes, kind, warnings = read_requests(
             path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
         )
@@ -266,6 +267,234 @@ def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
     return req, step_errors, codes, fmt, warnings, conc, rates
 
 
+class HeySource(SpoolSource):
+    """A hey CSV with relative offsets, spooled (:class:`~headroom.spooled.SpoolSource`) in bounded
+    memory: its sections are its steps, with the accounting, anchoring and warnings of
+    :func:`headroom.formats.hey.read_requests` (the whole-file reader of :func:`headroom.load_run`)."""
+
+    def __init__(self, path: Path, settings: ReadSettings):
+        super().__init__(path, settings, "hey")
+
+    def _prepare(self):
+        if self._done is not None:
+            return self._done
+        from .formats import hey
+        from .formats._batch import CHUNK_BYTES
+
+        s = self.settings
+        scan = hey.scan_csv(self.path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES),
+                            skip_bad_rows=s.skip_bad_rows, progress=s.progress)  # fmt: skip
+        raw, have = _spool_rows(scan)
+        try:
+            if raw.n == 0:
+                raise hey.no_requests(self.path, scan.side["kind"])
+            plan = hey.SectionPlan(scan)
+            split = self._split(raw, plan, have)
+        finally:
+            raw.close()
+        self._done = _hey_done(self.path, scan, plan.found(), split, s)
+        return self._done
+
+
+def _spool_rows(scan):
+    """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
+    from .spool import Spool
+    from .spooled import RAW
+
+    raw = Spool(RAW)
+    have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
+    for b in scan.batches():
+        z = np.zeros(len(b), np.int64)
+        raw.append(start_ns=b.start_ns, latency_s=b.latency_s, status=b.status if have["status"] else z,
+                   ok=z.astype(bool), key=b.key, line=z)  # fmt: skip
+    return raw, have
+
+
+def _hey_done(path: Path, scan, found, split, s: ReadSettings):
+    """Failed requests, anchoring and warnings as :func:`headroom.formats.hey.read_requests` gives them."""
+    from .formats import hey
+    from .spooled import _Done
+    from .tables import stated_concurrency
+
+    stats, spools = split
+    warnings, n_steps = list(found.warnings), len(found.names)
+    step_errors, codes = None, {}
+    if scan.side["status"]:
+        step_errors = np.zeros(n_steps, np.int64)
+        for k, st in stats.items():
+            step_errors[k] = st.failed
+            add_codes(codes, st.codes)
+        errors, n = int(step_errors.sum()), sum(st.n for st in stats.values())
+        codes = dict(sorted(codes.items()))
+        if errors == n:
+            raise all_failed(path, n, codes)
+        if errors:
+            warnings.append(failed_warning(path, errors, n, codes))
+    shift = 0
+    if scan.relative:
+        end = max(st.t1 for st in stats.values() if st.kept)  # the kept rows' last response
+        shift = hey.anchor_base(path, end, s.base_time_ns, warnings, hey.RELATIVE)
+        if scan.side["runs"] > 1:
+            warnings.append(hey.appended_warning(path, scan.side["runs"]))
+    conc = None
+    if s.concurrency is not None:
+        conc = stated_concurrency(str(path), s.concurrency, n_steps, None, None, warnings)
+    return _Done(path, scan.side["kind"], n_steps, stats, spools, step_errors, codes, warnings, conc, None,
+                 shift)  # fmt: skip
+
+
+class StepFilesSource(SpoolSource):
+    """A folder of one request file per step (oha, k6, vegeta ...), spooled file by file in bounded memory.
+
+    Every file's rows are its step (``--steps`` cuts the whole run instead);
+    relative times are placed one after another.  Files, concurrency or
+    rates from their names, failed requests, anchoring and warnings are
+    those of :func:`headroom.tables.read_step_files` (the whole-table reader
+    of :func:`headroom.load_run`); a damaged value is named by its file and line.
+    """
+
+    def __init__(self, files: RunFiles, settings: ReadSettings, fmt: str):
+        super().__init__(files.perf, settings, fmt)
+        self.files = files
+
+    def _prepare(self):
+        if self._done is not None:
+            return self._done
+        from .formats._plans import CutPlan
+        from .spool import Spool
+        from .spooled import RAW
+
+        raw = Spool(RAW)
+        try:
+            joined = _join_files(self.files, self.fmt, self.settings, raw)
+            if raw.n == 0:
+                raise HeadroomError(
+                    f"{self.files.perf.parent}: no requests (the file has a header but no data rows)"
+                )
+            plan = CutPlan(raw, self.settings.steps) if self.settings.steps else _FilePlan()
+            split = self._split(raw, plan, joined.have)
+        finally:
+            raw.close()
+        self._done = _step_files_done(self.files, self.fmt, joined, plan, split, self.settings)
+        return self._done
+
+
+class _FilePlan:
+    """Every row in its file's step (the ``key`` of the joined spool)."""
+
+    def assign(self, c: dict) -> np.ndarray:
+        return c["key"]
+
+
+@dataclass
+class _Joined:
+    """What reading the files of a folder one after another learned."""
+
+    warnings: list
+    have: dict
+    relative: bool
+    conc: list | None
+    rates: list | None
+
+
+def _join_files(files: RunFiles, fmt: str, s: ReadSettings, raw) -> _Joined:
+    """Every file spooled into ``raw`` (``key``: its step), relative times placed after the previous file's."""
+    from .tables import file_rates, relative_files_warning, step_concurrency_from_names
+
+    warnings, shift, spans = [], 0, []
+    have = {"status": False, "ok": False, "key": True, "line": True}
+    relative = False
+    for i, path in enumerate(files.steps):
+        st, relative = _spool_file(path, fmt, s, shift, i, raw, have, warnings)
+        spans.append((st.lo or 0, st.hi or 0, st.n))
+        if relative and st.n:
+            shift = st.end
+    if relative and len(files.steps) > 1:
+        warnings.append(relative_files_warning(files))
+    conc = step_concurrency_from_names(files.steps)
+    rates = None if conc else file_rates(files, *zip(*spans), warnings)
+    return _Joined(warnings, have, relative, conc, rates)
+
+
+def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw, have: dict, warnings: list):
+    """One file of a folder: its rows checked, its reader's warnings, its rows (``key``, times + ``shift``)
+    into ``raw``; (its statistics of all rows, whether its times are relative) returned."""
+    from .formats import FORMATS, scan_file
+    from .formats._batch import CHUNK_BYTES, join
+    from .formats._checks import MIN_TIME_NS
+    from .formats._common import check_rows
+    from .formats._plans import plan_for
+    from .spool import Spool
+    from .spooled import RAW, StepStats, _failed, _plausible
+
+    scan = scan_file(path, fmt, min(s.chunk_bytes, CHUNK_BYTES))
+    one, mine = Spool(RAW), None
+    try:
+        for b in scan.batches():
+            if not len(b):
+                continue
+            mine = mine or {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
+            st = b.start_ns + np.int64(shift)
+            check_rows(path, st, b.latency_s, b.line, scan.relative)
+            z = np.zeros(len(b), np.int64)
+            one.append(start_ns=st, latency_s=b.latency_s, status=b.status if mine["status"] else z - 1,
+                       ok=b.ok if mine["ok"] else z.astype(bool), key=b.key if mine["key"] else z,
+                       line=b.line if mine["line"] else z)  # fmt: skip
+        stats = StepStats()
+        if mine is None:  # no rows: the reader's table of none says what it says
+            f = FORMATS[fmt]
+            warnings += f.finish(scan, join([])).warnings if f.finish else scan.warnings
+            return stats, scan.relative
+        reader = plan_for(scan, one, dataclasses.replace(s, steps=None), mine, FORMATS[fmt])
+        for c in one.chunks(tuple(RAW)):
+            reader.assign(c)  # the reader's notes count every row, as on its whole table
+            failed = _failed(c, mine)
+            stats.add(c["start_ns"], c["latency_s"], failed)
+            raw.append(start_ns=c["start_ns"], latency_s=c["latency_s"], status=c["status"], ok=~failed,
+                       key=np.full(len(failed), key, np.int64), line=c["line"])  # fmt: skip
+        warnings += reader.found().warnings
+        _plausible(path, key, stats, one, MIN_TIME_NS if scan.relative else 0)
+        have["status"] |= mine["status"]
+        have["ok"] |= mine["ok"] or mine["status"]
+        return stats, scan.relative
+    finally:
+        one.close()
+
+
+def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: ReadSettings):
+    """Failed requests, anchoring and warnings as :func:`headroom.tables.table_to_requests` gives them."""
+    from .formats import hey
+    from .spooled import _Done
+    from .tables import stated_concurrency
+
+    stats, spools = split
+    where, warnings = files.perf.parent, list(j.warnings)
+    conc, rates, n_steps = j.conc, j.rates, len(files.steps)
+    if s.steps:
+        conc, rates, n_steps = None, None, len(plan.uniq)
+    step_errors, codes = None, {}
+    if j.have["ok"]:
+        step_errors = np.zeros(n_steps, np.int64)
+        for k, st in stats.items():
+            step_errors[k] = st.failed
+            add_codes(codes, st.codes)
+        errors, n = int(step_errors.sum()), sum(st.n for st in stats.values())
+        codes = dict(sorted(codes.items()))
+        if errors == n:
+            raise all_failed(where, n, codes)
+        if errors:
+            warnings.append(failed_warning(where, errors, n, codes))
+    base = 0
+    if j.relative:  # anchored on every request (failed ones too), as the generators' own clocks ran
+        end = max(st.end for st in stats.values())
+        base = hey.anchor_base(where, end, s.base_time_ns, warnings, "relative start times")
+    if s.concurrency is not None:
+        conc = stated_concurrency(str(files.perf), s.concurrency, n_steps, conc, rates, warnings)
+    return _Done(files.perf, fmt, n_steps, stats, spools, step_errors, codes, warnings,
+                 tuple(conc) if conc is not None else None, tuple(rates) if rates is not None else None,
+                 base)  # fmt: skip
+
+
 # --------------------------------------------------------------------------
 # planning: which sources, and how their partials combine
 
@@ -280,15 +509,20 @@ def _relative_offsets(path: Path) -> bool:
 
 def source_for(files: RunFiles, path: Path, s: ReadSettings):
     """The source that reads one request file."""
-    from .spooled import SpoolSource
     from .tables import detect_format
 
     fmt = detect_format(path, s.format)
-    if fmt in CSV_FAMILY and not s.steps and not _relative_offsets(path):
-        return CsvSource(path, s)
     if fmt in CSV_FAMILY:
-        return TableSource(files, s, fmt, path)
+        if s.steps:
+            raise _steps_of_their_own(path)
+        return HeySource(path, s) if _relative_offsets(path) else CsvSource(path, s)
     return SpoolSource(path, s, fmt)
+
+
+def _steps_of_their_own(path: Path) -> HeadroomError:
+    return HeadroomError(
+        f"{path}: --steps is for files without steps of their own; this file's sections are its steps"
+    )
 
 
 def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
@@ -303,16 +537,20 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
         raise HeadroomError(
             f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run"
         )
-    relative = fmts[0] == "oha-csv" or any(_relative_offsets(p) for p in files.steps if fmts[0] in CSV_FAMILY)
-    if relative or fmts[0] not in CSV_FAMILY:
-        from .spooled import SpoolSource
+    if fmts[0] in CSV_FAMILY:
+        if any(_relative_offsets(p) for p in files.steps):
+            from .tables import csv_family_folder
 
-        tables = [SpoolSource(p, s, fmts[0]) if fmts[0] not in CSV_FAMILY else TableSource(files, s, fmts[0], p)
-                  for p in files.steps]  # fmt: skip
-        if relative or not _overlapping([t.spans() for t in tables]):
-            return "one", [TableSource(files, s, "one file per step")]
-        return "generators", tables
-    return "several", [CsvSource(p, s) for p in files.steps]
+            raise csv_family_folder(files.steps[0])
+        return "several", [CsvSource(p, s) for p in files.steps]
+    if fmts[0] == "oha-csv":  # relative times: one file per step, one after another
+        return "one", [StepFilesSource(files, s, fmts[0])]
+    from .spooled import SpoolSource
+
+    tables = [SpoolSource(p, s, fmts[0]) for p in files.steps]
+    if not _overlapping([t.spans() for t in tables]):
+        return "one", [StepFilesSource(files, s, fmts[0])]
+    return "generators", tables
 
 
 def _overlapping(spans: list[Partial]) -> bool:

@@ -189,10 +189,7 @@ def read_step_files(files: RunFiles, fmt_option: str | None) -> tuple[Table, str
     for f in files.steps:
         name = detect_format(f, fmt_option)
         if name in CSV_FAMILY:
-            raise HeadroomError(
-                f"{f}: a folder of one file per step is read for vegeta, k6, JMeter, Gatling and oha files; "
-                "append hey runs to one file instead (each with its header)"
-            )
+            raise csv_family_folder(f)
         if fmt is not None and name != fmt:
             raise HeadroomError(f"{f}: {name}, but {files.steps[0].name} is {fmt}: one format per folder")
         fmt = name
@@ -204,9 +201,14 @@ def read_step_files(files: RunFiles, fmt_option: str | None) -> tuple[Table, str
 _RATE_NAME = re.compile(r"(?:^|[^a-z])(?:qps|q|rate|rps)[-_]?(\d+(?:\.\d+)?)(?![\d.]*[a-z])")
 
 
-def _file_rates(files: RunFiles, start: np.ndarray, step: np.ndarray, warnings: list) -> list[dict] | None:
-    """Rate steps of a folder of one file per rate (``oha -q R``): every file name states its rate."""
-    from .levels import reader_steps, steps_from_groups
+def file_rates(files: RunFiles, first, last, n, warnings: list) -> list[dict] | None:
+    """Rate steps of a folder of one file per rate (``oha -q R``): every file name states its rate.
+
+    ``first``, ``last``, ``n``: every file's first and last start and its rows
+    (failed ones too), as :func:`headroom.levels.steps_from_groups` takes
+    them from the rows: steps in order of first request.
+    """
+    from .levels import StepInference, group_steps, reader_steps
 
     want = []
     for f in files.steps:
@@ -214,10 +216,33 @@ def _file_rates(files: RunFiles, start: np.ndarray, step: np.ndarray, warnings: 
         if not m:
             return None
         want.append(float(m[1]))
-    inf = steps_from_groups(start, step, intended_rps=want, source="one file per rate")
+    first, last, n = (np.asarray(x, np.int64) for x in (first, last, n))
+    present = np.flatnonzero(n > 0)
+    order = present[np.argsort(first[present], kind="stable")]
+    source = "one file per rate"
+    inf = group_steps(
+        first[order], last[order], n[order], intended_rps=[want[c] for c in order], source=source
+    )
+    inf = StepInference("rate", inf.steps, np.arange(len(order)), 0, source, inf.notes)
     warnings += [f"{files.perf.parent}: {x}" for x in inf.notes]
     rs = reader_steps(inf, names=[f.name for f in files.steps])
     return None if rs is None else rs.rates
+
+
+def relative_files_warning(files: RunFiles) -> str:
+    """The warning of a folder of files with relative times placed one after another."""
+    return (
+        f"{files.perf.parent}: {len(files.steps)} files with relative times are read as one ramp, each step "
+        "starting when the previous one ended: the spacing between them is unknown"
+    )
+
+
+def csv_family_folder(path: Path) -> HeadroomError:
+    """hey or throughputramp files given as one file per step."""
+    return HeadroomError(
+        f"{path}: a folder of one file per step is read for vegeta, k6, JMeter, Gatling and oha files; "
+        "append hey runs to one file instead (each with its header)"
+    )
 
 
 def _join_tables(files: RunFiles, tables: list[Table], fmt: str) -> Table:
@@ -240,14 +265,12 @@ def _join_tables(files: RunFiles, tables: list[Table], fmt: str) -> Table:
         warnings += t.warnings
     relative = tables[0].relative
     if relative and len(tables) > 1:
-        warnings.append(
-            f"{files.perf.parent}: {len(tables)} files with relative times are read as one ramp, each step "
-            "starting when the previous one ended: the spacing between them is unknown"
-        )
+        warnings.append(relative_files_warning(files))
     conc = step_concurrency_from_names(files.steps)
     step = np.repeat(np.arange(len(tables)), [len(t.start_ns) for t in tables])
     start = np.concatenate(starts)
-    rates = None if conc else _file_rates(files, start, step, warnings)
+    spans = [(int(x.min()), int(x.max())) if len(x) else (0, 0) for x in starts]
+    rates = None if conc else file_rates(files, *zip(*spans), [len(x) for x in starts], warnings)
     return Table(
         fmt=fmt,
         fidelity=tables[0].fidelity,

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from headroom import cli
+from headroom.model import HeadroomError
 from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
 from headroom.ramp.engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
@@ -565,6 +566,21 @@ def test_engine_parsers(tmp_path):
     rows = Oha("/x/oha").parse(tmp_path, base, StepPlan(concurrency=1, duration_s=1))
     assert rows.start_ns == [base + 1_000_000] and rows.response_time == ["0.000510"]
     assert rows.transport_errors is None
+
+
+def test_hey_output_read_by_the_hey_format(tmp_path):
+    """hey's output through headroom.formats.hey: refused connections only, a damaged line, a wrong header."""
+    head = "response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset\n"
+    out = tmp_path / "out"
+    out.write_text(head)
+    rows = Hey("/x/hey").parse(tmp_path, 0, StepPlan(concurrency=2, requests=4))
+    assert len(rows) == 0 and rows.transport_errors == 4
+    out.write_text(head + "0.0021,0.0007,0.0000,0.0001,0.0006,0.0001,200,0.0003\n0.0030,0,0,0,0,0,2x0,0.1\n")
+    with pytest.raises(HeadroomError, match=rf"^{out}:3: "):
+        Hey("/x/hey").parse(tmp_path, 0, StepPlan(concurrency=2, requests=4))
+    out.write_text("response-time,offset\n0.0021,0.0003\n")
+    with pytest.raises(HeadroomError, match="hey wrote an unexpected CSV header 'response-time,offset'"):
+        Hey("/x/hey").parse(tmp_path, 0, StepPlan(concurrency=2, requests=4))
 
 
 def _step(k: int, rps: float, gen: float) -> Step:

@@ -7,7 +7,8 @@ naming the file and what was expected.  Each entry has, like xarray's
 backends, a ``guess_can_open(head)`` that looks only at the first bytes,
 a fidelity note, and a reader.  throughputramp and hey CSV
 (:mod:`.throughputramp`, :mod:`.hey`) are streamed section by section by
-:mod:`headroom.reading`; the other readers yield record batches
+:mod:`headroom.reading` (hey with relative offsets through its scan,
+:func:`.hey.scan_csv`, spooled by :class:`headroom.reading.HeySource`); the other readers yield record batches
 (``scan_*``, :mod:`._batch`) that :mod:`headroom.spooled` spools and
 reduces, with the format's step plan (:mod:`._plans`); ``finish`` makes the
 whole request table (:class:`~headroom.formats._common.Table`) of the same
@@ -97,7 +98,7 @@ FORMATS: dict[str, Format] = {
 def _plan_classes():
     return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
             "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
-            "k6-json": k6.K6Plan, "oha-csv": oha.plan}  # fmt: skip
+            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
@@ -105,6 +106,7 @@ _SCANS = {  # (module, scan function, finish function) of the formats whose read
     "gatling": (gatling, "scan", "finish"), "vegeta-csv": (vegeta, "scan_csv", "finish"),
     "vegeta-json": (vegeta, "scan_json", "finish"), "k6-csv": (k6, "scan_csv", "finish"),
     "k6-json": (k6, "scan_json", "finish"), "oha-csv": (oha, "scan_csv", "finish"),
+    "hey": (hey, "scan_csv", "finish"),  # no finish: hey.read_requests reads it whole
 }  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""hey's raw CSV (``hey -o csv``), read whole into memory (hey keeps at most 1,000,000 results).
+"""hey's raw CSV (``hey -o csv``), read a piece of a section at a time (:func:`scan_csv`).
 
 Fidelity: exact per request; ``status-code`` tells failed requests (hey
 writes no row for a request without a response).  Upstream hey writes
@@ -8,7 +8,11 @@ the previous one ended, and the whole run is anchored at the file's
 modification time unless ``--hey-start`` gives the start.  The Cloud
 Foundry fork writes an absolute ``start-time`` instead.  The parser is the
 throughputramp one (:mod:`headroom.formats.throughputramp`); this module
-adds the relative times and the failed-request accounting.
+adds the relative times, the checks of every section and the failed-request
+accounting.  :func:`scan_csv` yields record batches (the sections are the
+steps: :class:`SectionPlan`), which :class:`headroom.reading.HeySource`
+spools and reduces in bounded memory; :func:`read_requests` joins them for
+:func:`headroom.load_run`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from ..model import HeadroomError, Requests
+from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._checks import (
+    MAX_TIME_NS,
     MIN_TIME_NS,
+    SPAN_TOLERANCE_S,
     all_failed,
     check_base,
     check_offsets,
@@ -29,6 +36,7 @@ from ._checks import (
     mtime_base,
     skipped_warning,
 )
+from ._common import EXACT
 from ._scan import BOM
 from .throughputramp import CsvFile
 
@@ -51,51 +59,126 @@ def _per_step(flag: np.ndarray, step_offsets: np.ndarray) -> np.ndarray:
     return (cum[step_offsets[1:]] - cum[step_offsets[:-1]]).astype(np.int64)
 
 
-def _join(parts: list[np.ndarray], dtype) -> np.ndarray:
-    if not parts:
-        return np.empty(0, dtype)
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+def scan_csv(
+    path: Path, *, chunk_bytes: int = CHUNK_BYTES, skip_bad_rows: bool = False, progress: bool | None = None
+) -> Scan:
+    """One pass over a hey (or throughputramp) CSV, a piece of a section at a time.
+
+    Batches hold start (relative ns for hey's ``offset``, placed after the
+    previous section's last response), latency, status (None without a
+    ``status-code`` column) and the section as ``key`` (the step); no line
+    numbers (counted only for a message).  Every section is checked as
+    :func:`read_requests` always checked it (offsets, plausibility), when its
+    last piece has been read.  After the pass: ``warnings`` (a truncated last
+    line, rows skipped by ``skip_bad_rows``), ``side``: ``sections`` (steps,
+    empty ones too), ``runs`` (sections with rows, placed one after another),
+    ``kind`` (the layout) and ``status`` (whether rows have a status).
+    """
+    f = CsvFile(Path(path), skip_bad_rows=skip_bad_rows, stream=True, progress=progress)  # header errors now
+    lay = f.layout
+    scan = Scan(f.path, lay.kind, EXACT, key_kind="section", relative=lay.time_col == "offset")
+    scan.side.update(kind=lay.kind, status=lay.status_col is not None)
+    scan._gen = _batches(scan, f, chunk_bytes)
+    return scan
 
 
-def _collect(f: CsvFile, warnings: list[str]):
-    """Every section parsed whole: (start, latency, status, step offsets, hey sections)."""
-    path, relative = f.path, f.layout.time_col == "offset"
-    starts, lats, codes, offsets, skipped = [], [], [], [0], []
-    total, hey_shift, hey_sections = 0, 0, 0
-    for k, (s, e) in enumerate(f.sections):
-        if f.is_empty(k):
-            offsets.append(total)
-            continue
-        c = f.parse(s, e, first=True)
-        skipped += c.bad_rows
-        line0 = (lambda s=s: f.line_at(s)) if not c.bad_rows else (lambda: None)
-        st, lat = c.start_ns, c.latency_s
-        shift = MIN_TIME_NS if relative else 0
-        if relative:
-            check_offsets(path, st, line0)
-        check_plausible(path, st + shift, lat, lambda i, f0=line0: None if f0() is None else f0() + 1 + i)
-        if relative and len(st):
-            # hey runs appended one after another (one per concurrency): each section's offsets
-            # count from its own start, so it begins where the previous one ended
-            st = st + np.int64(hey_shift)
-            hey_shift = int(np.max(st + np.rint(lat * 1e9).astype(np.int64)))
-            hey_sections += 1
-        starts.append(st)
-        lats.append(lat)
-        if c.status is not None:
-            codes.append(c.status)
-        total += len(st)
-        offsets.append(total)
-        f.buf.done_with(s, e)
+def _batches(scan: Scan, f: CsvFile, chunk_bytes: int):
+    path = scan.path
+    skipped: list = []
+    shift, runs = 0, 0
+    with f:
+        scan.warnings += f.warnings
+        for k in range(len(f.sections)):
+            if f.is_empty(k):
+                continue
+            sec = _Section()
+            for c in f.chunks_of(k, chunk_bytes):
+                skipped += c.bad_rows
+                sec.add(c)
+                if len(c.start_ns):
+                    st = c.start_ns + np.int64(shift) if shift else c.start_ns
+                    yield Batch(st, c.latency_s, c.status, None, np.full(len(st), k, np.int64), None)
+            sec.check(f, k, scan.relative, chunk_bytes)
+            if scan.relative and sec.n:
+                # hey runs appended one after another (one per concurrency): each section's offsets
+                # count from its own start, so it begins where the previous one ended
+                shift, runs = shift + sec.end, runs + 1
+            f.buf.done_with(*f.sections[k])
+        scan.side.update(sections=len(f.sections), runs=runs)
     if skipped:
-        warnings.append(skipped_warning(path, skipped))
-    status = (np.concatenate(codes) if codes else np.zeros(0, np.int64)) if f.layout.status_col else None
+        scan.warnings.append(skipped_warning(path, skipped))
+
+
+class _Section:
+    """What the checks of one section need, gathered piece by piece: its rows' first and last start,
+    the row of the first, the longest latency, the last response, and whether rows were skipped."""
+
+    def __init__(self):
+        self.n, self.lo, self.lo_row, self.hi, self.max_lat, self.end, self.skipped = (
+            0,
+            0,
+            0,
+            0,
+            0.0,
+            0,
+            False,
+        )
+
+    def add(self, c) -> None:
+        self.skipped |= bool(c.bad_rows)
+        st = c.start_ns
+        if not len(st):
+            return
+        i = int(np.argmin(st))
+        if not self.n or st[i] < self.lo:
+            self.lo, self.lo_row = int(st[i]), self.n + i
+        self.hi = int(st.max()) if not self.n else max(self.hi, int(st.max()))
+        self.max_lat = max(self.max_lat, float(c.latency_s.max()))
+        self.end = max(self.end, int((st + np.rint(c.latency_s * 1e9).astype(np.int64)).max()))
+        self.n += len(st)
+
+    def check(self, f: CsvFile, k: int, relative: bool, chunk_bytes: int) -> None:
+        """The checks of :func:`read_requests` on the whole section (parsed again when it is long)."""
+        if not self.n:
+            return
+        s = f.sections[k][0]
+
+        def line_of(i):  # rows match lines unless some were skipped
+            return None if self.skipped else f.line_at(s) + 1 + i
+
+        if relative:  # its first offset and span are all the check needs: [first, last] stand for the rows
+            row = self.lo_row
+            check_offsets(f.path, np.array([self.lo, self.hi], np.int64), lambda: _minus1(line_of(row)))
+        shift = MIN_TIME_NS if relative else 0
+        lo, hi = self.lo + shift, self.hi + shift
+        short_step = self.hi - self.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and self.max_lat <= SPAN_TOLERANCE_S
+        if short_step and MIN_TIME_NS <= lo and hi < MAX_TIME_NS:
+            return  # what check_plausible concludes without its percentiles
+        parts = list(f.chunks_of(k, chunk_bytes))
+        st = np.concatenate([c.start_ns for c in parts])
+        lat = np.concatenate([c.latency_s for c in parts])
+        check_plausible(f.path, st + np.int64(shift), lat, line_of)
+
+
+def _minus1(line: int | None) -> int | None:
+    return None if line is None else line - 1
+
+
+def no_requests(path, kind: str) -> HeadroomError:
+    """The error of a file without a request row."""
+    if kind == "hey":
+        return HeadroomError(
+            f"{path}: no requests: hey wrote only its header line "
+            "(it writes no row for a request that got no response: was every connection refused?)"
+        )
+    return HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
+
+
+def appended_warning(path, runs: int) -> str:
+    """The warning of several hey runs in one file."""
     return (
-        _join(starts, np.int64),
-        _join(lats, np.float64),
-        status,
-        np.asarray(offsets, np.int64),
-        hey_sections,
+        f"{path}: {runs} hey runs appended one after another are read as one ramp, "
+        "each step starting when the previous one ended: the spacing between them is unknown"
     )
 
 
@@ -125,18 +208,28 @@ def anchor_warning(path, what: str) -> str:
     )
 
 
-def anchor(path, start: np.ndarray, lat: np.ndarray, base_time_ns: int | None, warnings, what: str):
-    """Relative start times made absolute: at ``base_time_ns``, else ending at the file's mtime."""
+#: What the anchor warning says of a hey CSV.
+RELATIVE = "hey CSV has relative start offsets"
+
+
+def anchor_base(path, end_rel: int, base_time_ns: int | None, warnings: list, what: str) -> int:
+    """The wall-clock start of relative times: ``base_time_ns``, else the file's mtime minus ``end_rel``
+    (the last response, relative)."""
     if base_time_ns is None:
-        end_rel = int(np.max(start + np.rint(lat * 1e9).astype(np.int64))) if len(start) else 0
         base_time_ns = mtime_base(path, end_rel)
         warnings.append(anchor_warning(path, what))
     check_base(path, base_time_ns, warnings)
-    return start + np.int64(base_time_ns)
+    return int(base_time_ns)
+
+
+def anchor(path, start: np.ndarray, lat: np.ndarray, base_time_ns: int | None, warnings, what: str):
+    """Relative start times made absolute: at ``base_time_ns``, else ending at the file's mtime."""
+    end_rel = int(np.max(start + np.rint(lat * 1e9).astype(np.int64))) if len(start) else 0
+    return start + np.int64(anchor_base(path, end_rel, base_time_ns, warnings, what))
 
 
 def read_requests(path: Path, *, base_time_ns: int | None = None, skip_bad_rows: bool = False):
-    """Read a throughputramp or hey CSV whole.
+    """Read a throughputramp or hey CSV whole (:func:`scan_csv`, its batches joined).
 
     Returns
     -------
@@ -144,27 +237,38 @@ def read_requests(path: Path, *, base_time_ns: int | None = None, skip_bad_rows:
         (Requests, failed requests per step or None, error count per status
         code, the layout's kind, warnings).
     """
-    with CsvFile(Path(path), skip_bad_rows=skip_bad_rows, stream=False) as f:
-        warnings = list(f.warnings)
-        start, lat, status, offsets, hey_sections = _collect(f, warnings)
-        kind, relative = f.layout.kind, f.layout.time_col == "offset"
+    scan = scan_csv(Path(path), skip_bad_rows=skip_bad_rows)
+    rows = join(list(scan.batches()))
+    side, warnings = scan.side, list(scan.warnings)
+    start, lat = rows.start_ns, rows.latency_s
+    step = rows.key if rows.key is not None else np.zeros(0, np.int64)  # None: no rows at all
+    offsets = np.searchsorted(step, np.arange(side["sections"] + 1)).astype(np.int64)
     step_errors, codes = None, {}
-    if status is not None:
+    if side["status"]:
+        status = rows.status if rows.status is not None else np.zeros(0, np.int64)
         start, lat, offsets, step_errors, codes = _drop_failed(path, start, lat, status, offsets, warnings)
-    if relative:
-        what = "hey CSV has relative start offsets"
-        start = anchor(path, start, lat, base_time_ns, warnings, what)
-        if hey_sections > 1:
-            warnings.append(
-                f"{path}: {hey_sections} hey runs appended one after another are read as one ramp, "
-                "each step starting when the previous one ended: the spacing between them is unknown"
-            )
+    if scan.relative:
+        start = anchor(path, start, lat, base_time_ns, warnings, RELATIVE)
+        if side["runs"] > 1:
+            warnings.append(appended_warning(path, side["runs"]))
     if len(start) == 0:
-        if kind == "hey":
-            raise HeadroomError(
-                f"{path}: no requests: hey wrote only its header line "
-                "(it writes no row for a request that got no response: was every connection refused?)"
-            )
-        raise HeadroomError(f"{path}: no requests (the file has a header but no data rows)")
+        raise no_requests(path, side["kind"])
     # rows stay in file (completion) order: bucketing needs no order
-    return Requests(start, lat, offsets), step_errors, codes, kind, warnings
+    return Requests(start, lat, offsets), step_errors, codes, side["kind"], warnings
+
+
+class SectionPlan:
+    """The step plan of a spooled hey file: every row in its section (the batches' ``key``)."""
+
+    def __init__(self, scan: Scan, raw=None):
+        self.scan = scan
+
+    def assign(self, c: dict) -> np.ndarray:
+        return c["key"]
+
+    def found(self):
+        from ._plans import Found
+
+        n = self.scan.side["sections"]
+        return Found([f"section {k + 1}" for k in range(n)], source=f"sections of the file ({n})",
+                     warnings=list(self.scan.warnings))  # fmt: skip

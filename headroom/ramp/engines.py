@@ -188,27 +188,18 @@ class Hey(Engine):
         return (plan.requests // plan.concurrency) * plan.concurrency
 
     def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        from ..formats import hey
+
         path = workdir / "out"
-        rows = StepRows()
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, "rb") as f:
             header = f.readline().strip()
-            cols = header.split(",")
-            try:
-                ri, si, oi = cols.index("response-time"), cols.index("status-code"), cols.index("offset")
-            except ValueError:
-                raise HeadroomError(f"hey wrote an unexpected CSV header {header[:120]!r}") from None
-            starts, rts, codes = rows.start_ns, rows.response_time, rows.status
-            for n, line in enumerate(f, start=2):
-                if not line.strip():
-                    continue
-                p = line.rstrip("\r\n").split(",")
-                try:
-                    starts.append(launch_ns + round(float(p[oi]) * 1e9))
-                    float(p[ri])
-                    rts.append(p[ri])
-                    codes.append(int(p[si]))
-                except (ValueError, IndexError):
-                    raise HeadroomError(f"hey output line {n}: cannot read {line.strip()[:120]!r}") from None
+        cols = header.decode("utf-8", "replace").split(",")
+        if not {"response-time", "status-code", "offset"} <= set(cols):
+            raise HeadroomError(
+                f"hey wrote an unexpected CSV header {header[:120].decode('utf-8', 'replace')!r}"
+            )
+        # hey writes 4 decimals: the same text again
+        rows = rows_from_scan(path, hey.scan_csv, launch_ns, digits=4)
         requested = self.requested(plan)
         if requested is not None:
             rows.transport_errors = max(0, requested - len(rows))
@@ -320,9 +311,10 @@ class Oha(Engine):
         return rows
 
 
-def rows_from_scan(path: Path, scan_csv, launch_ns: int) -> StepRows:
+def rows_from_scan(path: Path, scan_csv, launch_ns: int, digits: int = 6) -> StepRows:
     """A step's rows as the format reader (``headroom.formats``) reads the generator's file; relative
-    start times (oha) placed after ``launch_ns``; latencies as text to the microsecond."""
+    start times (hey, oha) placed after ``launch_ns``; latencies as text with ``digits`` decimals (6: to
+    the microsecond); the status of every row (200 when the file has none)."""
     rows = StepRows()
     with open(path, "rb") as f:
         text = f.read(1 << 16)
@@ -332,7 +324,7 @@ def rows_from_scan(path: Path, scan_csv, launch_ns: int) -> StepRows:
     for b in scan.batches():
         start = b.start_ns + np.int64(launch_ns) if scan.relative else b.start_ns
         rows.start_ns += start.tolist()
-        rows.response_time += [f"{x:.6f}" for x in b.latency_s.tolist()]
+        rows.response_time += [f"{x:.{digits}f}" for x in b.latency_s.tolist()]
         rows.status += b.status.tolist() if b.status is not None else [200] * len(b)
     return rows
 
