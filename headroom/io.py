@@ -157,16 +157,16 @@ def _load_several(files: RunFiles, s: ReadSettings) -> tuple:
     are steps in time order; other formats that follow each other are one file per step.
     A stated plan (``concurrency``) is the run's: applied once, to the steps of all files.
     """
-    from .reading import _overlapping, _relative_offsets
+    from .reading import overlapping, relative_offsets
 
     fmt = _one_format(files, s.format)
     each = dataclasses.replace(s, concurrency=None)
-    relative = fmt == "oha-csv" or (fmt in CSV_FAMILY and any(_relative_offsets(p) for p in files.steps))
+    relative = fmt == "oha-csv" or (fmt in CSV_FAMILY and any(relative_offsets(p) for p in files.steps))
     loaded = None
     if not relative:
         sources = [TableSource(files, each, fmt, p) for p in files.steps]
         spans = [src.spans() for src in sources]
-        if _overlapping(spans):
+        if overlapping(spans):
             loaded = _generators(sources, spans)
         elif fmt in CSV_FAMILY:
             loaded = _in_sequence(sources, spans)
@@ -197,7 +197,7 @@ def _step_rows(req: Requests, k: int) -> slice:
 def _generators(sources: list[TableSource], spans: list) -> tuple:
     """Load generators of one ramp: run step ``j`` holds every file's step that :func:`align` matched
     to it (in file order); failed requests, concurrency and rates added as :func:`reduce_run` adds them."""
-    from .reading import _summed_rates
+    from .reading import summed_rates
 
     maps, frames = align(spans)
     m = len(frames)
@@ -224,7 +224,7 @@ def _generators(sources: list[TableSource], spans: list) -> tuple:
         f"{sources[0].path}: {len(sources)} files whose times overlap are read as load generators of one "
         f"ramp ({m} steps aligned on the wall clock, requests concatenated)"
     )
-    rates = _summed_rates(spans, maps, m)
+    rates = summed_rates(spans, maps, m)
     return requests, step_errors, codes, first[3], warnings, None if conc is None else tuple(conc), rates
 
 

@@ -38,7 +38,8 @@ from .reduce import (
     span_of,
 )
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
-from .spooled import SpoolSource
+from .spool import Spool
+from .spooled import KEYS, RAW, Prepared, SpoolSource, StepStats, assign_steps, failed_rows, plausible_step
 
 
 @dataclass(frozen=True)
@@ -285,22 +286,22 @@ class HeySource(SpoolSource):
         scan = hey.scan_csv(self.path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES),
                             skip_bad_rows=s.skip_bad_rows, progress=s.progress)  # fmt: skip
         raw, have = _spool_rows(scan)
+        keys = Spool(KEYS)
         try:
             if raw.n == 0:
                 raise hey.no_requests(self.path, scan.side["kind"])
             plan = hey.SectionPlan(scan)
-            split = self._split(raw, plan, have)
-        finally:
+            stats = assign_steps(raw, plan, have, keys)
+            self._done = _hey_done(self.path, scan, plan.found(), (stats, raw, keys), s)
+        except BaseException:
             raw.close()
-        self._done = _hey_done(self.path, scan, plan.found(), split, s)
+            keys.close()
+            raise
         return self._done
 
 
 def _spool_rows(scan):
     """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
-    from .spool import Spool
-    from .spooled import RAW
-
     raw = Spool(RAW)
     have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
     for b in scan.batches():
@@ -313,10 +314,9 @@ def _spool_rows(scan):
 def _hey_done(path: Path, scan, found, split, s: ReadSettings):
     """Failed requests, anchoring and warnings as :func:`headroom.formats.hey.read_requests` gives them."""
     from .formats import hey
-    from .spooled import _Done
     from .tables import stated_concurrency
 
-    stats, spools = split
+    stats, raw, keys = split
     warnings, n_steps = list(found.warnings), len(found.names)
     step_errors, codes = None, {}
     if scan.side["status"]:
@@ -339,8 +339,8 @@ def _hey_done(path: Path, scan, found, split, s: ReadSettings):
     conc = None
     if s.concurrency is not None:
         conc = stated_concurrency(str(path), s.concurrency, n_steps, None, None, warnings)
-    return _Done(path, scan.side["kind"], n_steps, stats, spools, step_errors, codes, warnings, conc, None,
-                 shift)  # fmt: skip
+    return Prepared(path, scan.side["kind"], n_steps, stats, raw, keys, step_errors, codes, warnings, conc,
+                    None, shift)  # fmt: skip
 
 
 class StepFilesSource(SpoolSource):
@@ -361,10 +361,8 @@ class StepFilesSource(SpoolSource):
         if self._done is not None:
             return self._done
         from .formats._plans import CutPlan
-        from .spool import Spool
-        from .spooled import RAW
 
-        raw = Spool(RAW)
+        raw, keys = Spool(RAW), Spool(KEYS)
         try:
             joined = _join_files(self.files, self.fmt, self.settings, raw)
             if raw.n == 0:
@@ -372,10 +370,14 @@ class StepFilesSource(SpoolSource):
                     f"{self.files.perf.parent}: no requests (the file has a header but no data rows)"
                 )
             plan = CutPlan(raw, self.settings.steps) if self.settings.steps else _FilePlan()
-            split = self._split(raw, plan, joined.have)
-        finally:
+            stats = assign_steps(raw, plan, joined.have, keys)
+            self._done = _step_files_done(
+                self.files, self.fmt, joined, plan, (stats, raw, keys), self.settings
+            )
+        except BaseException:
             raw.close()
-        self._done = _step_files_done(self.files, self.fmt, joined, plan, split, self.settings)
+            keys.close()
+            raise
         return self._done
 
 
@@ -424,8 +426,6 @@ def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw
     from .formats._checks import MIN_TIME_NS
     from .formats._common import check_rows
     from .formats._plans import plan_for
-    from .spool import Spool
-    from .spooled import RAW, StepStats, _failed, _plausible
 
     scan = scan_file(path, fmt, min(s.chunk_bytes, CHUNK_BYTES))
     one, mine = Spool(RAW), None
@@ -448,12 +448,13 @@ def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw
         reader = plan_for(scan, one, dataclasses.replace(s, steps=None), mine, FORMATS[fmt])
         for c in one.chunks(tuple(RAW)):
             reader.assign(c)  # the reader's notes count every row, as on its whole table
-            failed = _failed(c, mine)
+            failed = failed_rows(c, mine)
             stats.add(c["start_ns"], c["latency_s"], failed)
             raw.append(start_ns=c["start_ns"], latency_s=c["latency_s"], status=c["status"], ok=~failed,
                        key=np.full(len(failed), key, np.int64), line=c["line"])  # fmt: skip
         warnings += reader.found().warnings
-        _plausible(path, key, stats, one, MIN_TIME_NS if scan.relative else 0)
+        whole = lambda: tuple(one.column(n) for n in ("start_ns", "latency_s", "line"))  # noqa: E731
+        plausible_step(path, stats, whole, MIN_TIME_NS if scan.relative else 0)
         have["status"] |= mine["status"]
         have["ok"] |= mine["ok"] or mine["status"]
         return stats, scan.relative
@@ -464,10 +465,9 @@ def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw
 def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: ReadSettings):
     """Failed requests, anchoring and warnings as :func:`headroom.tables.table_to_requests` gives them."""
     from .formats import hey
-    from .spooled import _Done
     from .tables import stated_concurrency
 
-    stats, spools = split
+    stats, raw, keys = split
     where, warnings = files.perf.parent, list(j.warnings)
     conc, rates, n_steps = j.conc, j.rates, len(files.steps)
     if s.steps:
@@ -490,7 +490,7 @@ def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: Read
         base = hey.anchor_base(where, end, s.base_time_ns, warnings, "relative start times")
     if s.concurrency is not None:
         conc = stated_concurrency(str(files.perf), s.concurrency, n_steps, conc, rates, warnings)
-    return _Done(files.perf, fmt, n_steps, stats, spools, step_errors, codes, warnings,
+    return Prepared(files.perf, fmt, n_steps, stats, raw, keys, step_errors, codes, warnings,
                  tuple(conc) if conc is not None else None, tuple(rates) if rates is not None else None,
                  base)  # fmt: skip
 
@@ -499,7 +499,7 @@ def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: Read
 # planning: which sources, and how their partials combine
 
 
-def _relative_offsets(path: Path) -> bool:
+def relative_offsets(path: Path) -> bool:
     """A hey CSV with relative offsets (read whole: at most 1M rows)."""
     from .formats._scan import head_bytes
 
@@ -515,7 +515,7 @@ def source_for(files: RunFiles, path: Path, s: ReadSettings):
     if fmt in CSV_FAMILY:
         if s.steps:
             raise _steps_of_their_own(path)
-        return HeySource(path, s) if _relative_offsets(path) else CsvSource(path, s)
+        return HeySource(path, s) if relative_offsets(path) else CsvSource(path, s)
     return SpoolSource(path, s, fmt)
 
 
@@ -538,7 +538,7 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
             f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run"
         )
     if fmts[0] in CSV_FAMILY:
-        if any(_relative_offsets(p) for p in files.steps):
+        if any(relative_offsets(p) for p in files.steps):
             from .tables import csv_family_folder
 
             raise csv_family_folder(files.steps[0])
@@ -548,12 +548,12 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
     from .spooled import SpoolSource
 
     tables = [SpoolSource(p, s, fmts[0]) for p in files.steps]
-    if not _overlapping([t.spans() for t in tables]):
+    if not overlapping([t.spans() for t in tables]):
         return "one", [StepFilesSource(files, s, fmts[0])]
     return "generators", tables
 
 
-def _overlapping(spans: list[Partial]) -> bool:
+def overlapping(spans: list[Partial]) -> bool:
     """Whether the files' time spans overlap (load generators of one ramp) rather than follow each other."""
     sp = [p.span() for p in spans]
     if any(x is None for x in sp):
@@ -676,7 +676,7 @@ def _generators(sources: list, runner) -> Partial:
             if conc is not None:
                 conc[j] += c
     out.step_concurrency = tuple(conc) if conc is not None else None
-    out.step_rates = _summed_rates(spans, maps, len(frames))
+    out.step_rates = summed_rates(spans, maps, len(frames))
     for j, fr in enumerate(frames):
         parts = [
             r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
@@ -689,7 +689,7 @@ def _generators(sources: list, runner) -> Partial:
     return out
 
 
-def _summed_rates(spans: list[Partial], maps: list[dict[int, int]], m: int) -> tuple | None:
+def summed_rates(spans: list[Partial], maps: list[dict[int, int]], m: int) -> tuple | None:
     """Rate steps of load generators of one ramp: every step's planned and sent rates added up,
     dropped work added, behind when any generator fell behind (None when a file has no rates)."""
     if any(p.step_rates is None for p in spans):
@@ -742,7 +742,7 @@ def reduce_partial(files: RunFiles, settings: ReadSettings, client=None) -> Part
     if mode == "generators":
         return _generators(sources, runner)
     spans = runner.map(_spans, sources)
-    if _overlapping(spans):
+    if overlapping(spans):
         return _generators(sources, runner)
     return _sequence(sources, runner)
 

@@ -57,6 +57,11 @@ class StepStats:
     t1: int | None = None
     codes: dict = field(default_factory=dict)
 
+    def add(self, st: np.ndarray, lat: np.ndarray, failed: np.ndarray) -> None:
+        """Add rows all of this step."""
+        if len(st):
+            _tally(self, np.zeros(len(st), np.int64), {"start_ns": st, "latency_s": lat}, failed, None)
+
     def merge(self, n, failed, lo, hi, max_lat, end, t0, t1) -> None:
         """Add the figures of a run of rows (``t0``/``t1`` None when all of them failed)."""
         self.n += n
@@ -76,15 +81,17 @@ def _max(a, b):
     return b if a is None else max(a, b)
 
 
-def _tally(stats: dict, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict) -> None:
-    """The statistics of every step of a chunk, by runs of rows of one step (no sort when in step order)."""
+def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | None) -> None:
+    """The statistics of every step of a chunk (into ``stats``: {step: StepStats}, or one StepStats for
+    rows all of one step), by runs of rows of one step (no sort when the rows come in step order)."""
     st, lat = c["start_ns"], c["latency_s"]
+    with_status = bool(have and have["status"])
     if len(sid) > 1 and not (sid[1:] >= sid[:-1]).all():
         order = np.argsort(sid, kind="stable")  # rows of a step together, in file order
         sid, st, lat, failed = sid[order], st[order], lat[order], failed[order]
-        status = c["status"][order] if have["status"] else None
+        status = c["status"][order] if with_status else None
     else:
-        status = c["status"] if have["status"] else None
+        status = c["status"] if with_status else None
     first = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
     end = st + np.rint(lat * 1e9).astype(np.int64)
     kept = ~failed
@@ -102,12 +109,23 @@ def _tally(stats: dict, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict
         if k < 0:
             continue
         n, nf, lo, hi, ml, en, t0, t1 = (int(f[j]) if i != 4 else float(f[j]) for i, f in enumerate(figures))
-        s = stats.setdefault(k, StepStats())
+        s = stats if isinstance(stats, StepStats) else stats.setdefault(k, StepStats())
         s.merge(n, nf, lo, hi, ml, en, *((t0, t1) if nf < n else (None, None)))
-        if nf:
+        if nf and have is not None:  # (StepStats.add: no codes)
             a, b = first[j], first[j] + n
             codes = status[a:b][failed[a:b]] if status is not None else np.full(nf, -1, np.int64)
             add_codes(s.codes, failed_codes(codes))
+
+
+def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepStats]:
+    """Every spooled row's step by ``plan`` (to ``keys``, see :data:`KEYS`), and every step's statistics."""
+    stats: dict[int, StepStats] = {}
+    for c in raw.chunks(tuple(RAW)):
+        sid = np.asarray(plan.assign(c), np.int64)
+        failed = failed_rows(c, have)
+        _tally(stats, sid, c, failed, have)
+        keys.append(step=np.where(failed & (sid >= 0), -2 - sid, sid).astype(np.int32))
+    return stats
 
 
 class SpoolSource:
@@ -154,7 +172,7 @@ class SpoolSource:
         keys = Spool(KEYS)
         try:
             plan = plan_for(scan, raw, self.settings, have, FORMATS[self.fmt])
-            stats = self._assign(raw, plan, have, keys)
+            stats = assign_steps(raw, plan, have, keys)
             found = plan.found()
             errors_known = have["ok"] or have["status"]
             self._done = _finish(self.path, scan, found, (stats, raw, keys), errors_known, self.settings)
@@ -163,16 +181,6 @@ class SpoolSource:
             keys.close()
             raise
         return self._done
-
-    def _assign(self, raw: Spool, plan, have, keys: Spool) -> dict[int, StepStats]:
-        """Every row's step (to ``keys``), and the statistics of every step."""
-        stats: dict[int, StepStats] = {}
-        for c in raw.chunks(tuple(RAW)):
-            sid = np.asarray(plan.assign(c), np.int64)
-            failed = _failed(c, have)
-            _tally(stats, sid, c, failed, have)
-            keys.append(step=np.where(failed & (sid >= 0), -2 - sid, sid).astype(np.int32))
-        return stats
 
     # ---------------------------------------------------------------- the source interface
 
@@ -207,8 +215,9 @@ class SpoolSource:
 
 
 @dataclass
-class _Done:
-    """A prepared file: its steps, their statistics, the spooled rows and their steps, the time shift."""
+class Prepared:
+    """A prepared file: its steps, their statistics, the spooled rows and their steps (``raw``, ``keys``:
+    open until the source is closed), the accounting and warnings, the shift of relative times."""
 
     path: Path
     fmt: str
@@ -240,7 +249,7 @@ def _rows(raw: Spool, keys: Spool, names: tuple[str, ...]):
         yield c, cur.take(len(c[names[0]]))["step"]
 
 
-def bucket_spooled(d: _Done, frames: dict[int, Frame], settings) -> dict[int, StepPart]:
+def bucket_spooled(d: Prepared, frames: dict[int, Frame], settings) -> dict[int, StepPart]:
     """Every step of a prepared file bucketed in ``frames``, in one pass over its kept rows."""
     from .reduce import bucket_steps
 
@@ -258,7 +267,7 @@ def bucket_spooled(d: _Done, frames: dict[int, Frame], settings) -> dict[int, St
                         where=str(d.path))  # fmt: skip
 
 
-def _failed(c: dict, have: dict) -> np.ndarray:
+def failed_rows(c: dict, have: dict) -> np.ndarray:
     if have["ok"]:
         return ~c["ok"]
     if have["status"]:
@@ -267,29 +276,33 @@ def _failed(c: dict, have: dict) -> np.ndarray:
     return np.zeros(len(c["start_ns"]), bool)
 
 
-def _plausible(path: Path, k: int, s: StepStats, d_rows, shift: int) -> None:
-    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows."""
+def plausible_step(path: Path, s: StepStats, rows, shift: int) -> None:
+    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows
+    (``rows()``: start ns, latency s and line of all of them)."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
-    parts = [
-        (c["start_ns"][m], c["latency_s"][m], c["line"][m])
-        for c, key in d_rows(("start_ns", "latency_s", "line"))
-        if (m := (key == k) | (key == -2 - k)).any()
-    ]
-    st, lat, ln = (np.concatenate(x) for x in zip(*parts))
+    st, lat, ln = rows()
     check_plausible(path, st + np.int64(shift), lat, lambda i: int(ln[i]) or None)
 
 
-def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> _Done:
+def step_rows(raw: Spool, keys: Spool, k: int):
+    """Start ns, latency s and line of every row of step ``k`` (kept or failed), gathered from the spool."""
+    parts = [(c["start_ns"][m], c["latency_s"][m], c["line"][m])
+             for c, key in _rows(raw, keys, ("start_ns", "latency_s", "line"))
+             if (m := (key == k) | (key == -2 - k)).any()]  # fmt: skip
+    return tuple(np.concatenate(x) for x in zip(*parts))
+
+
+def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Prepared:
     """Checks, failed requests, anchoring and the warnings, in the order the table path gives them."""
     stats, raw, keys = split
     warnings = list(found.warnings)
     n = sum(s.n for s in stats.values())
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
-        _plausible(path, k, stats[k], lambda names: _rows(raw, keys, names), check_shift)
+        plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift)
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:
@@ -313,7 +326,7 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> _Do
         from .tables import stated_concurrency
 
         conc = stated_concurrency(str(path), settings.concurrency, n_steps, conc, rates, warnings)
-    return _Done(path, scan.fmt, n_steps, stats, raw, keys, step_errors, codes, warnings,
+    return Prepared(path, scan.fmt, n_steps, stats, raw, keys, step_errors, codes, warnings,
                  tuple(conc) if conc is not None else None, tuple(rates) if rates is not None else None,
                  shift)  # fmt: skip
 

@@ -108,7 +108,7 @@ def check_against_reference(doc: dict, ref) -> None:
 def small_pieces(monkeypatch):
     """Pieces of 4 kB (many per section) and spools on disk beyond 3,000 rows, read 700 rows at a time."""
     monkeypatch.setattr(_batch, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(spool, "BUDGET_ROWS", 3000)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 3000 * 41)
     monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (700,))
 
 

@@ -71,7 +71,7 @@ def summary(path, capsys, *extra) -> dict:
 def small_chunks(monkeypatch):
     """Batches of 4 kB and spools on disk beyond 2,000 rows, read 500 rows at a time."""
     monkeypatch.setattr(_batch, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(spool, "BUDGET_ROWS", 2000)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 2000 * 41)
     monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (500,))
 
 
