@@ -75,12 +75,12 @@ def latency_ticks(latency_s: np.ndarray) -> tuple[np.ndarray, float] | None:
         if top * scale >= _DENSE_LIMIT:
             return None
         scaled = lat * scale
-        ticks = np.rint(scaled)
+        ticks = np.empty(len(lat), np.int64)
+        np.rint(scaled, out=ticks, casting="unsafe")  # straight to integers (below 2**24: exact)
         np.subtract(scaled, ticks, out=scaled)
-        np.abs(scaled, out=scaled)
-        if scaled.max() > 1e-3:  # not on this grid
+        if scaled.max() > 1e-3 or scaled.min() < -1e-3:  # not on this grid
             continue
-        return ticks.astype(np.int64), scale
+        return ticks, scale
     return None
 
 
