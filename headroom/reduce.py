@@ -124,12 +124,21 @@ class LatencyHist:
             index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
         group = np.concatenate([h.group for h in hists])
         count = np.concatenate([h.count for h in hists])
-        if all(int(a.group[-1]) < int(b.group[0]) for a, b in zip(hists, hists[1:])):
+        pairs = list(zip(hists, hists[1:]))
+        if all(int(a.group[-1]) < int(b.group[0]) for a, b in pairs):
             return cls(group, index, count, values)  # groups in order, none shared: already sorted
         d = max(len(values), 1)
         key = group * d + index
-        order = np.argsort(key, kind="stable")
-        key, count = key[order], count[order]
+        if all(int(a.group[-1]) <= int(b.group[0]) for a, b in pairs):
+            # in order but for a group shared by neighbours (chunks of a file in time order): its
+            # entries lie together, and sorting them alone sorts the whole
+            for g in sorted({int(a.group[-1]) for a, b in pairs if int(a.group[-1]) == int(b.group[0])}):
+                lo, hi = np.searchsorted(group, [g, g + 1])
+                o = np.argsort(key[lo:hi], kind="stable")
+                key[lo:hi], count[lo:hi] = key[lo:hi][o], count[lo:hi][o]
+        else:
+            order = np.argsort(key, kind="stable")
+            key, count = key[order], count[order]
         first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         count = np.add.reduceat(count, first)
         key = key[first]

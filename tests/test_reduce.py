@@ -71,6 +71,30 @@ def _split(folder, n, *, by="row"):
     return sorted(folder.glob("gen*.csv"))
 
 
+
+@pytest.mark.parametrize("layout", ["disjoint", "touching", "overlapping", "one group"])
+def test_latency_hist_sum_of_many_parts(layout):
+    """The sum of parts cut from rows in time order (groups disjoint, sharing one group at each cut,
+    or mixed) counts every (group, latency) as a plain count of the rows does."""
+    rng = np.random.default_rng(11)
+    n = 20_000
+    group = np.sort(rng.integers(0, 40, n)) if layout != "one group" else np.zeros(n, np.int64)
+    if layout == "overlapping":
+        group = rng.integers(0, 40, n)
+    lat = rng.integers(1, 400, n) / 1e4
+    cuts = np.sort(rng.choice(np.arange(1, n), 9, replace=False))
+    if layout == "disjoint":  # cut where the group changes
+        cuts = np.flatnonzero(np.diff(group))[::4] + 1
+    parts = [LatencyHist.of(group[p], lat[p], 40) for p in np.split(np.arange(n), cuts)]
+    h = LatencyHist.sum(parts)
+    want = {}
+    for g, v in zip(group.tolist(), lat.tolist()):
+        want[(g, v)] = want.get((g, v), 0) + 1
+    got = {(int(g), float(h.values[i])): int(c) for g, i, c in zip(h.group, h.index, h.count)}
+    assert got == want
+    key = h.group * len(h.values) + h.index
+    assert (np.diff(key) > 0).all()  # sorted, no entry twice
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_generator_files_merge_into_the_whole_run(tmp_path, n):
     files = _split(tmp_path / "gens", n)
