@@ -100,8 +100,11 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         if not any_text and is_blank(blk.data):
             continue
         any_text = True
+        # a line end inside a quoted body is possible only in a block with a quote: pyarrow's
+        # quote-aware row finder (slower, one thread) only then
+        quoted = bool((np.frombuffer(blk.data, np.uint8) == 34).any())
         t = read_block_csv(
-            blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=True
+            blk, path, columns=CSV_COLUMNS, types=types, row_problem=_row_problem, newlines=quoted
         )
         if t.num_rows == 0:
             continue
