@@ -44,6 +44,21 @@ def _distinct(a: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
+def _merged_group(hists, idx, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of group ``g`` of every histogram that has it, added (index ascending)."""
+    ix, cn = [], []
+    for h, i in zip(hists, idx):
+        lo, hi = np.searchsorted(h.group, [g, g + 1])
+        if hi > lo:
+            ix.append(i[lo:hi])
+            cn.append(h.count[lo:hi])
+    ix, cn = np.concatenate(ix), np.concatenate(cn)
+    order = np.argsort(ix, kind="stable")
+    ix, cn = ix[order], cn[order]
+    first = np.flatnonzero(np.r_[True, ix[1:] != ix[:-1]])
+    return np.full(len(first), g, np.int64), ix[first], np.add.reduceat(cn, first)
+
+
 @dataclass(frozen=True, eq=False)
 class LatencyHist:
     """Exact integer latency histogram of every group (a bucket, a step): sparse counts.
@@ -118,31 +133,40 @@ class LatencyHist:
             return hists[0]
         if all(h.values is hists[0].values for h in hists):  # parts of one histogram: one set of values
             values = hists[0].values
-            index = np.concatenate([h.index for h in hists])
+            idx = [h.index for h in hists]
         else:
             values = _distinct(np.concatenate([h.values for h in hists]))
-            index = np.concatenate([np.searchsorted(values, h.values)[h.index] for h in hists])
+            idx = [np.searchsorted(values, h.values)[h.index] for h in hists]
+        pairs = list(zip(hists, hists[1:]))
+        if all(int(a.group[-1]) <= int(b.group[0]) for a, b in pairs):
+            return cls._in_order(hists, idx, values)
         group = np.concatenate([h.group for h in hists])
         count = np.concatenate([h.count for h in hists])
-        pairs = list(zip(hists, hists[1:]))
-        if all(int(a.group[-1]) < int(b.group[0]) for a, b in pairs):
-            return cls(group, index, count, values)  # groups in order, none shared: already sorted
         d = max(len(values), 1)
-        key = group * d + index
-        if all(int(a.group[-1]) <= int(b.group[0]) for a, b in pairs):
-            # in order but for a group shared by neighbours (chunks of a file in time order): its
-            # entries lie together, and sorting them alone sorts the whole
-            for g in sorted({int(a.group[-1]) for a, b in pairs if int(a.group[-1]) == int(b.group[0])}):
-                lo, hi = np.searchsorted(group, [g, g + 1])
-                o = np.argsort(key[lo:hi], kind="stable")
-                key[lo:hi], count[lo:hi] = key[lo:hi][o], count[lo:hi][o]
-        else:
-            order = np.argsort(key, kind="stable")
-            key, count = key[order], count[order]
+        key = group * d + np.concatenate(idx)
+        order = np.argsort(key, kind="stable")
+        key, count = key[order], count[order]
         first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         count = np.add.reduceat(count, first)
         key = key[first]
         return cls(key // d, key % d, count.astype(np.int64), values)
+
+    @classmethod
+    def _in_order(cls, hists: list[LatencyHist], idx: list[np.ndarray], values: np.ndarray) -> LatencyHist:
+        """The sum of histograms whose groups follow each other, a group shared only where two meet
+        (chunks of a file in time order): their entries as they are, the shared groups merged (one copy)."""
+        shared = {int(a.group[-1]) for a, b in zip(hists, hists[1:]) if int(a.group[-1]) == int(b.group[0])}
+        pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for h, ix in zip(hists, idx):
+            g0, g1 = int(h.group[0]), int(h.group[-1])
+            lo = int(np.searchsorted(h.group, g0, side="right")) if g0 in shared else 0
+            hi = int(np.searchsorted(h.group, g1, side="left")) if g1 in shared else len(h.group)
+            if g0 in shared and (not pieces or int(pieces[-1][0][-1]) < g0):
+                pieces.append(_merged_group(hists, idx, g0))
+            if lo < hi:
+                pieces.append((h.group[lo:hi], ix[lo:hi], h.count[lo:hi]))
+        group, index, count = (np.concatenate([p[j] for p in pieces]) for j in range(3))
+        return cls(group, index.astype(np.int64, copy=False), count.astype(np.int64, copy=False), values)
 
     def add(self, other: LatencyHist) -> LatencyHist:
         """This histogram plus ``other``."""

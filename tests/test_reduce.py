@@ -230,3 +230,12 @@ def test_generators_of_an_open_loop_ramp_add_their_rates(tmp_path):
         assert b["intended_rps"] == 2 * a["intended_rps"]
         assert b["sent_rps"] == pytest.approx(2 * a["sent_rps"])
         assert b["fell_behind"] == a["fell_behind"]
+
+
+def test_latency_hist_sum_with_a_part_inside_one_shared_group():
+    """A middle part all of one group that its neighbours share on both sides adds up once."""
+    g = [np.array(x) for x in ([0, 0, 1], [1], [1, 1, 2], [2, 3])]
+    lat = [np.array(x) / 1e4 for x in ([5, 6, 5], [5], [7, 5, 1], [1, 2])]
+    h = LatencyHist.sum([LatencyHist.of(a, b, 4) for a, b in zip(g, lat)])
+    got = sorted(zip(h.group.tolist(), h.values[h.index].tolist(), h.count.tolist()))
+    assert got == [(0, 5e-4, 1), (0, 6e-4, 1), (1, 5e-4, 3), (1, 7e-4, 1), (2, 1e-4, 2), (3, 2e-4, 1)]
