@@ -71,7 +71,6 @@ def _split(folder, n, *, by="row"):
     return sorted(folder.glob("gen*.csv"))
 
 
-
 @pytest.mark.parametrize("layout", ["disjoint", "touching", "overlapping", "one group"])
 def test_latency_hist_sum_of_many_parts(layout):
     """The sum of parts cut from rows in time order (groups disjoint, sharing one group at each cut,
@@ -94,6 +93,7 @@ def test_latency_hist_sum_of_many_parts(layout):
     assert got == want
     key = h.group * len(h.values) + h.index
     assert (np.diff(key) > 0).all()  # sorted, no entry twice
+
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_generator_files_merge_into_the_whole_run(tmp_path, n):
