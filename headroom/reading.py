@@ -39,7 +39,17 @@ from .reduce import (
 )
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
 from .spool import Spool
-from .spooled import KEYS, RAW, Prepared, SpoolSource, StepStats, assign_steps, failed_rows, plausible_step
+from .spooled import (
+    KEYS,
+    RAW,
+    Prepared,
+    SpoolSource,
+    StepStats,
+    assign_steps,
+    failed_accounting,
+    failed_rows,
+    plausible_step,
+)
 
 
 @dataclass(frozen=True)
@@ -320,16 +330,7 @@ def _hey_done(path: Path, scan, found, split, s: ReadSettings):
     warnings, n_steps = list(found.warnings), len(found.names)
     step_errors, codes = None, {}
     if scan.side["status"]:
-        step_errors = np.zeros(n_steps, np.int64)
-        for k, st in stats.items():
-            step_errors[k] = st.failed
-            add_codes(codes, st.codes)
-        errors, n = int(step_errors.sum()), sum(st.n for st in stats.values())
-        codes = dict(sorted(codes.items()))
-        if errors == n:
-            raise all_failed(path, n, codes)
-        if errors:
-            warnings.append(failed_warning(path, errors, n, codes))
+        step_errors, codes = failed_accounting(path, stats, n_steps, warnings)
     shift = 0
     if scan.relative:
         end = max(st.t1 for st in stats.values() if st.kept)  # the kept rows' last response
@@ -474,16 +475,7 @@ def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: Read
         conc, rates, n_steps = None, None, len(plan.uniq)
     step_errors, codes = None, {}
     if j.have["ok"]:
-        step_errors = np.zeros(n_steps, np.int64)
-        for k, st in stats.items():
-            step_errors[k] = st.failed
-            add_codes(codes, st.codes)
-        errors, n = int(step_errors.sum()), sum(st.n for st in stats.values())
-        codes = dict(sorted(codes.items()))
-        if errors == n:
-            raise all_failed(where, n, codes)
-        if errors:
-            warnings.append(failed_warning(where, errors, n, codes))
+        step_errors, codes = failed_accounting(where, stats, n_steps, warnings)
     base = 0
     if j.relative:  # anchored on every request (failed ones too), as the generators' own clocks ran
         end = max(st.end for st in stats.values())

@@ -299,23 +299,13 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     """Checks, failed requests, anchoring and the warnings, in the order the table path gives them."""
     stats, raw, keys = split
     warnings = list(found.warnings)
-    n = sum(s.n for s in stats.values())
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
         plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift)
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:
-        step_errors = np.zeros(n_steps, np.int64)
-        for k, s in stats.items():
-            step_errors[k] = s.failed
-            add_codes(codes, s.codes)
-        errors = int(step_errors.sum())
-        if errors:
-            codes = dict(sorted(codes.items()))
-            if errors == n:
-                raise all_failed(path, n, codes)
-            warnings.append(failed_warning(path, errors, n, codes))
+        step_errors, codes = failed_accounting(path, stats, n_steps, warnings)
     shift = 0
     if scan.relative:
         shift = _anchor(path, stats, settings.base_time_ns, warnings)
@@ -329,6 +319,21 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     return Prepared(path, scan.fmt, n_steps, stats, raw, keys, step_errors, codes, warnings,
                  tuple(conc) if conc is not None else None, tuple(rates) if rates is not None else None,
                  shift)  # fmt: skip
+
+
+def failed_accounting(where, stats: dict, n_steps: int, warnings: list) -> tuple[np.ndarray, dict]:
+    """Failed requests per step and by code; all failed refused, some said in a warning (naming ``where``)."""
+    step_errors, codes = np.zeros(n_steps, np.int64), {}
+    for k, s in stats.items():
+        step_errors[k] = s.failed
+        add_codes(codes, s.codes)
+    errors, n = int(step_errors.sum()), sum(s.n for s in stats.values())
+    codes = dict(sorted(codes.items()))
+    if errors:
+        if errors == n:
+            raise all_failed(where, n, codes)
+        warnings.append(failed_warning(where, errors, n, codes))
+    return step_errors, codes
 
 
 def _anchor(path: Path, stats: dict, base_time_ns: int | None, warnings: list) -> int:
