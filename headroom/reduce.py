@@ -44,19 +44,66 @@ def _distinct(a: np.ndarray) -> np.ndarray:
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
-def _merged_group(hists, idx, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The entries of group ``g`` of every histogram that has it, added (index ascending)."""
-    ix, cn = [], []
-    for h, i in zip(hists, idx):
-        lo, hi = np.searchsorted(h.group, [g, g + 1])
-        if hi > lo:
-            ix.append(i[lo:hi])
-            cn.append(h.count[lo:hi])
+_I32 = np.iinfo(np.int32).max
+
+
+def _small(a: np.ndarray, top: int) -> np.ndarray:
+    """``a`` (integers in ``[0, top]``) as int32 when ``top`` fits, else int64: 4 bytes an entry."""
+    return a.astype(np.int32 if top <= _I32 else np.int64, copy=False)
+
+
+def _added(ix: list[np.ndarray], cn: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Entries (index, count) of one group from several histograms, added: index ascending."""
+    if len(ix) == 1:
+        return ix[0], cn[0]
     ix, cn = np.concatenate(ix), np.concatenate(cn)
     order = np.argsort(ix, kind="stable")
     ix, cn = ix[order], cn[order]
     first = np.flatnonzero(np.r_[True, ix[1:] != ix[:-1]])
-    return np.full(len(first), g, np.int64), ix[first], np.add.reduceat(cn, first)
+    return ix[first], np.add.reduceat(cn, first, dtype=np.int64)
+
+
+class _Writer:
+    """Entries of a sum written in group order into arrays of their total length; the last
+    group seen is held back until the next histogram shows whether it continues there."""
+
+    def __init__(self, total: int, top_group: int, n_values: int, count_dtype):
+        self.g = np.empty(total, np.int32 if top_group <= _I32 else np.int64)
+        self.i = np.empty(total, np.int32 if n_values <= _I32 else np.int64)
+        self.c = np.empty(total, count_dtype)
+        self.n, self.held, self.ix, self.cn = 0, None, [], []
+
+    def put(self, g, ix, cn) -> None:
+        k = len(cn)
+        self.g[self.n : self.n + k], self.i[self.n : self.n + k], self.c[self.n : self.n + k] = g, ix, cn
+        self.n += k
+
+    def release(self) -> None:
+        if self.held is not None:
+            ix, cn = _added(self.ix, self.cn)
+            self.put(self.held, ix, cn)
+        self.held, self.ix, self.cn = None, [], []
+
+    def hold(self, g: int, ix, cn) -> None:
+        if self.held != g:
+            self.release()
+            self.held = g
+        self.ix.append(ix)
+        self.cn.append(cn)
+
+    def add(self, h: LatencyHist, ix: np.ndarray) -> None:
+        """One histogram whose groups come at or after every group written."""
+        lo = 0
+        if self.held is not None and int(h.group[0]) == self.held:  # the held group continues
+            lo = int(np.searchsorted(h.group, self.held, side="right"))
+            self.hold(self.held, ix[:lo], h.count[:lo])
+            if lo == len(h.group):
+                return
+        self.release()
+        last = int(h.group[-1])
+        hi = int(np.searchsorted(h.group, last, side="left"))
+        self.put(h.group[lo:hi], ix[lo:hi], h.count[lo:hi])
+        self.hold(last, ix[hi:], h.count[hi:])
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,9 +116,9 @@ class LatencyHist:
     values; equal histograms compare equal whatever order they were built in.
     """
 
-    group: np.ndarray  # int64
-    index: np.ndarray  # int64 into values
-    count: np.ndarray  # int64
+    group: np.ndarray  # int32 (int64 past 2**31 groups)
+    index: np.ndarray  # int32 into values (likewise)
+    count: np.ndarray  # int32, int64 when a count could pass 2**31
     values: np.ndarray  # float64, ascending, distinct
 
     @classmethod
@@ -106,67 +153,77 @@ class LatencyHist:
 
     @classmethod
     def _count(cls, group, latency_s, n_groups: int, grid) -> LatencyHist:
+        n_groups = max(n_groups, 1)
         if grid is not None:  # one count over (group, tick): no table of distinct values first
             ticks, scale = grid
             d = int(ticks.max()) + 1 if len(ticks) else 1
-            g, t, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), ticks, d)
+            g, t, c = sparse_counts(np.asarray(group, np.int64), n_groups, ticks, d)
             if d <= max(4 * len(t), 1 << 16):  # the ticks present marked in a table: no sort
                 seen = np.zeros(d, bool)
                 seen[t] = True
                 present = np.flatnonzero(seen)
-                index = (np.cumsum(seen) - 1)[t]
+                index = (np.cumsum(seen, dtype=np.int64 if d > _I32 else np.int32) - 1)[t]
             else:
                 present = _distinct(t)
-                index = np.searchsorted(present, t)
-            return cls(g.astype(np.int64), index, c, present / scale)
-        codes = encode_latency(latency_s)
-        g, v, c = sparse_counts(np.asarray(group, np.int64), max(n_groups, 1), codes.codes, len(codes.values))
-        return cls(g.astype(np.int64), v.astype(np.int64), c, codes.values)
+                index = _small(np.searchsorted(present, t), len(present))
+            values = present / scale
+        else:
+            codes = encode_latency(latency_s)
+            values = codes.values
+            g, v, c = sparse_counts(np.asarray(group, np.int64), n_groups, codes.codes, len(values))
+            index = _small(v, len(values))
+        return cls(_small(g, n_groups), index, _small(c, len(latency_s)), values)
 
     @classmethod
     def sum(cls, hists: Iterable[LatencyHist]) -> LatencyHist:
-        """The sum of several histograms (one sort over all their entries)."""
-        hists = [h for h in hists if len(h.count)]
-        if not hists:
-            return cls.empty()
-        if len(hists) == 1:
-            return hists[0]
+        """The sum of several histograms (one sort over all their entries; parts in group order: none)."""
+        return cls.drain([h for h in hists if len(h.count)])
+
+    @classmethod
+    def drain(cls, hists: list[LatencyHist]) -> LatencyHist:
+        """:meth:`sum` of the histograms in the list ``hists``, which is emptied on the way: parts in
+        group order (chunks of a file in time order) are copied one by one into the sum and freed
+        (the caller keeping no other reference), so memory stays near one copy of the entries."""
+        hists[:] = [h for h in hists if len(h.count)]
+        if len(hists) <= 1:
+            return hists.pop() if hists else cls.empty()
         if all(h.values is hists[0].values for h in hists):  # parts of one histogram: one set of values
-            values = hists[0].values
-            idx = [h.index for h in hists]
+            values, remap = hists[0].values, None
         else:
             values = _distinct(np.concatenate([h.values for h in hists]))
-            idx = [np.searchsorted(values, h.values)[h.index] for h in hists]
-        pairs = list(zip(hists, hists[1:]))
-        if all(int(a.group[-1]) <= int(b.group[0]) for a, b in pairs):
-            return cls._in_order(hists, idx, values)
-        group = np.concatenate([h.group for h in hists])
-        count = np.concatenate([h.count for h in hists])
+            remap = True
+        pairs = zip(hists, hists[1:])
+        if not all(int(a.group[-1]) <= int(b.group[0]) for a, b in pairs):
+            out = cls._sorted_sum(hists, values, remap)
+            hists.clear()
+            return out
+        total = sum(len(h.count) for h in hists)
+        requests = sum(int(h.count.sum()) for h in hists)
+        dtype = np.int32 if requests <= _I32 and all(h.count.dtype == np.int32 for h in hists) else np.int64
+        w = _Writer(total, int(hists[-1].group[-1]), len(values), dtype)
+        hists.reverse()
+        while hists:
+            h = hists.pop()
+            w.add(h, np.searchsorted(values, h.values)[h.index] if remap else h.index)
+            del h
+        w.release()
+        return cls(w.g[: w.n], w.i[: w.n], w.c[: w.n], values)
+
+    @classmethod
+    def _sorted_sum(cls, hists: list[LatencyHist], values: np.ndarray, remap) -> LatencyHist:
+        """The sum of histograms in any order: one sort of all their entries."""
+        idx = [np.searchsorted(values, h.values)[h.index] if remap else h.index for h in hists]
+        group = np.concatenate([h.group.astype(np.int64, copy=False) for h in hists])
+        count = np.concatenate([h.count.astype(np.int64, copy=False) for h in hists])
         d = max(len(values), 1)
-        key = group * d + np.concatenate(idx)
+        key = group * d + np.concatenate(idx).astype(np.int64, copy=False)
         order = np.argsort(key, kind="stable")
         key, count = key[order], count[order]
         first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         count = np.add.reduceat(count, first)
         key = key[first]
-        return cls(key // d, key % d, count.astype(np.int64), values)
-
-    @classmethod
-    def _in_order(cls, hists: list[LatencyHist], idx: list[np.ndarray], values: np.ndarray) -> LatencyHist:
-        """The sum of histograms whose groups follow each other, a group shared only where two meet
-        (chunks of a file in time order): their entries as they are, the shared groups merged (one copy)."""
-        shared = {int(a.group[-1]) for a, b in zip(hists, hists[1:]) if int(a.group[-1]) == int(b.group[0])}
-        pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for h, ix in zip(hists, idx):
-            g0, g1 = int(h.group[0]), int(h.group[-1])
-            lo = int(np.searchsorted(h.group, g0, side="right")) if g0 in shared else 0
-            hi = int(np.searchsorted(h.group, g1, side="left")) if g1 in shared else len(h.group)
-            if g0 in shared and (not pieces or int(pieces[-1][0][-1]) < g0):
-                pieces.append(_merged_group(hists, idx, g0))
-            if lo < hi:
-                pieces.append((h.group[lo:hi], ix[lo:hi], h.count[lo:hi]))
-        group, index, count = (np.concatenate([p[j] for p in pieces]) for j in range(3))
-        return cls(group, index.astype(np.int64, copy=False), count.astype(np.int64, copy=False), values)
+        top = int(count.max()) if len(count) else 0
+        return cls(_small(key // d, int(key[-1] // d)), _small(key % d, d), _small(count, top), values)
 
     def add(self, other: LatencyHist) -> LatencyHist:
         """This histogram plus ``other``."""
@@ -176,7 +233,12 @@ class LatencyHist:
 
     def shifted(self, offset: int) -> LatencyHist:
         """The same counts with every group moved by ``offset``."""
-        return dataclasses.replace(self, group=self.group + np.int64(offset))
+        if not len(self.group):
+            return self
+        top = int(self.group[-1]) + int(offset)  # groups ascend: the last is the largest
+        if self.group.dtype == np.int32 and 0 <= top <= _I32 and abs(int(offset)) <= _I32:
+            return dataclasses.replace(self, group=self.group + np.int32(offset))
+        return dataclasses.replace(self, group=_small(self.group.astype(np.int64) + np.int64(offset), top))
 
     @property
     def total(self) -> int:
@@ -295,7 +357,7 @@ def bucket_step(
         part.rounded |= rounded
         counts += np.bincount(h.group, weights=h.count, minlength=m).astype(np.int64)  # from the entries
         hists.append(h)
-    part.counts, part.sums, part.hist = counts, sums, LatencyHist.sum(hists)
+    part.counts, part.sums, part.hist = counts, sums, LatencyHist.drain(hists)
     return part
 
 
@@ -348,7 +410,7 @@ def bucket_steps(
     added batch by batch).  Rows of steps not in ``frames`` are left out."""
     grid = _Grid(frames, bucket_ns, min_partial, where)
     last = len(grid.mode) - 1
-    sums, hists, loose, rounded = np.zeros(grid.nb), [], [], False
+    sums, counts, hists, loose, rounded = np.zeros(grid.nb), np.zeros(grid.nb, np.int64), [], [], False
     for st, lat, key in batches():
         if len(key) == 0:
             continue
@@ -366,16 +428,19 @@ def bucket_steps(
         g -= lo
         sums[lo : hi + 1] += np.bincount(g, weights=lat, minlength=hi - lo + 1)
         h, r = LatencyHist.counted(g, lat, hi - lo + 1, resolution_s=RESOLUTION_S)
+        counts[lo : hi + 1] += np.bincount(g, minlength=hi - lo + 1)
         hists.append(h.shifted(lo))
         rounded |= r
-    _fill_parts(grid, sums, LatencyHist.sum(hists), rounded)
+    _fill_parts(grid, (counts, sums), LatencyHist.drain(hists), rounded)
     _loose_parts(grid, loose)
     return grid.parts
 
 
-def _fill_parts(grid: _Grid, sums: np.ndarray, h: LatencyHist, rounded: bool) -> None:
-    """Each bucketed step's share of the run-wide sums and histogram."""
-    counts = np.bincount(h.group, weights=h.count, minlength=grid.nb).astype(np.int64)
+def _fill_parts(
+    grid: _Grid, counts_sums: tuple[np.ndarray, np.ndarray], h: LatencyHist, rounded: bool
+) -> None:
+    """Each bucketed step's share of the run-wide requests and latency sums per bucket, and histogram."""
+    counts, sums = counts_sums
     bucketed = np.flatnonzero(grid.mode[:-1] == 1)
     off, m = grid.off[bucketed], grid.m[bucketed]
     lo, hi = np.searchsorted(h.group, off), np.searchsorted(h.group, off + m)
@@ -516,12 +581,13 @@ def bucket_stream(
 def _regrouped(h: LatencyHist, group: np.ndarray) -> LatencyHist:
     """``h`` with its entries moved to ``group`` (ascending; entries that meet are added)."""
     d = max(len(h.values), 1)
-    key = group * d + h.index
+    key = group.astype(np.int64) * d + h.index
     order = np.argsort(key, kind="stable")
     key, count = key[order], h.count[order]
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    key = key[first]
-    return LatencyHist(key // d, key % d, np.add.reduceat(count, first).astype(np.int64), h.values)
+    key, count = key[first], np.add.reduceat(count, first, dtype=np.int64)
+    top = int(count.max()) if len(count) else 0
+    return LatencyHist(_small(key // d, int(group.max())), _small(key % d, d), _small(count, top), h.values)
 
 
 def add_step_parts(parts: list[StepPart], frame: Frame) -> StepPart:
@@ -627,17 +693,22 @@ def assemble(parts: dict[int, StepPart], n_steps: int, concurrency: list, cpu, b
         rps=step_rps(st_count, st_start, st_end),
     )
     buckets = make_buckets(*pieces, cpu, np.empty(0, np.int32), bucket_s)
-    return ReducedRun(steps, buckets, _bucket_hist(LatencyHist.sum(hists), LatencyHist.sum(loose), sums), cpu)
+    return ReducedRun(
+        steps, buckets, _bucket_hist(LatencyHist.drain(hists), LatencyHist.sum(loose), sums), cpu
+    )
 
 
 def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> BucketHist:
     """The analysis' histogram table: bucket entries and loose requests over one set of values."""
     values = _distinct(np.concatenate([h.values, loose.values]))
-    hv = np.searchsorted(values, h.values)[h.index] if len(h.index) else np.zeros(0, np.int64)
+    if len(values) == len(h.values):  # no value of the loose requests is new: the same indices
+        hv = h.index
+    else:
+        hv = _small(np.searchsorted(values, h.values)[h.index], len(values))
     lv = np.searchsorted(values, loose.values)[loose.index] if len(loose.index) else np.zeros(0, np.int64)
     return BucketHist(
         bucket=h.group,
-        value=hv.astype(np.int64),
+        value=hv,
         count=h.count,
         sums=np.concatenate(sums) if sums else np.zeros(0),
         values=values,

@@ -24,8 +24,8 @@ import numpy as np
 
 #: Rows per chunk read back (and per slab held in memory).
 CHUNK_ROWS = 1 << 18
-#: Bytes all spools keep in memory together (about 1.1M rows of a parsed file); more go to disk.
-BUDGET_BYTES = 48 << 20
+#: Bytes all spools keep in memory together (about 400k rows of a parsed file); more go to disk.
+BUDGET_BYTES = 16 << 20
 _buffered = [0]  # bytes held in memory by all spools
 _holders: weakref.WeakSet = weakref.WeakSet()  # the spools holding rows in memory
 

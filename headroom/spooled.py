@@ -159,6 +159,7 @@ class SpoolSource:
         if raw.n == 0:
             raw.close()
             raise HeadroomError(f"{self.path}: no requests (the file has a header but no data rows)")
+        _release_arrow_memory()
         return scan, raw, have
 
     def _prepare(self):
@@ -212,6 +213,14 @@ class SpoolSource:
         if self._done is not None:
             self._done.raw.close()
             self._done.keys.close()
+
+
+def _release_arrow_memory() -> None:
+    """Give the memory Arrow's pool kept from the parsed blocks back to the system: the passes after
+    the parse allocate with numpy, and would otherwise add their peak to the pool's (tens of MB)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 @dataclass

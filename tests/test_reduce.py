@@ -239,3 +239,29 @@ def test_latency_hist_sum_with_a_part_inside_one_shared_group():
     h = LatencyHist.sum([LatencyHist.of(a, b, 4) for a, b in zip(g, lat)])
     got = sorted(zip(h.group.tolist(), h.values[h.index].tolist(), h.count.tolist()))
     assert got == [(0, 5e-4, 1), (0, 6e-4, 1), (1, 5e-4, 3), (1, 7e-4, 1), (2, 1e-4, 2), (3, 2e-4, 1)]
+
+
+@pytest.mark.parametrize("order", ["in order", "out of order"])
+def test_latency_hist_counts_past_int32_add_exactly(order):
+    """Entries are kept in 4 bytes while they fit; counts whose sum could pass 2**31 are added in 8."""
+    big = 2**31 - 10
+    one = np.array([0], np.int32)
+    a = LatencyHist(one, one, np.array([big], np.int32), np.array([0.001]))
+    b = LatencyHist(np.array([0, 1], np.int32), np.array([0, 0], np.int32), np.array([big, 3], np.int32),
+                    np.array([0.001]))  # fmt: skip
+    h = LatencyHist.sum([a, b] if order == "in order" else [b, a])
+    assert h.count.tolist() == [2 * big, 3]  # python ints: no wrap-around
+    assert h.group.tolist() == [0, 1]
+
+
+def test_drain_empties_the_list_and_equals_a_plain_count():
+    """``drain`` takes its parts out of the caller's list (their memory freed) and counts as ``of``
+    counts all the rows at once; entries stay 4 bytes."""
+    rng = np.random.default_rng(5)
+    group = np.sort(rng.integers(0, 30, 5000))
+    lat = rng.integers(1, 900, 5000) / 1e5
+    parts = [LatencyHist.of(group[p], lat[p], 30) for p in np.array_split(np.arange(5000), 7)]
+    h = LatencyHist.drain(parts)
+    assert parts == []
+    assert h == LatencyHist.of(group, lat, 30)
+    assert {h.group.dtype, h.index.dtype, h.count.dtype} == {np.dtype(np.int32)}
