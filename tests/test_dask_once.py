@@ -181,3 +181,48 @@ def test_kept_rows_reduce_as_the_file_parsed_again(runs):
             assert_same(kept.reduce(frames), CsvSource(path, s).reduce(frames))
         finally:
             kept.close()
+
+
+def test_spools_on_the_workers_disks_are_removed(client, runs, tmp_path):
+    """Every kept file on disk (no memory budget): its folder is there between the tasks, gone after,
+    whether the second task reduced from it, parsed again, or never came (a damaged file)."""
+    where = tmp_path / "spools"
+    where.mkdir()
+
+    def on_disk(folder, budget):
+        import os
+
+        from headroom import spool
+
+        if folder:
+            os.environ["HEADROOM_SPOOL_DIR"] = folder
+        else:
+            os.environ.pop("HEADROOM_SPOOL_DIR", None)
+        old, spool.BUDGET_BYTES = spool.BUDGET_BYTES, budget
+        return old
+
+    seen = []
+
+    def look(kept):
+        seen.append(len(list(where.iterdir())))
+
+    budget = set(client.run(on_disk, str(where), 0).values()).pop()
+    try:
+        for name in ("csv", "vegeta"):
+            reduce_in_two_phases(client, runs[name], look)
+            assert not any(where.iterdir())
+            reduce_in_two_phases(
+                client, runs[name], lambda kept: (look(kept), client.run(hc.drop, kept.tokens))
+            )
+            assert not any(where.iterdir())
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        write_sections(bad / "gen1.csv", runs["sections"])
+        (bad / "gen2.csv").write_text("start-time,response-time\n2026-11-22T10:42:29Z,x\n")
+        with pytest.raises(HeadroomError):
+            reduce_run(bad, client=client)
+        assert not any(where.iterdir())
+    finally:
+        client.run(on_disk, None, budget)
+    assert len(seen) == 4 and min(seen) >= 3  # every file's folder (a spooled file has two spools)
+    assert stats(client)["kept"] == 0
