@@ -10,7 +10,8 @@ partials add up.  Several files of one run are either load generators of
 one ramp (their times overlap: steps aligned on the wall clock,
 concurrency summed, histograms added, never percentiles averaged) or one
 file per step (in sequence).  With a Dask ``client`` the same sources run
-as tasks on the cluster and the result is the same, bit for bit.
+as tasks on the cluster and the result is the same, bit for bit; there a
+load-generator file is parsed once (:mod:`headroom.cluster`).
 """
 
 from __future__ import annotations
