@@ -10,7 +10,8 @@ partials add up.  Several files of one run are either load generators of
 one ramp (their times overlap: steps aligned on the wall clock,
 concurrency summed, histograms added, never percentiles averaged) or one
 file per step (in sequence).  With a Dask ``client`` the same sources run
-as tasks on the cluster and the result is the same, bit for bit.
+as tasks on the cluster and the result is the same, bit for bit; there a
+load-generator file is parsed once (:mod:`headroom.cluster`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cluster import Kept
 from .formats import CSV_FAMILY
 from .formats._checks import add_codes, all_failed, failed_warning, skipped_warning
 from .formats._scan import Progress
@@ -38,7 +40,7 @@ from .reduce import (
     span_of,
 )
 from .runfolder import RunFiles, cpu_for, locate_run, read_metadata, run_label
-from .spool import Spool
+from .spool import Cursor, Spool
 from .spooled import (
     KEYS,
     RAW,
@@ -154,14 +156,16 @@ class CsvSource:
         finally:
             stream.close()
 
-    def spans(self) -> Partial:
-        """Accounting and the span of every step (a first pass, for aligning several files)."""
+    def spans(self, keep: KeptSteps | None = None) -> Partial:
+        """Accounting and the span of every step (a first pass, for aligning several files);
+        with ``keep``, every step's accepted rows kept there as they were parsed."""
         with self._open() as f:
             acc = self._partial(f)
             steps = self._parsed(f, [k for k in self._steps(f) if not f.is_empty(k)])
             try:
                 for k, _, chunks in steps:
-                    fr = span_of(self._accepted(chunks, k, acc, True))
+                    batches = self._accepted(chunks, k, acc, True)
+                    fr = span_of(batches if keep is None else keep.tee(k, batches))
                     acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
                     f.buf.done_with(*f.sections[k])
             finally:
@@ -202,6 +206,70 @@ class CsvSource:
             if frames is not None:
                 acc.step_errors, acc.warnings = None, []
             return acc
+
+    def close(self) -> None:
+        """Nothing to free: a streamed file keeps nothing between its passes."""
+
+    def spans_kept(self) -> tuple[Partial, KeptSteps]:
+        """:meth:`spans`, and the rows it parsed kept (a :class:`KeptSteps`) to reduce without parsing again."""
+        kept = KeptSteps(str(self.path), self.settings)
+        try:
+            acc = self.spans(kept)
+        except BaseException:
+            kept.close()
+            raise
+        kept.kind, kept.n_steps = acc.kind, acc.n_steps
+        return acc, kept
+
+
+#: The columns :class:`KeptSteps` keeps of a step's accepted rows.
+KEPT = {"start_ns": np.int64, "latency_s": np.float64}
+
+
+class KeptSteps:
+    """A CSV file's accepted rows as its first pass parsed them (a spool, about 16 bytes a request), batch
+    by batch: :meth:`reduce` gives what :meth:`CsvSource.reduce` gives in ``frames``, without parsing."""
+
+    def __init__(self, source: str, settings: ReadSettings):
+        self.source, self.settings = source, settings
+        self.kind, self.n_steps = "", 0
+        self.rows = Spool(KEPT)
+        self.batches: dict[int, list[int]] = {}  # step -> its batches' lengths, in file order
+
+    def tee(self, k: int, batches):
+        """``batches`` of step ``k`` passed on, each kept."""
+        sizes = self.batches.setdefault(k, [])
+        for st, lat in batches:
+            self.rows.append(start_ns=st, latency_s=lat)
+            sizes.append(len(st))
+            yield st, lat
+
+    def reduce(self, frames: dict[int, Frame]) -> Partial:
+        """Every kept step of ``frames`` bucketed in its frame, from the same batches (no accounting)."""
+        s = self.settings
+        acc = Partial(self.source, self.kind, self.n_steps)
+        cur = Cursor(self.rows, tuple(KEPT))
+        for k in sorted(self.batches):  # rows were kept in step order
+            it = _replayed(cur, self.batches[k])
+            if k in frames:
+                acc.steps[k] = bucket_step(lambda it=it: it, frames[k], bucket_ns=s.bucket_ns,
+                                           min_partial=s.min_partial, where=self.source, step=k)  # fmt: skip
+            for _ in it:  # what the step left unread
+                pass
+        return acc
+
+    def close(self) -> None:
+        self.rows.close()
+
+
+def _replayed(cur: Cursor, sizes: list[int]):
+    """Batches of the given lengths read from ``cur``, as (start ns, latency s)."""
+    for m in sizes:
+        if m == 0:
+            yield np.zeros(0, np.int64), np.zeros(0)
+        else:
+            b = cur.take(m)
+            yield b["start_ns"], b["latency_s"]
 
 
 class TableSource:
@@ -517,8 +585,9 @@ def _steps_of_their_own(path: Path) -> HeadroomError:
     )
 
 
-def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
-    """("one", [source]) for one file; ("generators" | "sequence", sources) for several."""
+def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
+    """("one", [source]) for one file (or a folder of one file per step); for several, ("csv" |
+    "spooled", a source per file): load generators when their times overlap, else steps."""
     from .tables import detect_format
 
     if not files.steps or len(files.steps) == 1:
@@ -534,15 +603,25 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
             from .tables import csv_family_folder
 
             raise csv_family_folder(files.steps[0])
-        return "several", [CsvSource(p, s) for p in files.steps]
+        return "csv", [CsvSource(p, s) for p in files.steps]
     if fmts[0] == "oha-csv":  # relative times: one file per step, one after another
         return "one", [StepFilesSource(files, s, fmts[0])]
-    from .spooled import SpoolSource
+    return "spooled", [SpoolSource(p, s, fmts[0]) for p in files.steps]
 
-    tables = [SpoolSource(p, s, fmts[0]) for p in files.steps]
-    if not overlapping([t.spans() for t in tables]):
-        return "one", [StepFilesSource(files, s, fmts[0])]
-    return "generators", tables
+
+def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
+    """("one", [source]) for one file; ("generators" | "several", sources) for several (the spooled
+    formats' spans read here, in this process)."""
+    mode, sources = candidates(files, s)
+    if mode == "csv":
+        return "several", sources
+    if mode == "spooled":
+        if not overlapping([t.spans() for t in sources]):
+            for t in sources:
+                t.close()
+            return "one", [StepFilesSource(files, s, sources[0].fmt)]
+        return "generators", sources
+    return mode, sources
 
 
 def overlapping(spans: list[Partial]) -> bool:
@@ -604,22 +683,41 @@ def _reduce(src, frames=None) -> Partial:
     return src.reduce(frames)
 
 
+def keep(src) -> tuple[Partial, object]:
+    """A file's spans, and what reduces it in shared frames without parsing it again (``.reduce(frames)``,
+    ``.close()``): a CSV file's accepted rows (:class:`KeptSteps`), a spooled file's prepared spool."""
+    if isinstance(src, CsvSource):
+        return src.spans_kept()
+    return src.spans(), src
+
+
 class _Local:
-    """Runs tasks in this process, in order (the same functions a cluster runs)."""
+    """Runs tasks in this process, in order (the same functions a cluster runs).
+
+    A spooled file is parsed once (its source keeps its spool from its spans
+    to its reduction); a CSV file is streamed twice (spans, then buckets),
+    in bounded memory and no disk.
+    """
 
     def map(self, fn, *iterables):
         return [fn(*args) for args in zip(*iterables)]
 
+    def prepare(self, sources: list) -> Kept:
+        kept = Kept(list(sources))
+        try:
+            kept.spans = [src.spans() for src in sources]
+        except BaseException:
+            self.release(kept)
+            raise
+        return kept
 
-class _Dask:
-    """Runs tasks on a Dask cluster; results come back in submission order."""
+    def reduce(self, kept: Kept, frames: list[dict]) -> list:
+        return [src.reduce(fr) for src, fr in zip(kept.sources, frames)]
 
-    def __init__(self, client):
-        self.client = client
-
-    def map(self, fn, *iterables):
-        futures = self.client.map(fn, *iterables, pure=False)
-        return self.client.gather(futures)
+    def release(self, kept: Kept) -> None:
+        for src in kept.sources:
+            if isinstance(src, SpoolSource):
+                src.close()
 
 
 def _union(partials: list[Partial]) -> Partial:
@@ -638,7 +736,7 @@ def _union(partials: list[Partial]) -> Partial:
 
 
 def _one(src, runner) -> Partial:
-    if isinstance(runner, _Dask) and isinstance(src, CsvSource):
+    if not isinstance(runner, _Local) and isinstance(src, CsvSource):
         with CsvFile(src.path, stream=True) as f:
             n = len(f.sections)
         pieces = [CsvSource(src.path, src.settings, (k, k + 1)) for k in range(n)]
@@ -646,16 +744,32 @@ def _one(src, runner) -> Partial:
     return runner.map(_reduce, [src])[0]
 
 
-def _generators(sources: list, runner) -> Partial:
-    """Load generators of one ramp: spans first, steps aligned, then reduced in the shared frames."""
-    spans = runner.map(_spans, sources)
+def generators(kept: Kept, runner) -> Partial:
+    """Load generators of one ramp (read once by ``runner.prepare``): steps aligned, then every file
+    reduced in the shared frames."""
+    spans = kept.spans
     maps, frames = align(spans)
     per_file = [{k: frames[j] for k, j in mp.items()} for mp in maps]
-    reduced = runner.map(_reduce, sources, per_file)
+    reduced = runner.reduce(kept, per_file)
+    out = _merged_accounting(spans, maps, len(frames))
+    for j, fr in enumerate(frames):
+        parts = [
+            r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
+        ]
+        out.steps[j] = add_step_parts(parts, fr)
+    out.warnings.append(
+        f"{out.source}: {len(spans)} files whose times overlap are read as load generators of one ramp "
+        f"({len(frames)} steps aligned on the wall clock, histograms added)"
+    )
+    return out
+
+
+def _merged_accounting(spans: list[Partial], maps: list[dict[int, int]], m: int) -> Partial:
+    """The generators' warnings, failed requests, concurrency and rates, on the run's ``m`` steps."""
     first = spans[0]
-    out = Partial(first.source, first.kind, len(frames), failures_said=first.failures_said)
-    out.step_errors = None if first.step_errors is None else np.zeros(len(frames), np.int64)
-    conc: list | None = [0] * len(frames)
+    out = Partial(first.source, first.kind, m, failures_said=first.failures_said)
+    out.step_errors = None if first.step_errors is None else np.zeros(m, np.int64)
+    conc: list | None = [0] * m
     for p, mp in zip(spans, maps):
         out.warnings += p.warnings
         out.skipped += p.skipped
@@ -668,16 +782,7 @@ def _generators(sources: list, runner) -> Partial:
             if conc is not None:
                 conc[j] += c
     out.step_concurrency = tuple(conc) if conc is not None else None
-    out.step_rates = summed_rates(spans, maps, len(frames))
-    for j, fr in enumerate(frames):
-        parts = [
-            r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
-        ]
-        out.steps[j] = add_step_parts(parts, fr)
-    out.warnings.append(
-        f"{first.source}: {len(sources)} files whose times overlap are read as load generators of one ramp "
-        f"({len(frames)} steps aligned on the wall clock, histograms added)"
-    )
+    out.step_rates = summed_rates(spans, maps, m)
     return out
 
 
@@ -725,17 +830,29 @@ def _sequence(sources: list, runner) -> Partial:
     return out
 
 
+def runner_for(client):
+    """Where tasks run: this process, or the cluster of a Dask ``client``."""
+    if client is None:
+        return _Local()
+    from .cluster import DaskRunner
+
+    return DaskRunner(client)
+
+
 def reduce_partial(files: RunFiles, settings: ReadSettings, client=None) -> Partial:
     """Reduce every request file of a run into one partial (on ``client``'s cluster when given)."""
-    runner = _Dask(client) if client is not None else _Local()
-    mode, sources = plan(files, settings)
+    runner = runner_for(client)
+    mode, sources = candidates(files, settings)
     if mode == "one":
         return _one(sources[0], runner)
-    if mode == "generators":
-        return _generators(sources, runner)
-    spans = runner.map(_spans, sources)
-    if overlapping(spans):
-        return _generators(sources, runner)
+    kept = runner.prepare(sources)
+    try:
+        if overlapping(kept.spans):
+            return generators(kept, runner)
+    finally:
+        runner.release(kept)
+    if mode == "spooled":  # files that follow each other: one file per step
+        return _one(StepFilesSource(files, settings, sources[0].fmt), runner)
     return _sequence(sources, runner)
 
 
