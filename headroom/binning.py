@@ -269,7 +269,7 @@ def sparse_counts(
         cnt = c[nz]
     else:
         nz, cnt = np.unique(key, return_counts=True)
-    return nz // n_values, nz % n_values, cnt.astype(np.int64)
+    return nz // n_values, nz % n_values, cnt.astype(np.int64, copy=False)
 
 
 def bucket_hist(
