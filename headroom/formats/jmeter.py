@@ -152,41 +152,67 @@ def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[s
 
 
 def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
-    """``judge`` (pyarrow compute on distinct values) of every row of a dictionary column.
+    """``judge`` (pyarrow compute on distinct values, a list of verdicts) of every row of a dictionary column.
 
     ``memo`` keeps the verdicts across blocks: each distinct value is judged once per file.
+    Nothing here converts a pyarrow array to numpy through pyarrow's pandas machinery
+    (``pa.array`` of a list, ``to_numpy(zero_copy_only=False)``, a compute call with a Python
+    scalar): that imports pandas, about 0.2 s of CPU in a fresh process.
     """
-    import pyarrow as pa
+    from ._scan import np_column
 
     parts = []
     for chunk in col.chunks:
         vals = chunk.dictionary.to_pylist()
-        new = [v for v in vals if v not in memo]
-        if new:
-            memo.update(zip(new, judge(pa.array(new, pa.string())).to_pylist()))
+        at = [i for i, v in enumerate(vals) if v not in memo]
+        if at:
+            new = chunk.dictionary if len(at) == len(vals) else chunk.dictionary.filter(_mask(len(vals), at))
+            memo.update(zip([vals[i] for i in at], judge(new)))
         of = np.array([memo[v] for v in vals], dtype)
-        parts.append(of[np.asarray(chunk.indices.to_numpy(zero_copy_only=False), np.int64)])
+        idx = chunk.indices
+        if idx.null_count:
+            idx = idx.to_numpy(zero_copy_only=False)  # never read: strings_can_be_null=False
+        else:
+            idx = np_column(_chunked(idx), np.int32)
+        parts.append(of[np.asarray(idx, np.int64)])
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def _code_of(values):
+def _mask(n: int, at: list[int]):
+    """A pyarrow boolean array of ``n`` values, true at ``at`` (built from a numpy buffer, without pandas)."""
     import pyarrow as pa
+
+    bits = np.zeros(n, bool)
+    bits[at] = True
+    packed = np.packbits(bits, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(packed)])
+
+
+def _chunked(a):
+    import pyarrow as pa
+
+    return pa.chunked_array([a], type=a.type)
+
+
+def _code_of(values) -> list[int]:
+    """The HTTP status of each value: 1 to 4 ASCII digits after trimming whitespace, else 0."""
     import pyarrow.compute as pc
 
     rc = pc.utf8_trim_whitespace(values)
-    return pc.if_else(pc.match_substring_regex(rc, r"^[0-9]{1,4}$"), rc, "0").cast(pa.int64())
+    ok = pc.match_substring_regex(rc, r"^[0-9]{1,4}$").to_pylist()
+    return [int(v) if m else 0 for v, m in zip(rc.to_pylist(), ok)]
 
 
-def _success_of(values):
+def _success_of(values) -> list[bool]:
     import pyarrow.compute as pc
 
-    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(values)), "true")
+    return [v == "true" for v in pc.utf8_lower(pc.utf8_trim_whitespace(values)).to_pylist()]
 
 
-def _tc_of(values):
+def _tc_of(values) -> list[bool]:
     import pyarrow.compute as pc
 
-    return pc.starts_with(values, _TC)
+    return pc.starts_with(values, _TC).to_pylist()
 
 
 def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
