@@ -152,7 +152,7 @@ def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[s
 
 
 def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
-    """``judge`` (pyarrow compute on distinct values, a list of verdicts) of every row of a dictionary column.
+    """``judge`` (a verdict per distinct value, :func:`_judged`) of every row of a dictionary column.
 
     ``memo`` keeps the verdicts across blocks: each distinct value is judged once per file.
     Nothing here converts a pyarrow array to numpy through pyarrow's pandas machinery
@@ -163,11 +163,11 @@ def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
 
     parts = []
     for chunk in col.chunks:
-        vals = chunk.dictionary.to_pylist()
+        d = chunk.dictionary
+        vals = d.to_pylist()
         at = [i for i, v in enumerate(vals) if v not in memo]
         if at:
-            new = chunk.dictionary if len(at) == len(vals) else chunk.dictionary.filter(_mask(len(vals), at))
-            memo.update(zip([vals[i] for i in at], judge(new)))
+            memo.update(zip([vals[i] for i in at], _judged(judge, d, vals, at)))
         of = np.array([memo[v] for v in vals], dtype)
         idx = chunk.indices
         if idx.null_count:
@@ -176,6 +176,21 @@ def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
             idx = np_column(_chunked(idx), np.int32)
         parts.append(of[np.asarray(idx, np.int64)])
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def _judged(judge, d, vals: list, at: list[int]) -> list:
+    """The verdicts of ``judge`` (a pair: plain Python on one ASCII string, pyarrow compute on an array)
+    on the values ``vals[i]`` for ``i`` in ``at`` of the dictionary ``d`` (``vals`` is ``d`` as a list).
+
+    The two agree on ASCII strings (whitespace, case and digits are the same there; the tests check
+    every ASCII character), so pyarrow compute (whose import costs about 0.1 s of CPU) is only
+    used for a value outside ASCII.
+    """
+    by_python, by_arrow = judge
+    new = [vals[i] for i in at]
+    if all(v is not None and v.isascii() for v in new):
+        return [by_python(v) for v in new]
+    return by_arrow(d if len(at) == len(vals) else d.filter(_mask(len(vals), at)))
 
 
 def _mask(n: int, at: list[int]):
@@ -194,8 +209,13 @@ def _chunked(a):
     return pa.chunked_array([a], type=a.type)
 
 
-def _code_of(values) -> list[int]:
-    """The HTTP status of each value: 1 to 4 ASCII digits after trimming whitespace, else 0."""
+def _code_of(v: str) -> int:
+    """The HTTP status of an ASCII value: 1 to 4 digits after trimming whitespace, else 0."""
+    v = v.strip()
+    return int(v) if 1 <= len(v) <= 4 and v.isdigit() else 0
+
+
+def _code_of_arrow(values) -> list[int]:
     import pyarrow.compute as pc
 
     rc = pc.utf8_trim_whitespace(values)
@@ -203,26 +223,38 @@ def _code_of(values) -> list[int]:
     return [int(v) if m else 0 for v, m in zip(rc.to_pylist(), ok)]
 
 
-def _success_of(values) -> list[bool]:
+def _success_of(v: str) -> bool:
+    return v.strip().lower() == "true"
+
+
+def _success_of_arrow(values) -> list[bool]:
     import pyarrow.compute as pc
 
     return [v == "true" for v in pc.utf8_lower(pc.utf8_trim_whitespace(values)).to_pylist()]
 
 
-def _tc_of(values) -> list[bool]:
+def _tc_of(v: str) -> bool:
+    return v.startswith(_TC)
+
+
+def _tc_of_arrow(values) -> list[bool]:
     import pyarrow.compute as pc
 
     return pc.starts_with(values, _TC).to_pylist()
 
 
+#: judges of the dictionary columns: (plain Python on one ASCII value, pyarrow compute on an array)
+_CODE, _SUCCESS, _TCP = (_code_of, _code_of_arrow), (_success_of, _success_of_arrow), (_tc_of, _tc_of_arrow)
+
+
 def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
     """A null-free int64 column as numpy; the first null's row (``base`` + index) is noted in ``first_null``."""
-    import pyarrow.compute as pc
-
     from ._scan import first_null as first_null_row
     from ._scan import np_column
 
     if col.null_count:
+        import pyarrow.compute as pc
+
         if first_null[0] is None:
             first_null[0] = base + first_null_row(col)
         col = pc.fill_null(col, 0)
@@ -302,9 +334,9 @@ class _CsvPass:
         i = int(np.argmin(el))
         if el[i] < self.el_min:
             self.el_min, self.el_min_row = int(el[i]), rows + i
-        code = _by_value(t.column("responseCode"), _code_of, self.memo["rc"], np.int64) if "responseCode" in types \
+        code = _by_value(t.column("responseCode"), _CODE, self.memo["rc"], np.int64) if "responseCode" in types \
             else np.zeros(n, np.int64)  # fmt: skip
-        ok = _by_value(t.column("success"), _success_of, self.memo["ok"], bool) if "success" in types \
+        ok = _by_value(t.column("success"), _SUCCESS, self.memo["ok"], bool) if "success" in types \
             else (code >= 200) & (code <= 299)  # fmt: skip
         key = None
         if self.threads_ok and "allThreads" in types:
@@ -316,7 +348,7 @@ class _CsvPass:
         self.rows += n
         b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, np.arange(rows + 2, rows + 2 + n, dtype=np.int64))
         if "responseMessage" in types:
-            tc = _by_value(t.column("responseMessage"), _tc_of, self.memo["tc"], bool)
+            tc = _by_value(t.column("responseMessage"), _TCP, self.memo["tc"], bool)
             if tc.any():
                 self.n_tc += int(tc.sum())
                 b = b.take(~tc)
