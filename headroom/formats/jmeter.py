@@ -31,7 +31,7 @@ import numpy as np
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
-from ._plans import Counted, Found, OneStep, UniquePlan
+from ._plans import COLS, Found, LevelPlan, OneStep, UniquePlan
 from ._scan import BOM, arrow_copy
 
 _TC = "Number of samples in transaction"
@@ -646,15 +646,18 @@ class JMeterPlan:
                 raise fail(scan.path, int(c["line"][i]), f"bad allThreads {int(c['key'][i])} (must be > 0)")
 
         key = lambda c: c["key"]  # noqa: E731
-        counted = Counted(raw, key, check)
-        self.notes = counted.notes
-        if counted.held:
-            self.plan = counted.plan
+        levels = LevelPlan(raw, key, check=check)
+        if levels.steps.levels:
+            # the notes count every row: the assign pass that follows does (found), no pass of its own
+            self.plan, self.rows = levels, raw.n
             lv = self.plan.steps.levels
             self.names = [f"concurrency {float(v):g}" for v in lv]
             self.conc = [int(v) for v in lv]
             self.src = f"allThreads, held levels ({len(lv)} steps)"
         else:
+            for c in raw.chunks(COLS):
+                levels.assign(c)
+            self.notes = levels.steps.notes()
             self.plan = UniquePlan(raw, key)
             self.names = [f"concurrency {int(v)}" for v in self.plan.levels]
             self.conc = [int(v) for v in self.plan.levels]
@@ -664,5 +667,14 @@ class JMeterPlan:
         return self.plan.assign(c)
 
     def found(self) -> Found:
-        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
+        """The steps; called once every row was assigned (the held levels' notes count them all)."""
+        notes = self.notes
+        if isinstance(self.plan, LevelPlan):
+            steps = self.plan.steps
+            if steps.n != self.rows:
+                raise RuntimeError(
+                    f"{self.scan.path}: steps found after {steps.n} of {self.rows} rows assigned"
+                )
+            notes = steps.notes()
+        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in notes]
         return Found(self.names, self.conc, None, self.src, w)
