@@ -36,6 +36,7 @@ the epoch for times, integer levels.  No plotting or statistics imports.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -337,8 +338,8 @@ class LevelSteps:
         """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
         vals = sorted(self._outside)
         notes = [_transient_note(vals, [self._outside[v] for v in vals], self.n, self.transients)]
-        lvls = [float(v) for v in self.levels]
-        dup = sorted({v for v in lvls if lvls.count(v) > 1})
+        held = Counter(float(v) for v in self.levels)  # one count per level (list.count per level: quadratic)
+        dup = sorted(v for v, k in held.items() if k > 1)
         if dup:
             notes.append(
                 f"level(s) {', '.join(f'{v:g}' for v in dup)} held at two separate times: two steps each"

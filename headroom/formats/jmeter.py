@@ -170,11 +170,12 @@ def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
             memo.update(zip([vals[i] for i in at], _judged(judge, d, vals, at)))
         of = np.array([memo[v] for v in vals], dtype)
         idx = chunk.indices
-        if idx.null_count:
-            idx = idx.to_numpy(zero_copy_only=False)  # never read: strings_can_be_null=False
+        if idx.null_count:  # (not with strings_can_be_null=False)
+            parts.append(of[np.asarray(idx.to_numpy(zero_copy_only=False), np.int64)])
+        elif len(of) and (of == of[0]).all():  # one verdict for all (no transaction parent, all successes)
+            parts.append(np.full(len(chunk), of[0], dtype))
         else:
-            idx = np_column(_chunked(idx), np.int32)
-        parts.append(of[np.asarray(idx, np.int64)])
+            parts.append(of.take(np_column(_chunked(idx), np.int32)))
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
