@@ -259,7 +259,8 @@ def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
         if first_null[0] is None:
             first_null[0] = base + first_null_row(col)
         col = pc.fill_null(col, 0)
-    return np_column(col, np.int64).copy()
+    out = np_column(col, np.int64)
+    return out if out.flags.owndata else out.copy()  # (several chunks: already a copy)
 
 
 def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
