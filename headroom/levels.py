@@ -233,11 +233,19 @@ class RunBuilder:
         w = int(t.min())
         if self.last_t is not None and w < self.last_t:
             self.exact = False
-        tt = np.concatenate([self._t, t])
-        ll = np.concatenate([self._lv, np.asarray(lv)]) if len(self._lv) else np.asarray(lv)
+        settle = w - self.margin_ns - 2 * self._max_lat
+        pt, pl = self._t, self._lv
+        if settle <= w:
+            # every new row starts at w or later: the waiting rows before ``settle`` are settled as they
+            # are (sorted), and only the rest is sorted with the batch (each row sorted once, not twice)
+            k = int(np.searchsorted(pt, settle, side="left"))
+            self._emit(pt[:k], pl[:k])
+            pt, pl = pt[k:], pl[k:]
+        tt = np.concatenate([pt, t])
+        ll = np.concatenate([pl, np.asarray(lv)]) if len(pl) else np.asarray(lv)
         o = np.argsort(tt, kind="stable")
-        tt, ll = tt[o], ll[o]
-        cut = int(np.searchsorted(tt, w - self.margin_ns - 2 * self._max_lat, side="left"))
+        tt, ll = np.take(tt, o), np.take(ll, o)
+        cut = int(np.searchsorted(tt, settle, side="left"))
         self._emit(tt[:cut], ll[:cut])
         self._t, self._lv = tt[cut:], ll[cut:]
 
