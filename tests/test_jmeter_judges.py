@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -103,9 +104,12 @@ def test_scanning_a_jmeter_csv_imports_neither_pandas_nor_pyarrow_compute(tmp_pa
         )
     p.write_text("\n".join(rows) + "\n")
     code = (
-        "import sys; from headroom.formats import jmeter; "
+        "import sys; sys.path.insert(0, sys.argv[2]); from headroom.formats import jmeter; "
         "n = sum(len(b) for b in jmeter.scan_csv(sys.argv[1]).batches()); "
-        "print(n, 'pandas' in sys.modules, 'pyarrow.compute' in sys.modules)"
+        "print(jmeter.__file__, n, 'pandas' in sys.modules, 'pyarrow.compute' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["200", "False", "False"]
+    root = str(Path(jmeter.__file__).parents[2])  # the headroom this test imported, not an installed one
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(p), root], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [jmeter.__file__, "200", "False", "False"]
