@@ -36,6 +36,7 @@ the epoch for times, integer levels.  No plotting or statistics imports.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -232,11 +233,19 @@ class RunBuilder:
         w = int(t.min())
         if self.last_t is not None and w < self.last_t:
             self.exact = False
-        tt = np.concatenate([self._t, t])
-        ll = np.concatenate([self._lv, np.asarray(lv)]) if len(self._lv) else np.asarray(lv)
+        settle = w - self.margin_ns - 2 * self._max_lat
+        pt, pl = self._t, self._lv
+        if settle <= w:
+            # every new row starts at w or later: the waiting rows before ``settle`` are settled as they
+            # are (sorted), and only the rest is sorted with the batch (each row sorted once, not twice)
+            k = int(np.searchsorted(pt, settle, side="left"))
+            self._emit(pt[:k], pl[:k])
+            pt, pl = pt[k:], pl[k:]
+        tt = np.concatenate([pt, t])
+        ll = np.concatenate([pl, np.asarray(lv)]) if len(pl) else np.asarray(lv)
         o = np.argsort(tt, kind="stable")
-        tt, ll = tt[o], ll[o]
-        cut = int(np.searchsorted(tt, w - self.margin_ns - 2 * self._max_lat, side="left"))
+        tt, ll = np.take(tt, o), np.take(ll, o)
+        cut = int(np.searchsorted(tt, settle, side="left"))
         self._emit(tt[:cut], ll[:cut])
         self._t, self._lv = tt[cut:], ll[cut:]
 
@@ -337,8 +346,8 @@ class LevelSteps:
         """What the reader should say about the steps: transients, levels held twice, no step, open loop."""
         vals = sorted(self._outside)
         notes = [_transient_note(vals, [self._outside[v] for v in vals], self.n, self.transients)]
-        lvls = [float(v) for v in self.levels]
-        dup = sorted({v for v in lvls if lvls.count(v) > 1})
+        held = Counter(float(v) for v in self.levels)  # one count per level (list.count per level: quadratic)
+        dup = sorted(v for v, k in held.items() if k > 1)
         if dup:
             notes.append(
                 f"level(s) {', '.join(f'{v:g}' for v in dup)} held at two separate times: two steps each"

@@ -31,7 +31,7 @@ import numpy as np
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
-from ._plans import Counted, Found, OneStep, UniquePlan
+from ._plans import COLS, Found, LevelPlan, OneStep, UniquePlan
 from ._scan import BOM, arrow_copy
 
 _TC = "Number of samples in transaction"
@@ -152,55 +152,115 @@ def _diagnose(path: Path, block, first_csv_line: int, header: bool, cols: list[s
 
 
 def _by_value(col, judge, memo: dict, dtype) -> np.ndarray:
-    """``judge`` (pyarrow compute on distinct values) of every row of a dictionary column.
+    """``judge`` (a verdict per distinct value, :func:`_judged`) of every row of a dictionary column.
 
     ``memo`` keeps the verdicts across blocks: each distinct value is judged once per file.
+    Nothing here converts a pyarrow array to numpy through pyarrow's pandas machinery
+    (``pa.array`` of a list, ``to_numpy(zero_copy_only=False)``, a compute call with a Python
+    scalar): that imports pandas, about 0.2 s of CPU in a fresh process.
     """
-    import pyarrow as pa
+    from ._scan import np_column
 
     parts = []
     for chunk in col.chunks:
-        vals = chunk.dictionary.to_pylist()
-        new = [v for v in vals if v not in memo]
-        if new:
-            memo.update(zip(new, judge(pa.array(new, pa.string())).to_pylist()))
+        d = chunk.dictionary
+        vals = d.to_pylist()
+        at = [i for i, v in enumerate(vals) if v not in memo]
+        if at:
+            memo.update(zip([vals[i] for i in at], _judged(judge, d, vals, at)))
         of = np.array([memo[v] for v in vals], dtype)
-        parts.append(of[np.asarray(chunk.indices.to_numpy(zero_copy_only=False), np.int64)])
+        idx = chunk.indices
+        if idx.null_count:  # (not with strings_can_be_null=False)
+            parts.append(of[np.asarray(idx.to_numpy(zero_copy_only=False), np.int64)])
+        elif len(of) and (of == of[0]).all():  # one verdict for all (no transaction parent, all successes)
+            parts.append(np.full(len(chunk), of[0], dtype))
+        else:
+            parts.append(of.take(np_column(_chunked(idx), np.int32)))
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def _code_of(values):
+def _judged(judge, d, vals: list, at: list[int]) -> list:
+    """The verdicts of ``judge`` (a pair: plain Python on one ASCII string, pyarrow compute on an array)
+    on the values ``vals[i]`` for ``i`` in ``at`` of the dictionary ``d`` (``vals`` is ``d`` as a list).
+
+    The two agree on ASCII strings (whitespace, case and digits are the same there; the tests check
+    every ASCII character), so pyarrow compute (whose import costs about 0.1 s of CPU) is only
+    used for a value outside ASCII.
+    """
+    by_python, by_arrow = judge
+    new = [vals[i] for i in at]
+    if all(v is not None and v.isascii() for v in new):
+        return [by_python(v) for v in new]
+    return by_arrow(d if len(at) == len(vals) else d.filter(_mask(len(vals), at)))
+
+
+def _mask(n: int, at: list[int]):
+    """A pyarrow boolean array of ``n`` values, true at ``at`` (built from a numpy buffer, without pandas)."""
     import pyarrow as pa
+
+    bits = np.zeros(n, bool)
+    bits[at] = True
+    packed = np.packbits(bits, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(packed)])
+
+
+def _chunked(a):
+    import pyarrow as pa
+
+    return pa.chunked_array([a], type=a.type)
+
+
+def _code_of(v: str) -> int:
+    """The HTTP status of an ASCII value: 1 to 4 digits after trimming whitespace, else 0."""
+    v = v.strip()
+    return int(v) if 1 <= len(v) <= 4 and v.isdigit() else 0
+
+
+def _code_of_arrow(values) -> list[int]:
     import pyarrow.compute as pc
 
     rc = pc.utf8_trim_whitespace(values)
-    return pc.if_else(pc.match_substring_regex(rc, r"^[0-9]{1,4}$"), rc, "0").cast(pa.int64())
+    ok = pc.match_substring_regex(rc, r"^[0-9]{1,4}$").to_pylist()
+    return [int(v) if m else 0 for v, m in zip(rc.to_pylist(), ok)]
 
 
-def _success_of(values):
+def _success_of(v: str) -> bool:
+    return v.strip().lower() == "true"
+
+
+def _success_of_arrow(values) -> list[bool]:
     import pyarrow.compute as pc
 
-    return pc.equal(pc.utf8_lower(pc.utf8_trim_whitespace(values)), "true")
+    return [v == "true" for v in pc.utf8_lower(pc.utf8_trim_whitespace(values)).to_pylist()]
 
 
-def _tc_of(values):
+def _tc_of(v: str) -> bool:
+    return v.startswith(_TC)
+
+
+def _tc_of_arrow(values) -> list[bool]:
     import pyarrow.compute as pc
 
-    return pc.starts_with(values, _TC)
+    return pc.starts_with(values, _TC).to_pylist()
+
+
+#: judges of the dictionary columns: (plain Python on one ASCII value, pyarrow compute on an array)
+_CODE, _SUCCESS, _TCP = (_code_of, _code_of_arrow), (_success_of, _success_of_arrow), (_tc_of, _tc_of_arrow)
 
 
 def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
     """A null-free int64 column as numpy; the first null's row (``base`` + index) is noted in ``first_null``."""
-    import pyarrow.compute as pc
-
     from ._scan import first_null as first_null_row
     from ._scan import np_column
 
     if col.null_count:
+        import pyarrow.compute as pc
+
         if first_null[0] is None:
             first_null[0] = base + first_null_row(col)
         col = pc.fill_null(col, 0)
-    return np_column(col, np.int64).copy()
+    out = np_column(col, np.int64)
+    return out if out.flags.owndata else out.copy()  # (several chunks: already a copy)
 
 
 def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
@@ -253,6 +313,8 @@ class _CsvPass:
         return start
 
     def parse(self, block, header: bool):
+        """One block as a table, on one thread: pyarrow's threads (1 MB parse blocks and their
+        hand-offs) cost about 40 % more CPU on a JTL block of a few MB and gain no time on 2 busy cores."""
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
@@ -260,7 +322,7 @@ class _CsvPass:
             return pacsv.read_csv(
                 pa.BufferReader(arrow_copy(block)),
                 read_options=pacsv.ReadOptions(
-                    column_names=self.cols, skip_rows=1 if header else 0, use_threads=True
+                    column_names=self.cols, skip_rows=1 if header else 0, use_threads=False
                 ),
                 parse_options=self.opts[0],
                 convert_options=self.opts[1],
@@ -276,9 +338,9 @@ class _CsvPass:
         i = int(np.argmin(el))
         if el[i] < self.el_min:
             self.el_min, self.el_min_row = int(el[i]), rows + i
-        code = _by_value(t.column("responseCode"), _code_of, self.memo["rc"], np.int64) if "responseCode" in types \
+        code = _by_value(t.column("responseCode"), _CODE, self.memo["rc"], np.int64) if "responseCode" in types \
             else np.zeros(n, np.int64)  # fmt: skip
-        ok = _by_value(t.column("success"), _success_of, self.memo["ok"], bool) if "success" in types \
+        ok = _by_value(t.column("success"), _SUCCESS, self.memo["ok"], bool) if "success" in types \
             else (code >= 200) & (code <= 299)  # fmt: skip
         key = None
         if self.threads_ok and "allThreads" in types:
@@ -290,7 +352,7 @@ class _CsvPass:
         self.rows += n
         b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, np.arange(rows + 2, rows + 2 + n, dtype=np.int64))
         if "responseMessage" in types:
-            tc = _by_value(t.column("responseMessage"), _tc_of, self.memo["tc"], bool)
+            tc = _by_value(t.column("responseMessage"), _TCP, self.memo["tc"], bool)
             if tc.any():
                 self.n_tc += int(tc.sum())
                 b = b.take(~tc)
@@ -586,15 +648,18 @@ class JMeterPlan:
                 raise fail(scan.path, int(c["line"][i]), f"bad allThreads {int(c['key'][i])} (must be > 0)")
 
         key = lambda c: c["key"]  # noqa: E731
-        counted = Counted(raw, key, check)
-        self.notes = counted.notes
-        if counted.held:
-            self.plan = counted.plan
+        levels = LevelPlan(raw, key, check=check)
+        if levels.steps.levels:
+            # the notes count every row: the assign pass that follows does (found), no pass of its own
+            self.plan, self.rows = levels, raw.n
             lv = self.plan.steps.levels
             self.names = [f"concurrency {float(v):g}" for v in lv]
             self.conc = [int(v) for v in lv]
             self.src = f"allThreads, held levels ({len(lv)} steps)"
         else:
+            for c in raw.chunks(COLS):
+                levels.assign(c)
+            self.notes = levels.steps.notes()
             self.plan = UniquePlan(raw, key)
             self.names = [f"concurrency {int(v)}" for v in self.plan.levels]
             self.conc = [int(v) for v in self.plan.levels]
@@ -604,5 +669,14 @@ class JMeterPlan:
         return self.plan.assign(c)
 
     def found(self) -> Found:
-        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
+        """The steps; called once every row was assigned (the held levels' notes count them all)."""
+        notes = self.notes
+        if isinstance(self.plan, LevelPlan):
+            steps = self.plan.steps
+            if steps.n != self.rows:
+                raise RuntimeError(
+                    f"{self.scan.path}: steps found after {steps.n} of {self.rows} rows assigned"
+                )
+            notes = steps.notes()
+        w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in notes]
         return Found(self.names, self.conc, None, self.src, w)
