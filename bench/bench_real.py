@@ -206,11 +206,14 @@ def _child(what: str, key: str, path: str) -> None:
 
 
 def measure(what: str, key: str, path: Path, repeat: int) -> list[dict]:
+    # the children may cache bytecode, as an installed package has it: without, every child would
+    # compile headroom's modules again inside its timed reduce_run (their imports are lazy)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = []
     for _ in range(repeat):
         r = subprocess.run(
             [sys.executable, __file__, "--_child", what, key, str(path)],
-            capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+            capture_output=True, text=True, env={**env, "PYTHONHASHSEED": "0"},
         )  # fmt: skip
         if r.returncode:
             raise RuntimeError((r.stderr.strip().splitlines() or ["(no message)"])[-1])
