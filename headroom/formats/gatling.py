@@ -28,6 +28,7 @@ from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
+from ._scan import np_column
 
 
 def guess(head: bytes) -> bool:
@@ -269,6 +270,144 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms
 
 
+# --------------------------------------------------------------------------
+# the common block in one pyarrow pass: Gatling 3.4-3.11 REQUEST records (7 fields) and a few others
+
+_FIELDS = [f"c{i}" for i in range(7)]
+_REQUEST = np.frombuffer(b"REQUEST", np.uint8)
+_OK, _KO = np.frombuffer(b"OKKO", np.uint16)
+
+
+def _strings(a) -> tuple[np.ndarray, np.ndarray]:
+    """(value lengths, bytes of all values) of a pyarrow binary array, without a copy."""
+    if len(a) == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.uint8)
+    off = np.frombuffer(a.buffers()[1], np.int32, count=len(a) + 1, offset=a.offset * 4)
+    data = a.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return np.diff(off), data[off[0] : off[-1]]
+
+
+def _ms_values(a) -> np.ndarray | None:
+    """The values of a binary array whose every value is 1 or more ASCII digits (what ``int`` reads
+    the same), None for any other (pyarrow's own integers take more: ``0x1F``, spaces)."""
+    import pyarrow as pa
+
+    width, d = _strings(a)
+    if width.min() < 1 or d.min() < 48 or d.max() > 57:
+        return None
+    try:
+        return np_column(pa.chunked_array([a.view(pa.string()).cast(pa.int64())]), np.int64)
+    except pa.ArrowInvalid:  # over 2**63 - 1
+        return None
+
+
+def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(start ms, end ms, OK) of rows that are all ``REQUEST`` records with OK/KO in field 5 and
+    start <= end (ms, digits) in fields 3 and 4 (what :func:`_line` reads of them); else None."""
+    if t.num_rows == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), np.zeros(0, bool)
+    t = t.combine_chunks()
+    width, d = _strings(t.column("c0").chunks[0])
+    if (width != 7).any() or d.tobytes() != b"REQUEST" * len(width):
+        return None
+    width, d = _strings(t.column("c5").chunks[0])
+    v = d.view(np.uint16) if not (width != 2).any() else None
+    if v is None or not ((v == _OK) | (v == _KO)).all():
+        return None
+    st, en = _ms_values(t.column("c3").chunks[0]), _ms_values(t.column("c4").chunks[0])
+    if st is None or en is None or st.min() < 0 or (en < st).any():
+        return None
+    return st, en, v == _OK
+
+
+def _arrow_parse(data, limit: int):
+    """pyarrow's parse of a block as 7 tab-separated fields (no quotes), records of other shapes
+    (USER, RUN, ...) left out and listed as (index of their line, text); None when pyarrow refuses
+    the block or more than ``limit`` records are of another shape."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    other = []
+
+    def skip(row):  # one thread: rows come in order, with their numbers
+        if row.number is None or len(other) >= limit:
+            return "error"
+        other.append((row.number - 1, row.text))
+        return "skip"
+
+    types = dict.fromkeys(("c0", "c3", "c4", "c5"), pa.binary())
+    try:
+        t = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=_FIELDS, use_threads=False, block_size=len(data) + 1),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=skip),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=list(types), null_values=[],
+                strings_can_be_null=False, quoted_strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowException, ValueError):
+        return None
+    return t, other
+
+
+def _other_records(path: Path, other: list) -> tuple | None:
+    """:func:`_parse_block` of the records pyarrow left out, as a block of their own, their lines
+    mapped back to the block's; None when one is bad (the block is read again to name its line)."""
+    from ..model import HeadroomError
+
+    texts = [text for _, text in other]
+    mini = ("\n".join(texts) + "\n").encode() if texts else b""
+    try:
+        st, en, ok, li, u_start, u_ms = _parse_block(path, mini, 0, len(mini), 0)
+    except HeadroomError:
+        return None
+    return st, en, ok, np.array([i for i, _ in other], np.int64)[li], u_start, u_ms
+
+
+def _utf8(buf: bytes, start: int, end: int) -> bool:
+    """Whether ``buf[start:end]`` is UTF-8 (the text pyarrow gives of a record it leaves out is
+    decoded: bytes that are not UTF-8 would fail there)."""
+    if end <= start or np.frombuffer(buf, np.uint8, count=end - start, offset=start).max() < 128:
+        return True
+    try:
+        str(memoryview(buf)[start:end], "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _arrow_block(path: Path, buf: bytes, start: int, end: int, line0: int, nlines: int):
+    """:func:`_parse_block`'s result from one pyarrow pass, or None where it may differ (a CR, an
+    empty line, a record it cannot read: the numpy pass reads the block) and ``"off"`` when too many
+    records are of another shape (the numpy pass is then the faster one for the file)."""
+    import pyarrow as pa
+
+    if buf.find(b"\r", start, end) >= 0 or not _utf8(buf, start, end):
+        return None
+    limit = max(16, (end - start) >> 10)
+    parsed = _arrow_parse(pa.py_buffer(buf).slice(start, end - start), limit)
+    if parsed is None:
+        return None
+    t, other = parsed
+    if len(other) >= limit:
+        return "off"
+    cols = _request_columns(t) if t.num_rows + len(other) == nlines else None  # else: empty lines
+    more = _other_records(path, other) if cols is not None else None
+    if more is None:
+        return None
+    st, en, ok = cols
+    keep = np.ones(nlines, bool)
+    keep[[i for i, _ in other]] = False
+    lines = np.flatnonzero(keep)
+    if len(more[0]):  # REQUEST records of other shapes (3.0-3.3, a tab in the message): in line order
+        order = np.argsort(np.concatenate([lines, more[3]]), kind="stable")
+        st, en, ok, lines = (np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines), more[:4]))
+    return st, en, ok, lines + line0, more[4], more[5]
+
+
 def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     """One pass over a simulation.log (plain or gzip) in blocks of about ``chunk_bytes``.
 
@@ -287,12 +426,20 @@ def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
 
 def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     path = sc.path
-    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
+    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes, seams=True)
     us: list[np.ndarray] = []
     ue: list[np.ndarray] = []
     n = 0
+    arrow = True  # pyarrow reads the blocks, until one has many records of other shapes
     for buf, start, end, line0 in blocks:
-        st, en, ok, lines, u_start, u_ms = _parse_block(path, buf, start, end, line0)
+        got = None
+        if arrow:
+            nlines = blocks.line_after - line0 + (end > start and buf[end - 1] != 10)
+            got = _arrow_block(path, buf, start, end, line0, nlines)
+            arrow = got != "off"
+        if got is None or got == "off":
+            got = _parse_block(path, buf, start, end, line0)
+        st, en, ok, lines, u_start, u_ms = got
         if len(u_ms):
             us.append(u_ms[u_start])
             ue.append(u_ms[~u_start])
