@@ -4,7 +4,6 @@ Gatling: a block is read by one pyarrow pass (``gatling._arrow_block``) where it
 what the numpy pass (``gatling._parse_block``) reads, and by the numpy pass elsewhere.  Every case here
 is read both ways (the pyarrow pass switched off) and compared: rows, lines, USER times, warnings, or
 the one-line error naming file and line.  The clean case is also checked against ``str.split``.
-``TextBlocks(seams=True)``: the same lines, numbers and truncated tail as without.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import pytest
 from stream_helpers import GZ, same_rows, scan_all, write
 
 from headroom.formats import gatling
-from headroom.formats._blocks import TextBlocks, raw_chunks
 from headroom.model import HeadroomError
 
 T0 = 1_795_430_000_000
@@ -205,48 +203,6 @@ def test_bad_record_named_at_its_line_by_the_fast_path(tmp_path):
             f"{p}:1501: a REQUEST record without start, end (ms) and OK/KO: "
             "'REQUEST\\t\\tindex\\t0x10\\t1795430000003\\tOK\\t '"
         )
-
-
-# --------------------------------------------------------------------------
-# TextBlocks with seams
-
-
-def _cut(data: bytes, chunk: int, seams: bool, gz: bool, tmp_path):
-    p = write(tmp_path, "t.txt", data, gz)
-    tb = TextBlocks(p, raw_chunks(p, None, chunk), chunk, seams=seams)
-    text, line = b"", 1
-    for buf, start, end, at in tb:
-        assert at == line and tb.line_after == at + buf.count(b"\n", start, end)
-        text += buf[start:end]
-        line = tb.line_after
-    return text, tb.truncated, tb.lines, tb.line_after
-
-
-TEXTS = [
-    b"",
-    b"one line",
-    b"one line\n",
-    b"a\nbb\nccc\n" * 50,
-    b"a\nbb\nccc\n" * 50 + b"cut mid-wri",
-    b"a\r\nbb\r\n" * 40 + b"last\r",
-    b"x" * 300 + b"\n" + b"y" * 50 + b"\nz",
-    b"\n\n\n",
-    b"a\n" * 30 + b"  ",
-]
-
-
-@GZ
-@pytest.mark.parametrize("data", TEXTS)
-def test_seams_cut_the_same_lines(tmp_path, data, gz):
-    for chunk in (1, 2, 7, 64, 4096):
-        with_seams = _cut(data, chunk, True, gz, tmp_path)
-        assert with_seams == _cut(data, chunk, False, gz, tmp_path)
-
-
-def test_seams_are_not_for_quotes(tmp_path):
-    p = write(tmp_path, "q.csv", b"a\n")
-    with pytest.raises(ValueError):
-        TextBlocks(p, iter([b"a\n"]), 4, quotes=True, seams=True)
 
 
 def test_gzip_log_same_as_plain(tmp_path, monkeypatch):

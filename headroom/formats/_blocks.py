@@ -388,27 +388,10 @@ class TextBlocks:
     out, and :attr:`truncated` holds the warning (the one rule of
     ``_scan.truncated_tail``, applied to the file's end only).  After the
     pass :attr:`lines` is the number of ``\\n`` in what was yielded.
-
-    With ``seams`` (not with ``quotes``) no chunk is copied: a block is a chunk's
-    whole lines (``start`` past the line it shares with the chunk before), and
-    the line across two chunks is a block of its own, the only bytes copied.
-    The lines, their numbers and the truncated last line are the same; only
-    where blocks end differs.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        chunks: Iterator[bytes],
-        chunk_bytes: int,
-        *,
-        quotes: bool = False,
-        seams: bool = False,
-    ):
-        if quotes and seams:
-            raise ValueError("seams are for text without quoted line ends")
+    def __init__(self, path: Path, chunks: Iterator[bytes], chunk_bytes: int, *, quotes: bool = False):
         self.path, self.chunks, self.chunk_bytes, self.quotes = path, chunks, max(1, chunk_bytes), quotes
-        self.seams = seams
         self.truncated: str | None = None
         self.lines = 0
         self.line_after = 1  # while a block is out: the line after it
@@ -422,9 +405,6 @@ class TextBlocks:
         return int(ok[-1]) + 1 if len(ok) else 0
 
     def __iter__(self):
-        if self.seams:
-            yield from self._seamed()
-            return
         carry, parity, line = b"", 0, 1
         for chunk in self.chunks:
             buf = carry + chunk if carry else chunk
@@ -444,36 +424,7 @@ class TextBlocks:
             self.line_after = line + n
             yield buf, 0, cut, line
             line += n
-        yield from self._end(carry, line)
-
-    def _seamed(self):
-        """:meth:`__iter__` with ``seams``: the chunks' own bytes, the lines across two of them copied."""
-        carry, line = b"", 1
-        for chunk in self.chunks:
-            start = 0
-            if carry:
-                nl = chunk.find(b"\n")
-                if nl < 0:  # a line longer than a chunk
-                    carry += chunk
-                    continue
-                seam = carry + chunk[: nl + 1]
-                self.line_after = line + 1
-                yield seam, 0, len(seam), line
-                line, carry, start = line + 1, b"", nl + 1
-            cut = chunk.rfind(b"\n", start) + 1
-            if cut <= start:
-                carry = chunk[start:]
-                continue
-            n = int(np.count_nonzero(np.frombuffer(chunk, np.uint8, count=cut - start, offset=start) == 10))
-            self.line_after = line + n
-            yield chunk, start, cut, line
-            line += n
-            carry = chunk[cut:]
-        yield from self._end(carry, line)
-
-    def _end(self, carry: bytes, line: int):
-        """The end of the file: ``carry`` (from ``line`` on) less a truncated last line."""
-        # a last line without a line end was cut mid-write (unless the file is one line)
+        # the end: a last line without a line end was cut mid-write (unless the file is one line)
         nl = carry.rfind(b"\n")
         tail = carry[nl + 1 :]
         end = len(tail.rstrip(b" \t"))

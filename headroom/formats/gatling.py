@@ -426,7 +426,7 @@ def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
 
 def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     path = sc.path
-    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes, seams=True)
+    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
     us: list[np.ndarray] = []
     ue: list[np.ndarray] = []
     n = 0
