@@ -211,3 +211,57 @@ def test_gzip_log_same_as_plain(tmp_path, monkeypatch):
     (tmp_path / "b.log").write_bytes(gzip.compress(data))
     b = _both(tmp_path / "b.log", 4096, monkeypatch)[0]
     _same(a, b)
+
+
+@pytest.mark.parametrize("tail", [b"", b"REQUEST\t\tindex\t17954"])
+def test_read_of_bytes_same_as_of_the_file(tmp_path, tail):
+    # the file read in Arrow blocks, its bytes (``data``) in blocks of bytes: the same table and warning
+    p = write(tmp_path, "simulation.log", b"\n".join(_log(1500)) + b"\n" + tail)
+    a, b = gatling.read(p), gatling.read(p, p.read_bytes())
+    for name in ("start_ns", "latency_s", "ok", "line", "step"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert a.warnings == b.warnings and a.steps_source == b.steps_source
+    assert len(a.warnings) == (1 if tail else 0)
+
+
+def test_read_error_of_a_plain_file_worded_as_before(tmp_path, monkeypatch):
+    # an I/O error in the middle of a plain file: "cannot read", as raw_chunks says, not "damaged gzip"
+    from headroom.formats import _blocks
+
+    p = write(tmp_path, "simulation.log", b"\n".join(_log(100)) + b"\n")
+    real_open = open
+
+    class Failing:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def _count(self):
+            self.n += 1
+            if self.n > 2:
+                raise OSError(5, "Input/output error")
+
+        def read(self, *a):
+            self._count()
+            return self.f.read(*a)
+
+        def readinto(self, b):
+            self._count()
+            return self.f.readinto(b)
+
+    monkeypatch.setattr(_blocks, "open", lambda *a: Failing(real_open(*a)), raising=False)
+    with pytest.raises(HeadroomError) as before:
+        list(_blocks.raw_chunks(p, None, 64))
+    with pytest.raises(HeadroomError) as now:
+        list(gatling.scan(p, chunk_bytes=64).batches())
+    assert str(now.value) == str(before.value) == f"{p}: cannot read (Input/output error)"
+    with pytest.raises(HeadroomError, match="damaged or truncated gzip file"):  # the default, kept
+        list(_blocks.blocks(p, 64, []))

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
-from ._blocks import TextBlocks, raw_chunks
+from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
 from ._scan import np_column
@@ -367,28 +367,31 @@ def _other_records(path: Path, other: list) -> tuple | None:
     return st, en, ok, np.array([i for i, _ in other], np.int64)[li], u_start, u_ms
 
 
-def _utf8(buf: bytes, start: int, end: int) -> bool:
-    """Whether ``buf[start:end]`` is UTF-8 (the text pyarrow gives of a record it leaves out is
-    decoded: bytes that are not UTF-8 would fail there)."""
-    if end <= start or np.frombuffer(buf, np.uint8, count=end - start, offset=start).max() < 128:
+def _plain_text(data) -> bool:
+    """Whether a block is UTF-8 with CR only before LF: pyarrow ends a line at a lone CR (the numpy
+    pass does not), and the text it gives of a record it leaves out is decoded."""
+    a = np.frombuffer(data, np.uint8)
+    if (a == 13).any():
+        cr = np.flatnonzero(a == 13) + 1
+        if cr[-1] >= len(a) or (a[cr] != 10).any():
+            return False
+    if not len(a) or a.max() < 128:
         return True
     try:
-        str(memoryview(buf)[start:end], "utf-8")
+        str(memoryview(data), "utf-8")
     except UnicodeDecodeError:
         return False
     return True
 
 
-def _arrow_block(path: Path, buf: bytes, start: int, end: int, line0: int, nlines: int):
-    """:func:`_parse_block`'s result from one pyarrow pass, or None where it may differ (a CR, an
-    empty line, a record it cannot read: the numpy pass reads the block) and ``"off"`` when too many
-    records are of another shape (the numpy pass is then the faster one for the file)."""
-    import pyarrow as pa
-
-    if buf.find(b"\r", start, end) >= 0 or not _utf8(buf, start, end):
+def _arrow_block(path: Path, data, line0: int, nlines: int):
+    """:func:`_parse_block`'s result for a block (an Arrow buffer) from one pyarrow pass, or None where
+    it may differ (a lone CR, an empty line, a record it cannot read: the numpy pass reads the block)
+    and ``"off"`` when too many records are of another shape (the numpy pass is faster for the file)."""
+    if not _plain_text(data):
         return None
-    limit = max(16, (end - start) >> 10)
-    parsed = _arrow_parse(pa.py_buffer(buf).slice(start, end - start), limit)
+    limit = max(16, len(data) >> 10)
+    parsed = _arrow_parse(data, limit)
     if parsed is None:
         return None
     t, other = parsed
@@ -406,6 +409,22 @@ def _arrow_block(path: Path, buf: bytes, start: int, end: int, line0: int, nline
         order = np.argsort(np.concatenate([lines, more[3]]), kind="stable")
         st, en, ok, lines = (np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines), more[:4]))
     return st, en, ok, lines + line0, more[4], more[5]
+
+
+def _line_blocks(path: Path, data: bytes | None, chunk_bytes: int, warnings: list[str]):
+    """(Arrow buffer of whole lines, the file line it starts at, its lines) for the file in blocks (or
+    for ``data``, the file's bytes already read); the truncated-tail warning into ``warnings``."""
+    import pyarrow as pa
+
+    if data is None:
+        for blk in blocks(path, chunk_bytes, warnings, read_errors=True):
+            yield blk.data, blk.line0, blk.lines()
+        return
+    tb = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
+    for buf, start, end, line0 in tb:
+        yield pa.py_buffer(buf).slice(start, end - start), line0, tb.line_after - line0 + (buf[end - 1] != 10)
+    if tb.truncated:
+        warnings.append(tb.truncated)
 
 
 def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
@@ -426,19 +445,16 @@ def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
 
 def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     path = sc.path
-    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
     us: list[np.ndarray] = []
     ue: list[np.ndarray] = []
     n = 0
     arrow = True  # pyarrow reads the blocks, until one has many records of other shapes
-    for buf, start, end, line0 in blocks:
-        got = None
-        if arrow:
-            nlines = blocks.line_after - line0 + (end > start and buf[end - 1] != 10)
-            got = _arrow_block(path, buf, start, end, line0, nlines)
-            arrow = got != "off"
-        if got is None or got == "off":
-            got = _parse_block(path, buf, start, end, line0)
+    for buf, line0, nlines in _line_blocks(path, data, chunk_bytes, sc.warnings):
+        got = _arrow_block(path, buf, line0, nlines) if arrow else None
+        if isinstance(got, str):  # "off"
+            arrow, got = False, None
+        if got is None:
+            got = _parse_block(path, buf, 0, len(buf), line0)
         st, en, ok, lines, u_start, u_ms = got
         if len(u_ms):
             us.append(u_ms[u_start])
@@ -446,8 +462,6 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
         if len(st):
             n += len(st)
             yield Batch(st * 1_000_000, (en - st) / 1e3, None, ok, None, lines)
-    if blocks.truncated:
-        sc.warnings.append(blocks.truncated)
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     sc.side = {"user_start_ms": cat(us), "user_end_ms": cat(ue)}
     if n == 0:
