@@ -265,3 +265,76 @@ def test_read_error_of_a_plain_file_worded_as_before(tmp_path, monkeypatch):
     assert str(now.value) == str(before.value) == f"{p}: cannot read (Input/output error)"
     with pytest.raises(HeadroomError, match="damaged or truncated gzip file"):  # the default, kept
         list(_blocks.blocks(p, 64, []))
+
+
+# --------------------------------------------------------------------------
+# oha and the Arrow blocks
+
+
+def _oha(n: int = 3000) -> list[bytes]:
+    rng = np.random.default_rng(5)
+    rows = [b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"]
+    for i in range(n):
+        t, d = i * 0.001 + float(rng.random()) * 1e-4, float(rng.random()) * 0.03
+        rows.append(b"%.9f,0.000001,0.00002,%.9f,%.9f,6,%d" % (t, d, d, 503 if i % 50 == 0 else 200))
+    return rows
+
+
+@GZ
+@pytest.mark.parametrize("chunk", (700, 4096, 1 << 20))
+def test_oha_rows_as_the_csv_module_reads_them(tmp_path, gz, chunk):
+    import csv
+    import io
+
+    from headroom.formats import oha
+
+    lines = _oha()
+    data = b"\n".join(lines) + b"\n"
+    sc, _, rows = scan_all(oha.scan_csv(write(tmp_path, "oha.csv", data, gz), chunk_bytes=chunk))
+    ref = list(csv.DictReader(io.StringIO(data.decode())))
+    assert np.array_equal(rows.start_ns, [int(np.rint(float(r["request-start"]) * 1e9)) for r in ref])
+    assert np.array_equal(rows.latency_s, [float(r["request-duration"]) for r in ref])
+    assert np.array_equal(rows.status, [int(r["status"]) for r in ref])
+    assert np.array_equal(rows.line, np.arange(2, len(ref) + 2)) and sc.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("col", "value", "shown"),
+    [(0, b"nan", "nan"), (0, b"-0.5", "-0.5"), (4, b"inf", "inf"), (4, b"-inf", "-inf"),
+     (4, b"10000001", "10000001.0"), (4, b"NaN", "nan"), (0, b"1e8", "100000000.0")],
+)  # fmt: skip
+@pytest.mark.parametrize("chunk", (700, 1 << 20))
+def test_oha_value_out_of_range_named_at_its_line(tmp_path, col, value, shown, chunk):
+    from headroom.formats import oha
+
+    lines = _oha()
+    f = lines[2001].split(b",")
+    f[col] = value
+    lines[2001] = b",".join(f)
+    p = write(tmp_path, "oha.csv", b"\n".join(lines) + b"\n")
+    name = "request-start" if col == 0 else "request-duration"
+    with pytest.raises(HeadroomError) as e:
+        list(oha.scan_csv(p, chunk_bytes=chunk).batches())
+    assert str(e.value) == f"{p}:2002: bad {name} {shown} (must be a finite number of seconds, 0 to 1e7)"
+
+
+def test_line_ends_counted_in_windows():
+    from headroom.formats._blocks import _count_nl
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, (1 << 18) - 1, 1 << 18, (1 << 18) + 1, 3 * (1 << 18) + 5):
+        a = rng.choice(np.array([10, 65, 44], np.uint8), n)
+        assert _count_nl(a) == a.tobytes().count(b"\n")
+
+
+def test_col_np_is_a_compact_copy_of_one_chunk_or_many():
+    import pyarrow as pa
+
+    from headroom.formats._blocks import col_np
+
+    for col in (pa.chunked_array([pa.array([1.5, 2.5])]), pa.chunked_array([[1.5], [], [2.5]]),
+                pa.array([1.5, 2.5]), pa.chunked_array([pa.array([0.5, 1.5, 2.5]).slice(1)])):  # fmt: skip
+        out = col_np(col, np.float64)
+        assert out.tolist() == [1.5, 2.5] and out.dtype == np.float64 and out.flags.owndata
+        out[0] = 9  # its own memory: the column is unchanged
+        assert col.to_pylist()[0] == 1.5
