@@ -75,14 +75,17 @@ def _same(fast, slow):
     assert fast[2] == slow[2]
 
 
-def _both(p, chunk, monkeypatch, fast_blocks: bool = False):
-    """The file read with and without the pyarrow pass: the same; (the result, blocks pyarrow read)."""
+def _both(p, chunk, monkeypatch, fast_blocks: bool = False, tries: list | None = None):
+    """The file read with and without the pyarrow pass: the same; (the result, blocks pyarrow read).
+    ``tries``: what the pyarrow pass gave for each block it was asked for."""
     used = []
+    tries = [] if tries is None else tries
     arrow_block = gatling._arrow_block
 
     def counted(*a):
         got = arrow_block(*a)
         used.append(got is not None and not isinstance(got, str))
+        tries.append(got if got is None or isinstance(got, str) else "rows")
         return got
 
     with monkeypatch.context() as m:
@@ -185,8 +188,9 @@ def test_many_user_records_hand_the_file_to_the_numpy_pass(tmp_path, monkeypatch
     # a user per request (an open model): pyarrow would skip most lines; the numpy pass reads them
     lines = _log(6000, users_every=1)
     p = write(tmp_path, "simulation.log", b"\n".join(lines) + b"\n", gz)
-    (rows, side, _), n_fast = _both(p, 1 << 20, monkeypatch)
-    assert n_fast == 0
+    tries = []
+    (rows, side, _), n_fast = _both(p, 1 << 16, monkeypatch, tries=tries)
+    assert n_fast == 0 and tries == ["off"]  # asked once: the file's next blocks go to the numpy pass
     start, _, _, at, us, ue = _reference(lines)
     assert np.array_equal(rows.start_ns, start) and np.array_equal(rows.line, at)
     assert np.array_equal(side["user_start_ms"], us) and np.array_equal(side["user_end_ms"], ue)

@@ -325,7 +325,7 @@ def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
 def _arrow_parse(data, limit: int):
     """pyarrow's parse of a block as 7 tab-separated fields (no quotes), records of other shapes
     (USER, RUN, ...) left out and listed as (index of their line, text); None when pyarrow refuses
-    the block or more than ``limit`` records are of another shape."""
+    the block, ``"off"`` when more than ``limit`` records are of another shape."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -338,10 +338,11 @@ def _arrow_parse(data, limit: int):
         return "skip"
 
     types = dict.fromkeys(("c0", "c3", "c4", "c5"), pa.binary())
+    size = min(len(data) + 1, 1 << 30)  # the block in one piece: one chunk per column
     try:
         t = pacsv.read_csv(
             pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=_FIELDS, use_threads=False, block_size=len(data) + 1),
+            read_options=pacsv.ReadOptions(column_names=_FIELDS, use_threads=False, block_size=size),
             parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=skip),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(types), null_values=[],
@@ -349,8 +350,8 @@ def _arrow_parse(data, limit: int):
             ),
         )  # fmt: skip
     except (pa.ArrowException, ValueError):
-        return None
-    return t, other
+        return "off" if len(other) >= limit else None
+    return t, sorted(other)
 
 
 def _other_records(path: Path, other: list) -> tuple | None:
@@ -392,11 +393,9 @@ def _arrow_block(path: Path, data, line0: int, nlines: int):
         return None
     limit = max(16, len(data) >> 10)
     parsed = _arrow_parse(data, limit)
-    if parsed is None:
-        return None
+    if parsed is None or isinstance(parsed, str):
+        return parsed
     t, other = parsed
-    if len(other) >= limit:
-        return "off"
     cols = _request_columns(t) if t.num_rows + len(other) == nlines else None  # else: empty lines
     more = _other_records(path, other) if cols is not None else None
     if more is None:
