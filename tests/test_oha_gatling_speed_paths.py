@@ -342,3 +342,30 @@ def test_col_np_is_a_compact_copy_of_one_chunk_or_many():
         assert out.tolist() == [1.5, 2.5] and out.dtype == np.float64 and out.flags.owndata
         out[0] = 9  # its own memory: the column is unchanged
         assert col.to_pylist()[0] == 1.5
+
+
+@pytest.mark.parametrize("width", [1, 8, 9, 12, 13, 16, 17, 19])
+def test_times_of_one_width_read_as_int_reads_them(tmp_path, monkeypatch, width):
+    # every start and end of the same width (leading zeros too): SWAR for 9 to 16 digits, else pyarrow
+    rng = np.random.default_rng(width)
+    lines, want = [], []
+    for i in range(800):
+        s = int(rng.integers(0, 10 ** min(width, 18) // 2))
+        e = s + int(rng.integers(0, 10 ** min(width, 18) // 2))
+        lines.append(b"REQUEST\t\tindex\t%s\t%s\t%s\t " % (str(s).zfill(width).encode(),
+                                                          str(e).zfill(width).encode(), b"OK" if i % 9 else b"KO"))  # fmt: skip
+        want.append((s, e))
+    p = write(tmp_path, "simulation.log", b"\n".join(lines) + b"\n")
+    (rows, _, _), n_fast = _both(p, 1 << 20, monkeypatch)
+    assert n_fast == 1
+    s, e = np.array(want).T
+    assert np.array_equal(rows.start_ns, s * 1_000_000) and np.array_equal(rows.latency_s, (e - s) / 1e3)
+
+
+def test_same_width_digits_as_int():
+    rng = np.random.default_rng(11)
+    for w in range(9, 17):
+        vals = [str(v).zfill(w) for v in rng.integers(0, 10**w, 500).tolist()] + ["9" * w, "0" * w]
+        d = np.frombuffer("".join(vals).encode(), np.uint8)
+        out = gatling._same_width_values(d, len(vals), w)
+        assert out.dtype == np.int64 and out.tolist() == [int(v) for v in vals]

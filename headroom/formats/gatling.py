@@ -296,10 +296,44 @@ def _ms_values(a) -> np.ndarray | None:
     width, d = _strings(a)
     if width.min() < 1 or d.min() < 48 or d.max() > 57:
         return None
+    w = int(width[0])
+    if 9 <= w <= 16 and width.max() == w == width.min():  # e.g. 13 digits: ms since the epoch
+        return _same_width_values(d, len(width), w)
     try:
         return np_column(pa.chunked_array([a.view(pa.string()).cast(pa.int64())]), np.int64)
     except pa.ArrowInvalid:  # over 2**63 - 1
         return None
+
+
+_U8 = np.dtype("<u8")
+
+
+def _eight_digits(v: np.ndarray) -> np.ndarray:
+    """The values of 8 ASCII digits in each uint64 (``v``, changed in place), the first digit in its
+    lowest byte (SWAR: pairs, then fours, then the eight, each step one multiply and one shift)."""
+    v -= np.uint64(0x3030303030303030)
+    t = np.empty_like(v)
+    for shift, times, mask in (
+        (8, 10, 0x00FF00FF00FF00FF),
+        (16, 100, 0x0000FFFF0000FFFF),
+        (32, 10000, 0xFFFFFFFF),
+    ):
+        np.right_shift(v, np.uint64(shift), out=t)
+        v *= np.uint64(times)
+        v += t
+        v &= np.uint64(mask)
+    return v
+
+
+def _same_width_values(d: np.ndarray, n: int, w: int) -> np.ndarray:
+    """int64 values of ``n`` numbers of ``w`` (9 to 16) ASCII digits each, back to back in ``d``."""
+    low = np.ndarray((n,), _U8, d, w - 8, (w,)).copy()  # each number's last 8 digits
+    high = np.ndarray((n,), _U8, d, 0, (w,)) << np.uint64(8 * (16 - w))  # its first w - 8, shifted up
+    high |= np.uint64(int.from_bytes(b"0" * (16 - w) + bytes(w - 8), "little"))  # '0's shifted in
+    high = _eight_digits(high)
+    high *= np.uint64(10**8)
+    high += _eight_digits(low)
+    return high.view(np.int64)
 
 
 def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
