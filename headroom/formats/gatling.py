@@ -435,9 +435,12 @@ def _arrow_block(path: Path, data, line0: int, nlines: int):
     if more is None:
         return None
     st, en, ok = cols
-    keep = np.ones(nlines, bool)
-    keep[[i for i, _ in other]] = False
-    lines = np.flatnonzero(keep)
+    if other:
+        keep = np.ones(nlines, bool)
+        keep[[i for i, _ in other]] = False
+        lines = np.flatnonzero(keep)
+    else:
+        lines = np.arange(nlines, dtype=np.int64)
     if len(more[0]):  # REQUEST records of other shapes (3.0-3.3, a tab in the message): in line order
         order = np.argsort(np.concatenate([lines, more[3]]), kind="stable")
         st, en, ok, lines = (np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines), more[:4]))
