@@ -11,9 +11,15 @@ not read (refused with a message).  Steps: the held levels of active users
 model the rates users were started at; else one step.
 
 Read in one pass of bounded memory (:mod:`._batch`): :func:`scan` cuts the
-log into blocks of whole lines and parses each with numpy on the raw bytes
-(record kind, tab positions, the digits of the times); only lines of an
-unusual shape (and bad ones, to name them) go through Python line by line.
+log into blocks of whole lines.  A block of 3.4-3.11 REQUEST records (and a
+few others: USER, RUN) is parsed by pyarrow as 7 tab-separated fields, its
+times checked to be digits (what ``int`` reads), the records of other shapes
+read as below; any block where that could differ (a lone CR, an empty line,
+bytes that are not UTF-8, a field it cannot read), and every block of a file
+with many records of other shapes (a user per request), is parsed with numpy
+on the raw bytes (record kind, tab positions, the digits of the times); only
+lines of an unusual shape (and bad ones, to name them) go through Python
+line by line.
 """
 
 from __future__ import annotations
@@ -393,8 +399,10 @@ def _other_records(path: Path, other: list) -> tuple | None:
     mapped back to the block's; None when one is bad (the block is read again to name its line)."""
     from ..model import HeadroomError
 
-    texts = [text for _, text in other]
-    mini = ("\n".join(texts) + "\n").encode() if texts else b""
+    if not other:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, bool), z, np.zeros(0, bool), z
+    mini = ("\n".join(text for _, text in other) + "\n").encode()
     try:
         st, en, ok, li, u_start, u_ms = _parse_block(path, mini, 0, len(mini), 0)
     except HeadroomError:
