@@ -113,21 +113,37 @@ def _record_end(a: np.ndarray, lo: int, hi: int, quotes: bool) -> int:
     return p + 1 if p >= 0 else -1
 
 
+def _count_nl(a: np.ndarray) -> int:
+    """Line ends in ``a``, counted 256 kB at a time (a mask of the whole block is slower to make)."""
+    w = 1 << 18
+    return sum(int(np.count_nonzero(a[i : i + w] == 10)) for i in range(0, len(a), w))
+
+
 def _block(buf, a: np.ndarray, lo: int, hi: int, line: int) -> Block:
-    return Block(buf.slice(lo, hi - lo), line, int(np.count_nonzero(a[lo:hi] == 10)))
+    return Block(buf.slice(lo, hi - lo), line, _count_nl(a[lo:hi]))
 
 
 class _Source:
-    """A file's bytes, plain or gzip (by its magic bytes), read into caller's buffers."""
+    """A file's bytes, plain or gzip (by its magic bytes), read into caller's buffers.
 
-    def __init__(self, path: Path):
-        self.path = path
+    ``read_errors``: a plain file that cannot be read is named so (as :func:`raw_chunks` does),
+    not as a damaged gzip file."""
+
+    def __init__(self, path: Path, read_errors: bool = False):
+        self.path, self.read_errors = path, read_errors
         try:
             self.raw = open(path, "rb")  # noqa: SIM115 - closed by blocks()
         except OSError as e:
             raise _open_error(path, e) from None
         self.src, self.size = self.raw, None
-        if self.raw.read(2) == b"\x1f\x8b":
+        try:
+            magic = self.raw.read(2)
+        except OSError as e:
+            if not read_errors:
+                raise
+            self.raw.close()
+            raise _open_error(path, e) from None
+        if magic == b"\x1f\x8b":
             self.src = gzip.GzipFile(fileobj=self.raw)
         else:
             self.size = os.fstat(self.raw.fileno()).st_size  # a plain file's blocks are no larger than it
@@ -143,12 +159,20 @@ class _Source:
                     break
                 got += k
         except (EOFError, OSError, zlib.error) as e:
+            if self.read_errors and self.src is self.raw:
+                raise _open_error(self.path, e) from None
             raise _gzip_error(self.path, e) from None
         return got
 
 
 def blocks(
-    path: Path, chunk_bytes: int, warnings: list[str], *, quotes: bool = False, header: bool = False
+    path: Path,
+    chunk_bytes: int,
+    warnings: list[str],
+    *,
+    quotes: bool = False,
+    header: bool = False,
+    read_errors: bool = False,
 ) -> Iterator[Block]:
     """The file (plain or gzip, by its magic bytes) as blocks of about ``chunk_bytes`` whole lines.
 
@@ -157,12 +181,12 @@ def blocks(
     line are left out (the caller read the header).  A last line without a line
     end (a run killed mid-write) is dropped with the one truncated-tail warning.
     Blocks of line ends only are not yielded.  Memory: one block (and the bytes
-    read after its last record).
+    read after its last record).  ``read_errors``: see :class:`_Source`.
     """
     import pyarrow as pa
 
     chunk_bytes = max(int(chunk_bytes), 1)
-    source = _Source(path)
+    source = _Source(path, read_errors)
     raw, size, fill = source.raw, source.size, source.fill
     try:
         line, carry, seen_nl, first = 1, b"", False, header
@@ -324,7 +348,9 @@ def col_np(col, dtype) -> np.ndarray:
     import pyarrow as pa
 
     chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
-    return np.array(np_column(chunked, dtype), dtype=dtype, copy=True)
+    out = np_column(chunked, dtype)
+    joined = sum(1 for a in chunked.chunks if len(a)) > 1  # then ``out`` is a new array already
+    return out if joined else out.copy()
 
 
 def steps_of_labels(key: np.ndarray, labels: list[str], start: np.ndarray) -> tuple[np.ndarray, list[str]]:

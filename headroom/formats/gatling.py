@@ -11,9 +11,15 @@ not read (refused with a message).  Steps: the held levels of active users
 model the rates users were started at; else one step.
 
 Read in one pass of bounded memory (:mod:`._batch`): :func:`scan` cuts the
-log into blocks of whole lines and parses each with numpy on the raw bytes
-(record kind, tab positions, the digits of the times); only lines of an
-unusual shape (and bad ones, to name them) go through Python line by line.
+log into blocks of whole lines.  A block of 3.4-3.11 REQUEST records (and a
+few others: USER, RUN) is parsed by pyarrow as 7 tab-separated fields, its
+times checked to be digits (what ``int`` reads), the records of other shapes
+read as below; any block where that could differ (a lone CR, an empty line,
+bytes that are not UTF-8, a field it cannot read), and every block of a file
+with many records of other shapes (a user per request), is parsed with numpy
+on the raw bytes (record kind, tab positions, the digits of the times); only
+lines of an unusual shape (and bad ones, to name them) go through Python
+line by line.
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
-from ._blocks import TextBlocks, raw_chunks
+from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
+from ._scan import np_column
 
 
 def guess(head: bytes) -> bool:
@@ -269,6 +276,201 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms
 
 
+# --------------------------------------------------------------------------
+# the common block in one pyarrow pass: Gatling 3.4-3.11 REQUEST records (7 fields) and a few others
+
+_FIELDS = [f"c{i}" for i in range(7)]
+_REQUEST = np.frombuffer(b"REQUEST", np.uint8)
+_OK, _KO = np.frombuffer(b"OKKO", np.uint16)
+
+
+def _strings(a) -> tuple[np.ndarray, np.ndarray]:
+    """(value lengths, bytes of all values) of a pyarrow binary array, without a copy."""
+    if len(a) == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.uint8)
+    off = np.frombuffer(a.buffers()[1], np.int32, count=len(a) + 1, offset=a.offset * 4)
+    data = a.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return np.diff(off), data[off[0] : off[-1]]
+
+
+def _ms_values(a) -> np.ndarray | None:
+    """The values of a binary array whose every value is 1 or more ASCII digits (what ``int`` reads
+    the same), None for any other (pyarrow's own integers take more: ``0x1F``, spaces)."""
+    import pyarrow as pa
+
+    width, d = _strings(a)
+    if width.min() < 1 or d.min() < 48 or d.max() > 57:
+        return None
+    w = int(width[0])
+    if 9 <= w <= 16 and width.max() == w == width.min():  # e.g. 13 digits: ms since the epoch
+        return _same_width_values(d, len(width), w)
+    try:
+        return np_column(pa.chunked_array([a.view(pa.string()).cast(pa.int64())]), np.int64)
+    except pa.ArrowInvalid:  # over 2**63 - 1
+        return None
+
+
+_U8 = np.dtype("<u8")
+
+
+def _eight_digits(v: np.ndarray) -> np.ndarray:
+    """The values of 8 ASCII digits in each uint64 (``v``, changed in place), the first digit in its
+    lowest byte (SWAR: pairs, then fours, then the eight, each step one multiply and one shift)."""
+    v -= np.uint64(0x3030303030303030)
+    t = np.empty_like(v)
+    for shift, times, mask in (
+        (8, 10, 0x00FF00FF00FF00FF),
+        (16, 100, 0x0000FFFF0000FFFF),
+        (32, 10000, 0xFFFFFFFF),
+    ):
+        np.right_shift(v, np.uint64(shift), out=t)
+        v *= np.uint64(times)
+        v += t
+        v &= np.uint64(mask)
+    return v
+
+
+def _same_width_values(d: np.ndarray, n: int, w: int) -> np.ndarray:
+    """int64 values of ``n`` numbers of ``w`` (9 to 16) ASCII digits each, back to back in ``d``."""
+    low = np.ndarray((n,), _U8, d, w - 8, (w,)).copy()  # each number's last 8 digits
+    high = np.ndarray((n,), _U8, d, 0, (w,)) << np.uint64(8 * (16 - w))  # its first w - 8, shifted up
+    high |= np.uint64(int.from_bytes(b"0" * (16 - w) + bytes(w - 8), "little"))  # '0's shifted in
+    high = _eight_digits(high)
+    high *= np.uint64(10**8)
+    high += _eight_digits(low)
+    return high.view(np.int64)
+
+
+def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(start ms, end ms, OK) of rows that are all ``REQUEST`` records with OK/KO in field 5 and
+    start <= end (ms, digits) in fields 3 and 4 (what :func:`_line` reads of them); else None."""
+    if t.num_rows == 0:
+        z = np.zeros(0, np.int64)
+        return z, z.copy(), np.zeros(0, bool)
+    t = t.combine_chunks()
+    width, d = _strings(t.column("c0").chunks[0])
+    if (width != 7).any() or d.tobytes() != b"REQUEST" * len(width):
+        return None
+    width, d = _strings(t.column("c5").chunks[0])
+    v = d.view(np.uint16) if not (width != 2).any() else None
+    if v is None or not ((v == _OK) | (v == _KO)).all():
+        return None
+    st, en = _ms_values(t.column("c3").chunks[0]), _ms_values(t.column("c4").chunks[0])
+    if st is None or en is None or st.min() < 0 or (en < st).any():
+        return None
+    return st, en, v == _OK
+
+
+def _arrow_parse(data, limit: int):
+    """pyarrow's parse of a block as 7 tab-separated fields (no quotes), records of other shapes
+    (USER, RUN, ...) left out and listed as (index of their line, text); None when pyarrow refuses
+    the block, ``"off"`` when more than ``limit`` records are of another shape."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    other = []
+
+    def skip(row):  # one thread: rows come in order, with their numbers
+        if row.number is None or len(other) >= limit:
+            return "error"
+        other.append((row.number - 1, row.text))
+        return "skip"
+
+    types = dict.fromkeys(("c0", "c3", "c4", "c5"), pa.binary())
+    size = min(len(data) + 1, 1 << 30)  # the block in one piece: one chunk per column
+    try:
+        t = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=_FIELDS, use_threads=False, block_size=size),
+            parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, invalid_row_handler=skip),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, include_columns=list(types), null_values=[],
+                strings_can_be_null=False, quoted_strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowException, ValueError):
+        return "off" if len(other) >= limit else None
+    return t, sorted(other)
+
+
+def _other_records(path: Path, other: list) -> tuple | None:
+    """:func:`_parse_block` of the records pyarrow left out, as a block of their own, their lines
+    mapped back to the block's; None when one is bad (the block is read again to name its line)."""
+    from ..model import HeadroomError
+
+    if not other:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, bool), z, np.zeros(0, bool), z
+    mini = ("\n".join(text for _, text in other) + "\n").encode()
+    try:
+        st, en, ok, li, u_start, u_ms = _parse_block(path, mini, 0, len(mini), 0)
+    except HeadroomError:
+        return None
+    return st, en, ok, np.array([i for i, _ in other], np.int64)[li], u_start, u_ms
+
+
+def _plain_text(data) -> bool:
+    """Whether a block is UTF-8 with CR only before LF: pyarrow ends a line at a lone CR (the numpy
+    pass does not), and the text it gives of a record it leaves out is decoded."""
+    a = np.frombuffer(data, np.uint8)
+    if (a == 13).any():
+        cr = np.flatnonzero(a == 13) + 1
+        if cr[-1] >= len(a) or (a[cr] != 10).any():
+            return False
+    if not len(a) or a.max() < 128:
+        return True
+    try:
+        str(memoryview(data), "utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _arrow_block(path: Path, data, line0: int, nlines: int):
+    """:func:`_parse_block`'s result for a block (an Arrow buffer) from one pyarrow pass, or None where
+    it may differ (a lone CR, an empty line, a record it cannot read: the numpy pass reads the block)
+    and ``"off"`` when too many records are of another shape (the numpy pass is faster for the file)."""
+    if not _plain_text(data):
+        return None
+    limit = max(16, len(data) >> 10)
+    parsed = _arrow_parse(data, limit)
+    if parsed is None or isinstance(parsed, str):
+        return parsed
+    t, other = parsed
+    cols = _request_columns(t) if t.num_rows + len(other) == nlines else None  # else: empty lines
+    more = _other_records(path, other) if cols is not None else None
+    if more is None:
+        return None
+    st, en, ok = cols
+    if other:
+        keep = np.ones(nlines, bool)
+        keep[[i for i, _ in other]] = False
+        lines = np.flatnonzero(keep)
+    else:
+        lines = np.arange(nlines, dtype=np.int64)
+    if len(more[0]):  # REQUEST records of other shapes (3.0-3.3, a tab in the message): in line order
+        order = np.argsort(np.concatenate([lines, more[3]]), kind="stable")
+        st, en, ok, lines = (np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines), more[:4]))
+    return st, en, ok, lines + line0, more[4], more[5]
+
+
+def _line_blocks(path: Path, data: bytes | None, chunk_bytes: int, warnings: list[str]):
+    """(Arrow buffer of whole lines, the file line it starts at, its lines) for the file in blocks (or
+    for ``data``, the file's bytes already read); the truncated-tail warning into ``warnings``."""
+    import pyarrow as pa
+
+    if data is None:
+        for blk in blocks(path, chunk_bytes, warnings, read_errors=True):
+            yield blk.data, blk.line0, blk.lines()
+        return
+    tb = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
+    for buf, start, end, line0 in tb:
+        yield pa.py_buffer(buf).slice(start, end - start), line0, tb.line_after - line0 + (buf[end - 1] != 10)
+    if tb.truncated:
+        warnings.append(tb.truncated)
+
+
 def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     """One pass over a simulation.log (plain or gzip) in blocks of about ``chunk_bytes``.
 
@@ -287,20 +489,23 @@ def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
 
 def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     path = sc.path
-    blocks = TextBlocks(path, raw_chunks(path, data, chunk_bytes), chunk_bytes)
     us: list[np.ndarray] = []
     ue: list[np.ndarray] = []
     n = 0
-    for buf, start, end, line0 in blocks:
-        st, en, ok, lines, u_start, u_ms = _parse_block(path, buf, start, end, line0)
+    arrow = True  # pyarrow reads the blocks, until one has many records of other shapes
+    for buf, line0, nlines in _line_blocks(path, data, chunk_bytes, sc.warnings):
+        got = _arrow_block(path, buf, line0, nlines) if arrow else None
+        if isinstance(got, str):  # "off"
+            arrow, got = False, None
+        if got is None:
+            got = _parse_block(path, buf, 0, len(buf), line0)
+        st, en, ok, lines, u_start, u_ms = got
         if len(u_ms):
             us.append(u_ms[u_start])
             ue.append(u_ms[~u_start])
         if len(st):
             n += len(st)
             yield Batch(st * 1_000_000, (en - st) / 1e3, None, ok, None, lines)
-    if blocks.truncated:
-        sc.warnings.append(blocks.truncated)
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     sc.side = {"user_start_ms": cat(us), "user_end_ms": cat(ue)}
     if n == 0:

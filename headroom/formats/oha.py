@@ -14,7 +14,7 @@ import numpy as np
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
 from ._common import EXACT, Table, fail, first_line, is_float, short
-from ._scan import head_bytes, strip_bom
+from ._scan import head_bytes, np_column, strip_bom
 
 HEADER = b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"
 
@@ -60,10 +60,11 @@ def _batches(scan: Scan, chunk_bytes: int, cols: list[str]):
             continue
         lines = row_lines(blk, t.num_rows)
         first_null_line(t, list(types), lines, path)
-        rel = col_np(t.column("request-start"), np.float64)
+        rel = np_column(t.column("request-start"), np.float64)  # only read: no copy
         lat = col_np(t.column("request-duration"), np.float64)
         for name, arr in (("request-start", rel), ("request-duration", lat)):
-            if not (np.isfinite(arr.max()) and arr.min() >= 0 and arr.max() <= 1e7):
+            lo, hi = arr.min(), arr.max()  # NaN in either when there is one
+            if not (np.isfinite(hi) and lo >= 0 and hi <= 1e7):
                 bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1e7)
                 i = int(np.argmax(bad))
                 raise fail(
@@ -73,7 +74,8 @@ def _batches(scan: Scan, chunk_bytes: int, cols: list[str]):
                 )
         status = col_np(t.column("status"), np.int64) if "status" in types else None
         rows += len(rel)
-        yield Batch(np.rint(rel * 1e9).astype(np.int64), lat, status, None, None, lines)
+        ns = rel * 1e9
+        yield Batch(np.rint(ns, out=ns).astype(np.int64), lat, status, None, None, lines)
     if rows == 0:
         raise fail(path, None, "no requests (the file has a header but no data rows)")
 
