@@ -6,7 +6,7 @@ every file's spans are.  So a file is read in two tasks, and the first one
 keeps what it parsed on its worker:
 
 1. :func:`prepare_task` parses the file on a worker, keeps its parsed form
-   (:func:`headroom.reading.keep`: a spooled file's prepared spool, a CSV
+   (:func:`keep`: a spooled file's prepared spool, a CSV
    file's accepted rows) in this module's registry under a token, and
    returns the file's spans and the worker's address;
 2. once the client has merged the frames, :func:`reduce_task` runs pinned
@@ -35,11 +35,17 @@ def _count(name: str) -> None:
         _COUNTS[name] += 1
 
 
+def keep(src) -> tuple:
+    """A file's spans, and what reduces it in shared frames without parsing it again (``.reduce(frames)``,
+    ``.close()``): a CSV file's accepted rows (its source's ``spans_kept``), a spooled file's source
+    itself (its prepared spool)."""
+    spans_kept = getattr(src, "spans_kept", None)
+    return spans_kept() if spans_kept is not None else (src.spans(), src)
+
+
 def prepare_task(src, token: str):
     """On a worker: parse ``src``, keep it under ``token``; (its spans, this worker's address)."""
     from distributed import get_worker
-
-    from .reading import keep
 
     _count("parses")
     spans, kept = keep(src)

@@ -683,14 +683,6 @@ def _reduce(src, frames=None) -> Partial:
     return src.reduce(frames)
 
 
-def keep(src) -> tuple[Partial, object]:
-    """A file's spans, and what reduces it in shared frames without parsing it again (``.reduce(frames)``,
-    ``.close()``): a CSV file's accepted rows (:class:`KeptSteps`), a spooled file's prepared spool."""
-    if isinstance(src, CsvSource):
-        return src.spans_kept()
-    return src.spans(), src
-
-
 class _Local:
     """Runs tasks in this process, in order (the same functions a cluster runs).
 
