@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._common import diagnose_csv, fail
+from ._common import diagnose_csv, fail, steps_of_labels  # noqa: F401 - k6, vegeta import it here
 from ._scan import _gzip_error, _open_error, np_column, truncated_warning
 
 # --------------------------------------------------------------------------
@@ -351,16 +351,6 @@ def col_np(col, dtype) -> np.ndarray:
     out = np_column(chunked, dtype)
     joined = sum(1 for a in chunked.chunks if len(a)) > 1  # then ``out`` is a new array already
     return out if joined else out.copy()
-
-
-def steps_of_labels(key: np.ndarray, labels: list[str], start: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Step of every row from its label code, steps ordered by their first start (ties: file order)."""
-    first = np.full(len(labels), np.iinfo(np.int64).max)
-    np.minimum.at(first, key, start)
-    rank = np.argsort(first, kind="stable")
-    pos = np.empty(len(labels), np.int64)
-    pos[rank] = np.arange(len(labels))
-    return pos[key], [labels[r] for r in rank]
 
 
 # --------------------------------------------------------------------------

@@ -213,6 +213,16 @@ def steps_from_concurrency(conc: np.ndarray) -> tuple[np.ndarray, list[str], lis
     return inv.astype(np.int64), [f"concurrency {int(v)}" for v in levels], [int(v) for v in levels]
 
 
+def steps_of_labels(key: np.ndarray, labels: list[str], start: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Step of every row from its label code, steps ordered by their first start (ties: file order)."""
+    first = np.full(len(labels), np.iinfo(np.int64).max)
+    np.minimum.at(first, key, start)
+    rank = np.argsort(first, kind="stable")
+    pos = np.empty(len(labels), np.int64)
+    pos[rank] = np.arange(len(labels))
+    return pos[key], [labels[r] for r in rank]
+
+
 def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Like :func:`steps_from_labels` for a pyarrow string column, without Python strings per row."""
     import pyarrow as pa
@@ -223,9 +233,4 @@ def steps_from_arrow(col, order_by: np.ndarray) -> tuple[np.ndarray, list[str]]:
     enc = pc.dictionary_encode(pc.fill_null(col, ""))
     idx = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
     labels = [str(v) for v in enc.dictionary.to_pylist()]
-    first = np.full(len(labels), np.iinfo(np.int64).max)
-    np.minimum.at(first, idx, order_by)
-    rank = np.argsort(first, kind="stable")
-    pos = np.empty(len(labels), np.int64)
-    pos[rank] = np.arange(len(labels))
-    return pos[idx], [labels[r] for r in rank]
+    return steps_of_labels(idx, labels, order_by)
