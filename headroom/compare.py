@@ -94,6 +94,8 @@ class Metric:
     bound: float | None = None
     mdc: float | None = None
     pvalue: float | None = None
+    se: float | None = None  # standard error of the log change
+    weight: float | None = None  # share of the family's error budget it started the Holm procedure with
 
     @property
     def run_noise(self) -> float | None:
@@ -126,6 +128,14 @@ class Noise:
     runs: tuple[int, int]
 
     def describe(self) -> str:
+        if self.source.startswith("interleaved"):
+            n = self.runs[0]
+            learned = " pooled with earlier interleaved A/A recordings" if "learned" in self.source else ""
+            return (
+                f"between-run noise: none to account for: A and B alternated within every load level of "
+                f"{n} interleaved recording{'s' if n > 1 else ''}, so the levels' paired ratios are the "
+                f"replicates (their spread and correlation measured here{learned})"
+            )
         if self.source not in ("default", "learned", "repeats"):  # read from an older schema
             return f"between-run noise: {self.source} (a comparison of an older schema)"
         if self.source == "default":
@@ -162,6 +172,8 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     runs_needed: int | None = None  # runs per side that would most likely decide an inconclusive verdict
     primary: str = ""
+    holm_weights: dict = field(default_factory=dict)
+    design: str = "runs"  # "runs" (run-level test) or "interleaved steps" (paired levels)
 
     @property
     def exit_code(self) -> int:
@@ -169,8 +181,8 @@ class Comparison:
 
     @property
     def weights(self) -> dict:
-        """The weighted Holm procedure's starting weights."""
-        return dict(WEIGHTS)
+        """The weighted Holm procedure's starting weights (shares of the family's error budget)."""
+        return dict(self.holm_weights) if self.holm_weights else dict(WEIGHTS)
 
     def metric(self, key: str) -> Metric:
         return next(m for m in self.metrics if m.key == key)
@@ -393,6 +405,68 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: _Spec, learned: Learned
     return _Test(spec, d, se, df, nz, n, min(1.0, p), gb, gc)
 
 
+def paired_test(sides, sel: list[tuple], spec: _Spec, recs, learned: dict | None) -> _Test | None:
+    """The paired test of one metric over interleaved recordings (see :mod:`headroom.paired`)."""
+    from .paired import estimate
+
+    ds, lb = [], []
+    for i, j in recs:
+        b = _series(sides[0][i].table, spec.key)[[p[1][i] for p in sel]]
+        c = _series(sides[1][j].table, spec.key)[[p[2][j] for p in sel]]
+        ok = (b > 0) & (c > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ds.append(np.where(ok, np.log(np.where(ok, c, 1.0)) - np.log(np.where(ok, b, 1.0)), np.nan))
+            lb.append(np.log(b[ok]))
+    est = estimate(ds, None if learned is None else learned.get(canonical(spec.out)))
+    if est is None:
+        return None
+    p = 2.0 * t_sf(abs(est.d) / est.se, est.df) if est.se > 0 else float(est.d == 0.0)
+    gb = float(np.exp(np.concatenate(lb).mean()))
+    nz = NoiseEstimate(est.noise.sd, est.df, est.how)
+    return _Test(spec, est.d, est.se, est.df, nz, est.pairs, min(1.0, p), gb, gb * math.exp(est.d))
+
+
+#: the change each metric's power is judged at when the error budget is shared: twice the threshold
+POWER_AT = 2.0
+#: every decision metric keeps at least this much of the power-based share (a huge change in a
+#: noisy metric must still be able to show)
+POWER_FLOOR = 0.05
+
+
+def power_weights(
+    tests: dict[str, _Test], has_error: bool, threshold: float, alpha: float
+) -> dict[str, float]:
+    """Starting weights of the Holm procedure, each metric's share following its expected power.
+
+    The power of each ratio metric to show a change of ``POWER_AT`` times the
+    threshold, with its standard error and degrees of freedom in force (the
+    pairs of an interleaved recording, repeats, learned noise or the defaults),
+    at an equal split of ``alpha``.  The weights depend on the noise only,
+    never on the measured changes, so the family-wise error stays at most
+    ``alpha``.  The error rate keeps its fixed share.
+    """
+    from .stats import norm_cdf
+
+    keys = [k for k, t in tests.items() if t is not None]
+    err = WEIGHTS["error_rate"] if has_error else 0.0
+    if not keys:
+        return {"error_rate": 1.0} if has_error else {}
+    ref = math.log1p(POWER_AT * threshold)
+    a_eq = alpha / (len(keys) + (1 if has_error else 0))
+    power = {}
+    for k in keys:
+        t = tests[k]
+        q = t_quantile(1.0 - a_eq / 2.0, t.df)
+        power[k] = norm_cdf(ref / t.se - q) if t.se > 0 else 1.0
+    top = max(power.values())
+    raw = {k: max(v, POWER_FLOOR * top, 1e-3) for k, v in power.items()}
+    total = sum(raw.values())
+    out = {k: (1.0 - err) * v / total for k, v in raw.items()}
+    if has_error:
+        out["error_rate"] = err
+    return out
+
+
 def weighted_holm(pvalues: dict[str, float], weights: dict[str, float], alpha: float) -> dict[str, tuple]:
     """Weighted Holm: {key: (rejected, local alpha)}; a rejected metric's weight passes to the rest.
 
@@ -460,7 +534,7 @@ def _base(spec: _Spec, threshold: float) -> dict:
     )
 
 
-def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Metric:
+def _ratio_metric(t: _Test, holm: dict, weights: dict, *, threshold: float, alpha: float) -> Metric:
     spec = t.spec
     what = "saturated" if spec.pairs == "plateau" else "matched"
     note = f"geometric mean over {t.pairs} {what} step pairs"
@@ -474,6 +548,7 @@ def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Me
         note=note,
         pairs=t.pairs,
         noise=t.noise,
+        se=t.se,
     )
     if not spec.weight:  # shown with a plain two-sided interval, not tested
         q = t_quantile(1.0 - alpha / 2.0, t.df)
@@ -487,14 +562,10 @@ def _ratio_metric(t: _Test, holm: dict, *, threshold: float, alpha: float) -> Me
         decision=decision,
         level=1.0 - a_local,
         bound=bound,
-        mdc=_mdc(t, alpha * _initial_weight(holm, spec.out)),
+        mdc=_mdc(t, alpha * weights[spec.out]),
         pvalue=t.pvalue,
+        weight=weights[spec.out],
     )
-
-
-def _initial_weight(holm: dict, key: str) -> float:
-    w = {k: WEIGHTS[_wkey(k)] for k in holm}
-    return w[key] / sum(w.values())
 
 
 def _wkey(key: str) -> str:
@@ -539,7 +610,9 @@ def error_test(sides, pairs) -> _ErrorTest | str:
     return _ErrorTest((rates[0], rates[1]), diff, se, min(1.0, p), len(pairs))
 
 
-def _error_metric(e: _ErrorTest | str, holm: dict, *, threshold: float, alpha: float) -> Metric:
+def _error_metric(
+    e: _ErrorTest | str, holm: dict, weights: dict, *, threshold: float, alpha: float
+) -> Metric:
     base = dict(
         key="error_rate", name="error rate", unit="%", better="lower", decides=True, threshold=threshold
     )
@@ -568,6 +641,7 @@ def _error_metric(e: _ErrorTest | str, holm: dict, *, threshold: float, alpha: f
         level=1.0 - a_local,
         bound=hi,
         pvalue=e.pvalue,
+        weight=weights.get("error_rate"),
     )
 
 
@@ -716,16 +790,29 @@ def compare_runs(
     mask = _plateau_mask(sides, pairs)
     has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
     specs = _specs(objective, has_cpu)
-    learned, notes = _learned(noise_from, specs, pairs, mask, kw)
+    design, dnotes = _design(sides, noise_from, specs, pairs, mask, kw)
+    learned, notes = (None, []) if design.paired else _learned(noise_from, specs, pairs, mask, kw)
+    notes += dnotes
+    learned, few = _few_df(learned)
     alpha = 1.0 - confidence
-    metrics, holm = _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha)
+    metrics, weights = _decision_metrics(
+        sides, pairs, mask, specs, learned, threshold, error_threshold, alpha, design
+    )
     metrics += _shown(sides)
     primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "paired_plateau_rps"
     runs = (len(sides[0]), len(sides[1]))
-    verdict, reason, needed = _decision(metrics, primary, threshold, runs, alpha, int(np.sum(mask)))
+    verdict, reason, needed = _decision(
+        metrics, primary, threshold, runs, alpha, int(np.sum(mask)), design.paired
+    )
     labels = _distinct_labels(sides[0] + sides[1])
-    nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
+    if design.paired:
+        nsrc = "interleaved" + (", learned" if design.learned else "")
+    else:
+        nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
     noise = Noise(nsrc, runs)
+    how = how + (
+        "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
+    )
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides)]
     return Comparison(
         verdict=verdict,
@@ -743,20 +830,106 @@ def compare_runs(
         notes=notes,
         warnings=[w for side in sides for s in side for w in s.warnings]
         + _load_warnings(sides)
+        + few
         + _mdc_warnings(metrics, runs),
-        runs_needed=runs_needed(metrics, primary, threshold, runs, alpha)
-        if verdict == "inconclusive"
-        else None,
+        runs_needed=needed,
         primary=primary,
+        holm_weights=weights,
+        design="interleaved steps" if design.paired else "runs",
     )
 
 
-def _decision(metrics, primary, threshold, runs, alpha, saturated) -> tuple[str, str, int | None]:
+#: learned noise with fewer degrees of freedom than this is pooled with the default, with a warning
+MIN_LEARNED_DF = 4
+
+
+def _few_df(learned: LearnedNoise | None) -> tuple[LearnedNoise | None, list[str]]:
+    """Learned noise whose metrics rest on too few df: those metrics pooled with the default, said."""
+    from .noise import default
+
+    if learned is None:
+        return None, []
+    few = {k: d for k, d in learned.df.items() if 0 < d < MIN_LEARNED_DF}
+    if not few:
+        return learned, []
+    ss, df = dict(learned.ss), dict(learned.df)
+    for k in few:
+        dflt = default(k)
+        ss[k] += dflt.sd * dflt.sd * dflt.df
+        df[k] += dflt.df
+    names = ", ".join(f"{k} ({d:g} df)" for k, d in sorted(few.items()))
+    warn = (
+        f"--noise-from: the noise of {names} rests on fewer than {MIN_LEARNED_DF} degrees of freedom "
+        "(too few runs of one build, or a history whose releases had no repeats): pooled with the "
+        "defaults for a shared machine instead of trusted alone"
+    )
+    return LearnedNoise(ss, df, learned.source + " + the default (too few df)"), [warn]
+
+
+def _design(sides, noise_from, specs, pairs, mask, kw) -> tuple[_Design, list[str]]:
+    """Interleaved recordings (every run with its partner on the other side) or runs."""
+    from .paired import partners
+
+    meta = [[s.run.meta.fields if s.run.meta is not None else {} for s in side] for side in sides]
+    recs = partners(meta[0], meta[1])
+    if recs is None:
+        return _Design(), []
+    notes = []
+    learned = None
+    if noise_from is not None:
+        learned, why = _learn_paired(noise_from, specs, kw)
+        notes.append(why)
+    return _Design(recs, learned), notes
+
+
+def _learn_paired(noise_from, specs, kw) -> tuple[dict | None, str]:
+    """Residual noise of the level pairs of earlier interleaved A/A recordings (``--noise-from``)."""
+    from .paired import DESIGN, residual_noise
+
+    if isinstance(noise_from, LearnedNoise):
+        return None, (
+            "--noise-from: a history's between-run noise does not apply to interleaved recordings "
+            "(their replicates are the level pairs); not used"
+        )
+    summaries = _as_summaries(noise_from, **kw)
+    groups: dict = {}
+    for s in summaries:
+        ab = (s.run.meta.fields if s.run.meta is not None else {}).get("ab") or {}
+        if ab.get("design") == DESIGN and ab.get("side") in ("a", "b"):
+            groups.setdefault((ab.get("job"), ab.get("recording")), {})[ab["side"]] = s
+    recs = [g for g in groups.values() if len(g) == 2]
+    if not recs:
+        return None, (
+            "--noise-from: no interleaved A/A recordings among the runs (a-NN and b-NN of "
+            "'headroom ramp --ab --interleave steps'); only this comparison's pairs are used"
+        )
+    out = {}
+    for spec in specs:
+        ds = []
+        for g in recs:
+            pairs, _ = pair_steps([g["a"].table], [g["b"].table])
+            b = _series(g["a"].table, spec.key)[[p[1][0] for p in pairs]]
+            c = _series(g["b"].table, spec.key)[[p[2][0] for p in pairs]]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ds.append(np.where((b > 0) & (c > 0), np.log(c) - np.log(b), np.nan))
+        rn = residual_noise(ds, f"{len(recs)} earlier interleaved A/A recording(s) (--noise-from)")
+        if rn is not None:
+            out[canonical(spec.out)] = rn
+    return (
+        out or None,
+        f"--noise-from: residual noise of the level pairs pooled from {len(recs)} earlier interleaved A/A recording(s)",
+    )
+
+
+def _decision(metrics, primary, threshold, runs, alpha, saturated, paired) -> tuple[str, str, int | None]:
     """The verdict, its reason (with the runs that would decide and too few saturated pairs), runs needed."""
     verdict, reason = _verdict(metrics, primary, threshold)
-    needed = runs_needed(metrics, primary, threshold, runs, alpha) if verdict == "inconclusive" else None
+    needed = (
+        runs_needed(metrics, primary, threshold, runs, alpha, paired) if verdict == "inconclusive" else None
+    )
     if needed:
-        reason += f"; about {needed} interleaved runs per side would most likely decide"
+        what = "interleaved recordings" if paired else "interleaved runs per side"
+        reason += f"; about {needed} {what} would most likely decide"
     if saturated < FEW_PAIRS and verdict in ("inconclusive", "no regression", "no change"):
         reason += f" (only {saturated} saturated step pairs: too few to judge throughput well)"
     return verdict, reason, needed
@@ -772,55 +945,87 @@ def _judged(metrics: list[Metric], key: str) -> bool:
     return any(m.key == key and m.decides and m.decision != "not judged" for m in metrics)
 
 
-def _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha):
+@dataclass(frozen=True)
+class _Design:
+    """How the comparison's replicates are formed: runs, or the level pairs of interleaved recordings."""
+
+    recordings: list[tuple[int, int]] | None = None  # (baseline run, candidate run) of each recording
+    learned: dict | None = None  # metric -> PairedNoise of earlier interleaved A/A recordings
+
+    @property
+    def paired(self) -> bool:
+        return self.recordings is not None
+
+
+def _decision_metrics(sides, pairs, mask, specs, learned, threshold, error_threshold, alpha, design=None):
+    design = design or _Design()
     tests, out = {}, {}
     for spec in specs:
         sel = [p for p, m in zip(pairs, mask) if m or spec.pairs == "all"]
-        yb = _logs(sides[0], [p[1] for p in sel], spec.key)
-        yc = _logs(sides[1], [p[2] for p in sel], spec.key)
-        tests[spec.out] = (spec, run_level_test(yb, yc, spec, learned))
+        if design.paired:
+            t = paired_test(sides, sel, spec, design.recordings, design.learned)
+        else:
+            yb = _logs(sides[0], [p[1] for p in sel], spec.key)
+            yc = _logs(sides[1], [p[2] for p in sel], spec.key)
+            t = run_level_test(yb, yc, spec, learned)
+        tests[spec.out] = (spec, t)
     err = error_test(sides, pairs)
     pv = {k: t.pvalue for k, (spec, t) in tests.items() if t is not None and spec.weight}
     if not isinstance(err, str):
         pv["error_rate"] = err.pvalue
-    holm = weighted_holm(pv, {k: WEIGHTS[_wkey(k)] for k in pv}, alpha)
+    decisive = {k: t for k, (spec, t) in tests.items() if t is not None and spec.weight}
+    weights = power_weights(decisive, not isinstance(err, str), threshold, alpha)
+    holm = weighted_holm(pv, weights, alpha)
     for k, (spec, t) in tests.items():
         if t is None:
             out[k] = _not_judged(
                 _base(spec, threshold), "fewer than 3 matched steps with enough requests on both sides"
             )
         else:
-            out[k] = _ratio_metric(t, holm, threshold=threshold, alpha=alpha)
-    metrics = list(out.values()) + [_error_metric(err, holm, threshold=error_threshold, alpha=alpha)]
-    return metrics, holm
+            out[k] = _ratio_metric(t, holm, weights, threshold=threshold, alpha=alpha)
+    metrics = list(out.values()) + [_error_metric(err, holm, weights, threshold=error_threshold, alpha=alpha)]
+    return metrics, weights
 
 
 def runs_needed(
-    metrics: list[Metric], primary: str, threshold: float, runs: tuple[int, int], alpha: float
+    metrics: list[Metric],
+    primary: str,
+    threshold: float,
+    runs: tuple[int, int],
+    alpha: float,
+    paired: bool = False,
 ) -> int | None:
-    """Runs per side (interleaved) that would most likely decide, if every change stayed where it is.
+    """Runs per side (recordings, when interleaved) that would most likely decide, if every change
+    stayed where it is.  Computed once, from the design in force.
 
-    With n runs per side the noise estimate gains 2(n - 1) degrees of freedom
-    from the repeats; decided means the primary's one-sided bound below the
-    threshold, or some metric's change shown by its Holm weight.  None: no
+    Run-level design: with n runs per side the standard error is the
+    metric's between-run sd times sqrt(2 / n), its degrees of freedom gain
+    2(n - 1) from the repeats.  Interleaved recordings: the standard error
+    shrinks with the square root of the recordings, the degrees of freedom
+    grow in proportion.  Decided means the primary's one-sided bound below the
+    threshold, or some metric's change shown at its Holm share.  None: no
     number up to 30 would.
     """
     for n in range(max(runs) + 1, 31):
-        if any(_would_decide(m, primary, threshold, n, alpha) for m in metrics):
+        if any(_would_decide(m, primary, threshold, n, alpha, runs, paired) for m in metrics):
             return n
     return None
 
 
-def _would_decide(m: Metric, primary: str, threshold: float, n: int, alpha: float) -> bool:
-    if not m.decides or m.change is None or m.noise is None or m.key == "error_rate":
+def _would_decide(m: Metric, primary: str, threshold: float, n: int, alpha: float, runs, paired) -> bool:
+    if not m.decides or m.change is None or m.noise is None or m.key == "error_rate" or m.se is None:
         return False
     logc = math.log1p(m.change)
     bad = logc if m.better == "lower" else -logc
-    df = m.noise.df + 2 * (n - 1)
-    se = m.noise.sd * math.sqrt(2.0 / n)
+    if paired:
+        r = max(runs)
+        se, df = m.se * math.sqrt(r / n), m.noise.df * n / r
+    else:
+        df = m.noise.df + 2 * (n - 1)
+        se = m.noise.sd * math.sqrt(2.0 / n)
     if m.key == primary and bad + t_quantile(1.0 - alpha, df) * se < math.log1p(threshold):
         return True
-    w = WEIGHTS[_wkey(m.key)]
+    w = m.weight if m.weight is not None else WEIGHTS[_wkey(m.key)]
     return abs(m.change) >= threshold and abs(logc) > t_quantile(1.0 - alpha * w / 2.0, df) * se
 
 
@@ -970,7 +1175,7 @@ _n = number
 
 
 def _metric_doc(m: Metric) -> dict:
-    return {
+    doc = {
         "key": m.key,
         "name": m.name,
         "unit": m.unit,
@@ -992,6 +1197,12 @@ def _metric_doc(m: Metric) -> dict:
         "smallest_detectable_change": _n(m.mdc),
         "note": m.note,
     }
+    # added within schema 3 (a reader of older comparisons finds them absent)
+    if m.se is not None:
+        doc["se_log"] = _n(m.se)
+    if m.weight is not None:
+        doc["weight"] = _n(m.weight)
+    return doc
 
 
 def _pair_doc(p: StepPair) -> dict:
@@ -1021,7 +1232,8 @@ def to_json(c: Comparison) -> dict:
             "threshold": c.threshold,
             "error_threshold": c.error_threshold,
             "confidence": c.confidence,
-            "weights": dict(WEIGHTS),
+            "weights": {k: round(v, 6) for k, v in c.weights.items()},
+            **({"design": c.design} if c.design != "runs" else {}),
             "objective": None if c.objective is None else str(c.objective),
         },
         "primary": c.primary,

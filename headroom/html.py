@@ -234,9 +234,16 @@ def verdict(c) -> Fragment:
         f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
         + f"<p><small>{names}</small></p>"
         + _table(head, rows, wrap=(5, 7))
-        + "<p><small>Each decision metric is one value per run (the mean over the matched steps), tested "
-        f"against its between-run noise with Student's t; a weighted Holm procedure keeps the chance of any "
-        f"false call at {1 - c.confidence:.0%} (so each interval is at its own, wider level). "
+        + (
+            "<p><small>A and B alternated within every load level (interleaved recording): each decision "
+            "metric's change is the mean of the paired log ratios over the levels, tested against the "
+            "spread of those pairs (with their measured correlation) with Student's t"
+            if c.design == "interleaved steps"
+            else "<p><small>Each decision metric is one value per run (the mean over the matched steps), "
+            "tested against its between-run noise with Student's t"
+        )
+        + f"; a weighted Holm procedure, its error budget shared by each metric's expected power, keeps "
+        f"the chance of any false call at {1 - c.confidence:.0%} (so each interval is at its own, wider level). "
         "<i>detects</i>: the smallest change found with 80 % power by this design. "
         "The verdict 'no regression' means the primary metric was shown not to be worse by the "
         "threshold (one-sided 95 %) and nothing was worse.</small></p>"

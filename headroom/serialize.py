@@ -90,6 +90,8 @@ def _metric(m: dict, schema: int):
         bound=m.get("bound"),
         mdc=m.get("smallest_detectable_change"),
         pvalue=m.get("pvalue"),
+        se=m.get("se_log"),
+        weight=m.get("weight"),
     )
 
 
@@ -130,6 +132,8 @@ def comparison_from_json(doc: dict):
         warnings=list(doc["warnings"]),
         runs_needed=doc.get("runs_needed"),
         primary=doc.get("primary", ""),
+        holm_weights=dict(st.get("weights") or {}),
+        design=st.get("design", "runs"),
     )
 
 

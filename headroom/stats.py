@@ -17,6 +17,11 @@ def z_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
 
 
+def norm_cdf(x: float) -> float:
+    """The standard normal distribution function at ``x``."""
+    return NormalDist().cdf(x)
+
+
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom.
 

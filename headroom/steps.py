@@ -177,11 +177,15 @@ def step_table(
     errors: np.ndarray | None,
     *,
     rates: tuple[dict, ...] | None = None,
+    step_cpu_s: np.ndarray | None = None,
 ) -> StepTable:
     """Build the per-step table from a run's step spans, per-step latency and CPU samples.
 
     ``rates`` (an open-loop ramp's rate steps, :attr:`headroom.model.RunMeta.step_rates`)
     adds each step's intended and sent rate and whether it fell behind its schedule.
+    ``step_cpu_s`` (``headroom ramp``'s ``step_cpu_s``: the server's CPU seconds read at
+    each step's launch and end) gives each step's CPU per request exactly, instead of
+    from the samples that overlap the step (NaN entries fall back to the samples).
     """
     n = len(steps)
     conc = np.array([np.nan if c is None else float(c) for c in steps.concurrency], dtype=np.float64)
@@ -200,6 +204,10 @@ def step_table(
         cpu_pct, cores = np.full(n, np.nan), 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
         cpu_req = cpu_pct / 100.0 * cores / good
+        if step_cpu_s is not None and cpu is not None:
+            exact = np.asarray(step_cpu_s, np.float64)
+            use = np.isfinite(exact) & valid
+            cpu_req = np.where(use, exact / np.where(requests > 0, requests, 1), cpu_req)
     short = (duration < MIN_STEP_S) | (requests < MIN_STEP_REQUESTS)
     return StepTable(
         index=np.arange(n),

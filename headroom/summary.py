@@ -119,7 +119,14 @@ def analyze(
     step_lat = step_stats(hist, buckets, len(steps), extra=extra)
     cores = run.cpu.cores if run.cpu else 1.0
     b = by_throughput(buckets, hist, bins=bins, width=bin_width, cpu_cores=cores, extra=extra)
-    table = step_table(steps, step_lat, run.cpu, run.step_errors, rates=run.meta.step_rates)
+    table = step_table(
+        steps,
+        step_lat,
+        run.cpu,
+        run.step_errors,
+        rates=run.meta.step_rates,
+        step_cpu_s=_step_cpu(run, len(steps)),
+    )
     warnings += _step_warnings(steps, table, overlap)
     cap = capacity(
         table,
@@ -129,6 +136,16 @@ def analyze(
         target_load_rps=target_load_rps,
     )
     return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
+
+
+def _step_cpu(run: Run, n: int) -> np.ndarray | None:
+    """``step_cpu_s`` of headroom ramp's metadata (one value per step), when it fits the run."""
+    v = run.meta.fields.get("step_cpu_s") if run.meta is not None else None
+    if not isinstance(v, list) or len(v) != n:
+        return None
+    if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0) for x in v):
+        return None
+    return np.array([np.nan if x is None else float(x) for x in v], np.float64)
 
 
 def _time_view(run: Run, bucket_s: float):

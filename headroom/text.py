@@ -315,7 +315,13 @@ _MARK = {
 def _noise_rows(c) -> list[str]:
     """Each decision metric's between-run noise, its df and source, and the smallest change it detects."""
     lines: list[str] = []
-    lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
+    if c.design == "interleaved steps":
+        lines += [
+            "",
+            "noise of a level pair (log ratio sd), and the smallest change each metric detects (80 % power)",
+        ]
+    else:
+        lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
     rows = [
         [m.name, f"{m.noise.sd:.1%}", f"{m.noise.df:g}", big_pct(m.mdc), _short_source(m.noise.source)]
         for m in c.metrics
@@ -377,8 +383,8 @@ def format_comparison(c) -> str:
             indent="    ",
         ),
         *_wrap(
-            f"  run-level tests, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(CPU per request {c.weights['cpu_s_per_req']:g}); primary: {primary}"
+            f"  {_design_words(c)}, weighted Holm at {c.confidence:.0%} for all decision metrics together "
+            f"(shares of the error budget by expected power: {_weights_text(c)}); primary: {primary}"
             if c.primary
             else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
             indent="    ",
@@ -403,10 +409,13 @@ def format_comparison(c) -> str:
     lines += _noise_rows(c)
     lines += _pair_lines(c)
     lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
-    if c.runs_needed:
-        lines += _wrap(
-            f"next: record about {c.runs_needed} interleaved runs per side (headroom ramp --ab ...)"
+    if c.runs_needed:  # the reason says how many; this says how
+        how = (
+            "headroom ramp --ab URL_A URL_B --interleave steps --repeats N"
+            if c.design == "interleaved steps"
+            else "headroom ramp --ab URL_A URL_B --repeats N"
         )
+        lines += _wrap(f"next: record them with {how}")
     why: dict[str, list[str]] = {}
     for m in c.metrics:
         if m.decides and m.decision == "not judged":
@@ -416,8 +425,23 @@ def format_comparison(c) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _design_words(c) -> str:
+    if c.design == "interleaved steps":
+        return "paired tests over the levels of interleaved recordings"
+    return "run-level tests"
+
+
+def _weights_text(c) -> str:
+    names = {m.key: m.name for m in c.metrics}
+    w = sorted(c.weights.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{names.get(k, k)} {v:.2f}" for k, v in w)
+
+
 def _short_source(source: str) -> str:
     """A noise source in a few words, for a table cell."""
+    if source.endswith("(interleaved steps)") or "interleaved recording" in source:
+        head = "level pairs (interleaved)"
+        return head + (" + earlier A/A recordings" if "earlier interleaved" in source else "")
     if source.startswith("default"):
         head = "default (shared CI machine)"
     elif source.startswith("learned from the history"):

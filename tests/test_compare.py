@@ -285,11 +285,15 @@ def test_cli_noise_from_runs_and_history_json(tmp_path):
     assert p.returncode in (0, 3), p.stderr
     doc = json.loads(out.read_text())
     cpu = next(m for m in doc["metrics"] if m["key"] == "cpu_s_per_req")
-    assert cpu["noise"]["df"] == 1 and "learned from 2 earlier runs" in cpu["noise"]["source"]
-    # the learned sd is the spread of the two earlier runs' mean log CPU per request
+    # two earlier runs are 1 df: too few to trust alone, so pooled with the default (11 df) and said
+    assert cpu["noise"]["df"] == 12 and "learned from 2 earlier runs" in cpu["noise"]["source"]
+    assert "fewer than 4 degrees of freedom" in p.stderr and "cpu_s_per_req (1 df)" in p.stderr
+    # the pooled sd: the two earlier runs' squared difference of mean log CPU per request / 2
+    # (1 df) added to the default's 0.06^2 x 11, over 12 df
     runs = [analyze(reduce_run(x)) for x in aa[2:]]
     logs = [np.mean(np.log(r.table.cpu_s_per_req[np.isfinite(r.table.cpu_s_per_req)])) for r in runs]
-    assert cpu["noise"]["sd"] == pytest.approx(abs(logs[0] - logs[1]) / math.sqrt(2), rel=1e-3)
+    ss = (logs[0] - logs[1]) ** 2 / 2 + 0.06**2 * 11
+    assert cpu["noise"]["sd"] == pytest.approx(math.sqrt(ss / 12), rel=1e-3)
     hist = tmp_path / "h.json"
     hist.write_text(
         json.dumps({"kind": "history", "runs": [1, 2, 3], "noise": {"cpu_s_per_req": {"sd": 0.04, "df": 9}}})

@@ -35,12 +35,24 @@ from .recorder import Recorder, _duration, _pids, _positive, _Signals, check_url
 JOB_FILE = "ab.yml"
 DEFAULT_REPEATS = 2
 DEFAULT_MAX_REPEATS = 6
+DEFAULT_STEP_REPEATS = 1  # --interleave steps: one recording is a whole comparison
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
 def abba_order(repeats: int) -> list[str]:
     """Sides in recording order for ``repeats`` runs a side: a b b a a b b a ..."""
     return [("a", "b", "b", "a")[k % 4] for k in range(2 * repeats)]
+
+
+def interleaved_order(repeats: int) -> list[str]:
+    """Sides of the first step of every interleaved recording: a, b, a, b ... (then alternating by level)."""
+    return [("a", "b")[k % 2] for k in range(repeats)]
+
+
+def level_order(recording: int, level_index: int) -> tuple[str, str]:
+    """Which side runs first at a level of recording ``recording`` (1-based): AB, BA, AB ... by level,
+    the first level of every other recording starting with B."""
+    return ("a", "b") if (recording - 1 + level_index) % 2 == 0 else ("b", "a")
 
 
 def per_look_confidence(confidence: float, max_looks: int) -> float:
@@ -102,24 +114,27 @@ class AbJob:
         self.pause = 0.0 if zero else _duration(args.pause, "--pause")
         self.confidence = _confidence(args.confidence)
         self.until_decided = bool(args.until_decided)
+        self.steps = getattr(args, "interleave", None) == "steps"  # A and B within every level
         if self.until_decided:
             if args.repeats is not None:
                 raise HeadroomError("--repeats is not for --until-decided: give --max-repeats N")
             self.repeats = _positive(args.max_repeats, "--max-repeats") or DEFAULT_MAX_REPEATS
-            if self.repeats < 2:
+            if self.repeats < 2 and not self.steps:
                 raise HeadroomError("--max-repeats must be at least 2 (one ABBA block)")
-            self.max_looks = math.ceil(self.repeats / 2)
+            # a look after every ABBA block, or after every interleaved recording
+            self.max_looks = self.repeats if self.steps else math.ceil(self.repeats / 2)
             self.look_confidence = per_look_confidence(self.confidence, self.max_looks)
         else:
             for opt, v in (("--max-repeats", args.max_repeats), ("--confidence", args.confidence)):
                 if v is not None:
                     raise HeadroomError(f"{opt} is for --until-decided")
-            self.repeats = _positive(args.repeats, "--repeats") or DEFAULT_REPEATS
+            default = DEFAULT_STEP_REPEATS if self.steps else DEFAULT_REPEATS
+            self.repeats = _positive(args.repeats, "--repeats") or default
             self.max_looks = 0
             self.look_confidence = None
         if self.repeats > 100:
             raise HeadroomError(f"--repeats/--max-repeats {self.repeats}: at most 100 runs a side")
-        self.order = abba_order(self.repeats)
+        self.order = interleaved_order(self.repeats) if self.steps else abba_order(self.repeats)
         self.looks: list[dict] = []
         self.records: list[dict] = []
 
@@ -132,7 +147,7 @@ class AbJob:
         a = copy.copy(self.args)
         a.url, a.cpu_pid, a.label = s.url, [str(p) for p in s.pids], f"{s.label}-{n:02d}"
         rec = Recorder(a, self.out / a.label)
-        rec.other_pids = list(other.pids)
+        rec.other_pids = list(dict.fromkeys(rec.other_pids + other.pids))
         return rec
 
     def check(self) -> None:
@@ -159,26 +174,31 @@ class AbJob:
         if self.out.is_dir() and any(self.out.iterdir()) and not self.args.force:
             raise HeadroomError(f"{self.out}: folder exists and is not empty (use --force to write into it)")
 
-    def ab_metadata(self, key: str, position: int) -> dict:
+    def ab_metadata(self, key: str, position: int, levels: int = 0) -> dict:
         other = self.b if key == "a" else self.a
-        return {
-            "ab": {
-                "job": str(self.out),
-                "side": key,
-                "side_label": self.side(key).label,
-                "position": position,
-                "order": "".join(self.order).upper(),
-                "other_url": other.url,
-                "other_cpu_pids": other.pids or None,
-                "sequential": self.sequential_doc(),
-            }
+        doc = {
+            "job": str(self.out),
+            "side": key,
+            "side_label": self.side(key).label,
+            "position": position,
+            "order": "".join(self.order).upper(),
+            "design": "interleaved steps" if self.steps else "interleaved runs (ABBA)",
+            "other_url": other.url,
+            "other_cpu_pids": other.pids or None,
+            "sequential": self.sequential_doc(),
         }
+        if self.steps:
+            doc["recording"] = position
+            doc["pair"] = f"{other.label}-{position:02d}"
+            doc["step_order"] = ["".join(level_order(position, k)).upper() for k in range(levels)]
+        return {"ab": doc}
 
     def sequential_doc(self) -> dict | None:
         if not self.until_decided:
             return None
+        after = "every interleaved recording" if self.steps else "every ABBA block"
         return {
-            "rule": "compare after every ABBA block; stop when the verdict is not inconclusive",
+            "rule": f"compare after {after}; stop when the verdict is not inconclusive",
             "max_repeats": self.repeats,
             "max_looks": self.max_looks,
             "family_confidence": self.confidence,
@@ -203,6 +223,7 @@ class AbJob:
             "tool": "headroom ramp --ab",
             "status": status,
             "order": "".join(self.order).upper(),
+            "design": "interleaved steps" if self.steps else "interleaved runs (ABBA)",
             "a": {"url": self.a.url, "label": self.a.label, "cpu_pids": self.a.pids or None},
             "b": {"url": self.b.url, "label": self.b.label, "cpu_pids": self.b.pids or None},
             "repeats": None if self.until_decided else self.repeats,
@@ -245,6 +266,77 @@ def _record_one(job: AbJob, key: str, position: int, signals: _Signals) -> int:
         }
     )
     return rc
+
+
+def _record_pair(job: AbJob, position: int, signals: _Signals) -> int:
+    """One interleaved recording: A and B alternating within every level; returns the exit code."""
+    import tempfile
+
+    recs = {key: job.recorder(key, position) for key in ("a", "b")}
+    levels = len(recs["a"].levels)
+    for key, rec in recs.items():
+        rec.extra_metadata = job.ab_metadata(key, position, levels)
+        rec.setup()
+    _say(
+        f"recording {position}/{len(job.order)}: {recs['a'].label} and {recs['b'].label}, "
+        f"{levels} levels, A and B alternating within every level"
+    )
+    for key, rec in recs.items():
+        prepare_output(rec.out, job.args.force)
+        job.side(key).runs.append(rec.out)
+    t0 = time.time()
+    for rec in recs.values():
+        rec.begin()
+    try:
+        with tempfile.TemporaryDirectory(prefix="headroom-ab-") as tmpname:
+            tmp = {key: Path(tmpname) / key for key in recs}
+            for d in tmp.values():
+                d.mkdir()
+            for k in range(levels):
+                if signals.stop:
+                    break
+                if not all(recs[key].step_once(k, tmp[key], signals) for key in level_order(position, k)):
+                    break
+    finally:
+        for rec in recs.values():
+            rec.end(signals)
+    rcs = {key: rec.finish(signals) for key, rec in recs.items()}
+    for key, rec in recs.items():
+        foreign = rec.foreign_summary() or {}
+        job.records.append(
+            {
+                "position": position,
+                "side": key,
+                "folder": rec.out.name,
+                "exit_code": rcs[key],
+                "steps": len(rec.steps),
+                "foreign_cpu_mean_percent": foreign.get("mean_percent"),
+                "started_unix_s": round(t0, 3),
+                "seconds": round(time.time() - t0, 1),
+            }
+        )
+    return next((rc for rc in rcs.values() if rc != 0), 0)
+
+
+def _loop_steps(job: AbJob, signals: _Signals) -> tuple[int | None, int | None]:
+    """Record interleaved recordings; a look after each with --until-decided (see :func:`_loop`)."""
+    cache: dict = {}
+    verdict_rc = None
+    for pos in range(1, len(job.order) + 1):
+        if pos > 1:
+            _pause(job.pause, signals)
+        if signals.stop:
+            return (143 if signals.signum == signal.SIGTERM else 130), verdict_rc
+        rc = _record_pair(job, pos, signals)
+        job.write_job("recording")
+        if rc != 0:
+            return rc, verdict_rc
+        if job.until_decided:
+            verdict_rc = _look(job, cache)
+            job.write_job("recording")
+            if job.looks[-1]["verdict"] != "inconclusive":
+                return None, verdict_rc
+    return None, verdict_rc
 
 
 def _say_foreign(job: AbJob) -> None:
@@ -328,13 +420,20 @@ def run_ab(args) -> int:
     job.out.mkdir(parents=True, exist_ok=True)
     signals = _Signals()
     signals.install()
-    _say(
-        f"{len(job.order)} runs in the order {''.join(job.order).upper()} "
-        + ("(at most; a look after every ABBA block) " if job.until_decided else "")
-        + f"into {job.out}; A = {job.a.url}, B = {job.b.url}"
-    )
+    if job.steps:
+        _say(
+            f"{len(job.order)} interleaved recording(s) "
+            + ("(at most; a look after each) " if job.until_decided else "")
+            + f"into {job.out}; A = {job.a.url}, B = {job.b.url}"
+        )
+    else:
+        _say(
+            f"{len(job.order)} runs in the order {''.join(job.order).upper()} "
+            + ("(at most; a look after every ABBA block) " if job.until_decided else "")
+            + f"into {job.out}; A = {job.a.url}, B = {job.b.url}"
+        )
     try:
-        failed, verdict_rc = _loop(job, signals)
+        failed, verdict_rc = (_loop_steps if job.steps else _loop)(job, signals)
     except HeadroomError as e:  # compare refused the runs: say so in ab.yml, then exit 2
         job.write_job(f"compare failed: {e}")
         raise

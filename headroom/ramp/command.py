@@ -23,6 +23,11 @@ examples:
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --repeats 4 -o runs/ab \\
       --cpu-pid-a 1234 --cpu-pid-b 5678 --label-a v1.4 --label-b v1.5-rc1
   headroom compare --baseline runs/ab/v1.4-* --candidate runs/ab/v1.5-rc1-*
+  # A and B alternating at every concurrency level of one recording (the strongest design on a
+  # shared machine: both sides of a level see the same host); compare pairs them level by level
+  headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \
+      --cpu-pid-a 1234 --cpu-pid-b 5678
+  headroom compare runs/il/a-01 runs/il/b-01
   # ... or keep recording ABBA blocks until compare decides (at most 6 runs a side)
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --until-decided --max-repeats 6 \\
       -o runs/seq --cpu-pid-a 1234 --cpu-pid-b 5678
@@ -54,6 +59,15 @@ each a normal run folder; DIR/ab.yml lists the order.  --repeats N runs per
 side (default 2).  --cpu-pid-a/--cpu-pid-b sample each side's server; the
 other side's server is never counted as foreign load.  At the end it prints
 the headroom compare command for the job.
+
+Interleaved steps (--interleave steps): one recording drives A and B
+alternately within every load level (A then B at the first level, B then A
+at the next, ...), so the two steps of a level are seconds apart and share
+the machine's state; a-01 and b-01 are written as normal run folders with
+the design in metadata (ab.design), and headroom compare uses the level
+pairs as its replicates.  --repeats N records N such recordings (a-01/b-01,
+a-02/b-02, ..., each starting with the other side); --until-decided looks
+after every recording.
 
 Sequential (--until-decided): after every ABBA block (2 runs a side) headroom
 compares what it has and stops as soon as the verdict is not inconclusive, or
@@ -114,6 +128,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="PID",
         help="sample this process and its children (repeat, or PID,PID; default: the whole machine, per CPU)",
     )
+    p.add_argument(
+        "--exclude-pid",
+        action="append",
+        default=[],
+        metavar="PID",
+        help="part of the system under test but not sampled as the server (a backend, a database): "
+        "its CPU is not counted as foreign load (repeatable)",
+    )
     p.add_argument("--cpu-interval", default="1s", metavar="DUR", help="CPU sampling interval (default: 1s)")
     p.add_argument(
         "--label", metavar="TEXT", help="run label, written as sha and label (default: DIR's name)"
@@ -168,7 +190,14 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
         metavar=("URL_A", "URL_B"),
         help="record baseline A and candidate B alternately (ABBA)",
     )
-    g.add_argument("--repeats", metavar="N", help="--ab: runs per side (default: 2)")
+    g.add_argument(
+        "--interleave",
+        choices=("runs", "steps"),
+        default=None,
+        help="--ab: alternate whole runs in ABBA order (runs, the default) or A and B within every "
+        "load level of one recording (steps: AB at one level, BA at the next; a-01 and b-01 are one recording)",
+    )
+    g.add_argument("--repeats", metavar="N", help="--ab: runs per side (default: 2; --interleave steps: 1)")
     g.add_argument(
         "--cpu-pid-a",
         action="append",
@@ -209,6 +238,7 @@ def run(args) -> int:
         opt
         for opt, v in (
             ("--repeats", args.repeats),
+            ("--interleave", args.interleave),
             ("--cpu-pid-a", args.cpu_pid_a),
             ("--cpu-pid-b", args.cpu_pid_b),
             ("--label-a", args.label_a),

@@ -202,6 +202,8 @@ class CpuSampler(threading.Thread):
         self._lock = threading.Lock()
         self._pending = 0.0
         self._halt = threading.Event()
+        self._sampling = threading.Lock()  # the thread's samples and mark() from the recorder
+        self.busy_s = 0.0  # server CPU seconds (whole machine: busy CPU seconds) counted so far
         self._last_mono = time.monotonic()
         self._cpu_prev: list[tuple[float, float]] = []
         if self.server is not None:
@@ -232,6 +234,17 @@ class CpuSampler(threading.Thread):
                 tree._prev = {}  # count what it used before we started following it
             self._generator, self._generator_pid = tree, pid
 
+    def mark(self) -> float:
+        """Take a sample now (a step's edge) and return the server's CPU seconds counted so far.
+
+        The difference between the marks at a step's launch and end is the
+        step's exact CPU time (processes: user + system of the tree; no PIDs:
+        busy seconds of all CPUs), not a share of the 1 s samples around it.
+        """
+        with self._sampling:
+            self._sample()
+            return self.busy_s
+
     def _sample(self) -> None:
         now_mono = time.monotonic()
         wall = now_mono - self._last_mono
@@ -242,6 +255,7 @@ class CpuSampler(threading.Thread):
         busy = 0.0
         if self.server is not None:
             busy = self.server.delta()
+            self.busy_s += busy
             self.server_pids_seen.update(self.server.pids())
             # percent of the whole machine (100 % = every core), as cpu_cores in metadata says:
             # a multi-process server can use more than one core
@@ -251,6 +265,7 @@ class CpuSampler(threading.Thread):
             pct = []
             for (b0, t0), (b1, t1) in zip(self._cpu_prev, cur):
                 dt = t1 - t0
+                self.busy_s += max(0.0, b1 - b0)
                 pct.append(min(100.0, max(0.0, 100.0 * (b1 - b0) / dt)) if dt > 0 else 0.0)
             self._cpu_prev = cur
             self.server_rows.append((ts, pct))
@@ -275,7 +290,8 @@ class CpuSampler(threading.Thread):
     def run(self) -> None:
         nxt = time.monotonic() + self.interval_s
         while not self._halt.wait(max(0.0, nxt - time.monotonic())):
-            self._sample()
+            with self._sampling:
+                self._sample()
             nxt += self.interval_s
             if nxt < time.monotonic():  # fell behind (suspended machine): do not burst
                 nxt = time.monotonic() + self.interval_s
@@ -285,8 +301,9 @@ class CpuSampler(threading.Thread):
         self._halt.set()
         if self.is_alive():
             self.join(timeout=10)
-        if time.monotonic() - self._last_mono > 0.05:
-            self._sample()
+        with self._sampling:
+            if time.monotonic() - self._last_mono > 0.05:
+                self._sample()
 
     def mean_between(self, start_ns: int, end_ns: int, rows=None) -> float | None:
         """Time-weighted mean aggregate CPU % of the samples whose interval ends in (start, end]."""

@@ -106,6 +106,7 @@ def build(rec) -> dict:
             "step_throughput_rps": [round(s.throughput, 1) for s in steps],
             "step_start_times": [rfc3339_ns(s.launch_ns) for s in steps],
             "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
+            "step_cpu_s": [None if s.cpu_s is None else round(s.cpu_s, 4) for s in steps],
             "requests": sum(s.requests for s in steps),
             "errors": None if any(s.errors is None for s in steps) else sum(s.errors for s in steps),
             "errors_note": (
@@ -166,11 +167,14 @@ def foreign_summary(rec) -> dict | None:
     steps = rec.steps
     per_step = [overlap_mean(rows, s.launch_ns, s.end_ns, "foreign_pct") for s in steps]
     steal = [overlap_mean(rows, s.launch_ns, s.end_ns, "steal_pct") for s in steps]
-    load = (steps[0].launch_ns, steps[-1].end_ns) if steps else (0, 0)
-    mean = overlap_mean(rows, *load, "foreign_pct")
-    inside = [r.foreign_pct for r in rows if r.end_ns > load[0] and r.start_ns < load[1]]
+    # over the steps only: between them (pauses, or the other side's steps of an interleaved
+    # A/B recording, whose load generator is not ours) the machine's load is not this run's
+    mean = _step_weighted(per_step, steps)
+    inside = [
+        r.foreign_pct for r in rows if any(r.end_ns > s.launch_ns and r.start_ns < s.end_ns for s in steps)
+    ]
     no_steal = any(v is None for v in steal) or not steps
-    smean = None if no_steal else overlap_mean(rows, *load, "steal_pct")
+    smean = None if no_steal else _step_weighted(steal, steps)
 
     def r1(v):
         return None if v is None else round(v, 1)
@@ -191,6 +195,16 @@ def foreign_summary(rec) -> dict | None:
     if not rec.pids:
         out["note"] = "no --cpu-pid: the server is not separated, its CPU is inside the foreign share"
     return out
+
+
+def _step_weighted(values: list, steps) -> float | None:
+    """Mean of per-step values weighted by each step's length (steps without a value left out)."""
+    num = den = 0.0
+    for v, s in zip(values, steps):
+        if v is not None:
+            w = max(0, s.end_ns - s.launch_ns)
+            num, den = num + w * v, den + w
+    return num / den if den > 0 else None
 
 
 def foreign_warning(rec) -> str | None:

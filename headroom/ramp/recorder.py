@@ -236,6 +236,7 @@ class Step:
     last_end_ns: int
     generator_cpu_pct: float
     warnings: list[str] = field(default_factory=list)
+    cpu_s: float | None = None  # the server's CPU seconds from launch to exit (None: not sampled)
 
     @property
     def throughput(self) -> float:
@@ -331,7 +332,8 @@ class Recorder:
         self.cpu_interval = _duration(args.cpu_interval, "--cpu-interval")
         self.max_workers = _positive(args.max_workers, "--max-workers")
         self.pids = _pids(args.cpu_pid)
-        self.other_pids: list[int] = []  # an A/B job: the other side's server, not foreign load
+        # an A/B job: the other side's server; --exclude-pid: the rest of the system under test
+        self.other_pids: list[int] = _pids(getattr(args, "exclude_pid", None) or [], "--exclude-pid")
         self.extra_metadata: dict = {}  # an A/B job: its ``ab`` block
         if self.requests_per_step is not None:
             if self.open_loop:
@@ -361,6 +363,7 @@ class Recorder:
         self.host: dict = {}
         self.affinity = _affinity()
         self.sampler = None
+        self._step_cpu_s: float | None = None
         self._perf = None
         self.progress = sys.stderr if (args.progress or sys.stderr.isatty()) else None
 
@@ -382,12 +385,14 @@ class Recorder:
         """Run the generator for one step, bounded by the step limit.
 
         Returns (outcome, exit code, launch ns, end ns, wall s, generator CPU s);
-        outcome: ok, aborted (second Ctrl-C) or overran (killed at the limit).
+        outcome: ok, aborted (second Ctrl-C) or overran (killed at the limit).  The
+        server's CPU seconds from launch to exit are left in ``_step_cpu_s``.
         """
         self.engine.prepare(self.url, workdir)
         cmd = self.engine.command(self.url, plan, workdir, self.args.engine_arg)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(workdir / "out", "wb") as out, open(workdir / "err", "wb") as err:
+            cpu0 = self.sampler.mark()
             t0 = time.monotonic()
             launch_ns = time.time_ns()
             proc = subprocess.Popen(
@@ -421,6 +426,7 @@ class Recorder:
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         gen_cpu_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         self.sampler.set_generator(None, gen_cpu_s)
+        self._step_cpu_s = self.sampler.mark() - cpu0
         return outcome, rc, launch_ns, end_ns, wall, gen_cpu_s
 
     def run_step(
@@ -478,6 +484,7 @@ class Recorder:
             last_end_ns=last_end,
             generator_cpu_pct=100.0 * gen_cpu_s / wall if wall > 0 else 0.0,
             warnings=[f"{what}: {w}" for w in rows.warnings],
+            cpu_s=self._step_cpu_s,
         )
         return "ok", step, rows
 
@@ -571,8 +578,9 @@ class Recorder:
         err = "unknown" if step.errors is None else f"{step.errors:,}"
         if step.errors is None and step.non2xx:
             err = f"{step.non2xx:,} non-2xx + unknown"
+        who = f"{self.label}  " if self.extra_metadata else ""  # an A/B job: whose step
         print(
-            f"step {step.index + 1:>{len(str(n))}}/{n}  {lvl}  {step.requests:>10,} req  "
+            f"{who}step {step.index + 1:>{len(str(n))}}/{n}  {lvl}  {step.requests:>10,} req  "
             f"{step.throughput:>9,.0f} req/s  errors {err}  generator CPU {step.generator_cpu_pct:.0f}%",
             file=self.progress,
             flush=True,
@@ -589,77 +597,89 @@ class Recorder:
         self.engine_version = self.engine.version()
         self.host = host_info()
 
+    def announce(self) -> None:
+        """One line on the terminal: what this ramp will do."""
+        say = self.progress
+        if say is None:
+            return
+        what = (
+            f"rates {self.low}..{self.high} req/s step {self.step}"
+            if self.open_loop
+            else f"concurrency {self.low}..{self.high} step {self.step}"
+        )
+        each = f"{self.requests_per_step} requests" if self.requests_per_step else f"{self.step_duration:g} s"
+        cpu = (
+            f"CPU of PID(s) {' '.join(map(str, self.pids))} and children"
+            if self.pids
+            else "CPU of the whole machine"
+        )
+        print(
+            f"headroom ramp: {len(self.levels)} steps ({what}, {each} each) against {self.url} with "
+            f"{self.engine.name} {self.engine_version}; {cpu}; writing {self.out}",
+            file=say,
+            flush=True,
+        )
+
+    def begin(self) -> None:
+        """Start the clock and the CPU sampler (after :meth:`setup`)."""
+        self.start_ns = time.time_ns()
+        self.sampler.start()
+
+    def step_once(self, k: int, tmp: Path, signals: _Signals) -> bool:
+        """Record step ``k`` (of ``self.levels``) and write it; False when the ramp ends here."""
+        outcome, step, rows = self.run_step(k, self.levels[k], tmp, signals)
+        shutil.rmtree(tmp / f"step{k + 1:03d}", ignore_errors=True)
+        if outcome != "ok":
+            return False
+        self.write_section(rows)
+        self.steps.append(step)
+        self.warnings.extend(step.warnings)
+        self.end_ns = time.time_ns()
+        self.write_metadata()
+        self.progress_line(step)
+        return True
+
+    def end(self, signals: _Signals) -> None:
+        """Stop the sampler and write the CPU files and the final metadata (also after a failure)."""
+        self.sampler.finish()
+        if self._perf is not None:
+            self._perf.close()
+        self.interrupted = signals.signum is not None
+        if not self.end_ns:
+            self.end_ns = time.time_ns()
+        self.warnings.extend(self._saturation())
+        w = foreign_warning(self)
+        if w:
+            self.warnings.append(w)
+        self.write_cpu()
+        self.write_metadata()
+        if self.args.gzip and (self.out / "perfResults.csv").exists():
+            src = self.out / "perfResults.csv"
+            with (
+                open(src, "rb") as fi,
+                gzip.open(self.out / "perfResults.csv.gz", "wb", compresslevel=9) as fo,
+            ):
+                shutil.copyfileobj(fi, fo, 1 << 20)
+            src.unlink()
+
     def record(self, signals: _Signals | None = None) -> int:
         """Record the ramp; ``signals``: an A/B job's handler, already installed (else our own)."""
-        sampler = self.sampler
         own = signals is None
         signals = _Signals() if own else signals
-        say = self.progress
-        if say is not None:
-            what = (
-                f"rates {self.low}..{self.high} req/s step {self.step}"
-                if self.open_loop
-                else f"concurrency {self.low}..{self.high} step {self.step}"
-            )
-            each = (
-                f"{self.requests_per_step} requests"
-                if self.requests_per_step
-                else f"{self.step_duration:g} s"
-            )
-            cpu = (
-                f"CPU of PID(s) {' '.join(map(str, self.pids))} and children"
-                if self.pids
-                else "CPU of the whole machine"
-            )
-            print(
-                f"headroom ramp: {len(self.levels)} steps ({what}, {each} each) against {self.url} with "
-                f"{self.engine.name} {self.engine_version}; {cpu}; writing {self.out}",
-                file=say,
-                flush=True,
-            )
+        self.announce()
         if own:
             signals.install()
-        self.start_ns = time.time_ns()
-        sampler.start()
+        self.begin()
         try:
             with tempfile.TemporaryDirectory(prefix="headroom-ramp-") as tmpname:
                 tmp = Path(tmpname)
-                for k, level in enumerate(self.levels):
-                    if signals.stop:
+                for k in range(len(self.levels)):
+                    if signals.stop or not self.step_once(k, tmp, signals):
                         break
-                    outcome, step, rows = self.run_step(k, level, tmp, signals)
-                    shutil.rmtree(tmp / f"step{k + 1:03d}", ignore_errors=True)
-                    if outcome != "ok":
-                        break
-                    self.write_section(rows)
-                    self.steps.append(step)
-                    self.warnings.extend(step.warnings)
-                    self.end_ns = time.time_ns()
-                    self.write_metadata()
-                    self.progress_line(step)
         finally:
-            sampler.finish()
             if own:
                 signals.restore()
-            if self._perf is not None:
-                self._perf.close()
-            self.interrupted = signals.signum is not None
-            if not self.end_ns:
-                self.end_ns = time.time_ns()
-            self.warnings.extend(self._saturation())
-            w = foreign_warning(self)
-            if w:
-                self.warnings.append(w)
-            self.write_cpu()
-            self.write_metadata()
-            if self.args.gzip and (self.out / "perfResults.csv").exists():
-                src = self.out / "perfResults.csv"
-                with (
-                    open(src, "rb") as fi,
-                    gzip.open(self.out / "perfResults.csv.gz", "wb", compresslevel=9) as fo,
-                ):
-                    shutil.copyfileobj(fi, fo, 1 << 20)
-                src.unlink()
+            self.end(signals)
         return self.finish(signals)
 
     def finish(self, signals: _Signals) -> int:
