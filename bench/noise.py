@@ -8,6 +8,8 @@ the model can be checked against the machine.
 
 Usage: python3 bench/noise.py data/calibration/aa/a-*    # real runs
        python3 bench/noise.py --synthetic 12              # the synthetic model
+       python3 bench/noise.py --paired data/calibration/interleaved/aa/[ab]-*   # level pairs
+       python3 bench/noise.py --paired --synthetic 12     # ... of the synthetic interleaved model
 """
 
 from __future__ import annotations
@@ -22,11 +24,35 @@ from headroom import reduce_run  # noqa: E402
 from headroom.compare import measure_noise  # noqa: E402
 
 
+def paired(args) -> None:
+    from headroom.compare import measure_paired_noise
+
+    if args.synthetic:
+        import synthetic
+
+        runs = [r for i in range(args.synthetic) for r in synthetic.interleaved(2000 + i)]
+        what = f"{args.synthetic} synthetic interleaved recordings (tests/synthetic.py)"
+    else:
+        runs = [reduce_run(p) for p in args.runs]
+        what = f"{len(runs) // 2} interleaved recordings"
+    print(f"noise of the level pairs (log B/A around each recording's mean) of {what}")
+    print("| metric | residual sd | df | lag-1 (raw) | lag-1 used | levels |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for key, v in measure_paired_noise(runs).items():
+        lag = "-" if v["lag1"] is None else f"{v['lag1']:+.2f}"
+        print(f"| {key} | {v['sd']:.1%} | {v['df']:g} | {lag} | {v['rho']:+.2f} | {v['levels']:g} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", help="run folders of one unchanged build")
     ap.add_argument("--synthetic", type=int, default=0, metavar="N", help="N seeded synthetic runs instead")
+    ap.add_argument(
+        "--paired", action="store_true", help="interleaved A/A recordings: noise of the level pairs"
+    )
     args = ap.parse_args()
+    if args.paired:
+        return paired(args)
     if args.synthetic:
         import synthetic
 

@@ -791,6 +791,8 @@ def compare_runs(
     has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
     specs = _specs(objective, has_cpu)
     design, dnotes = _design(sides, noise_from, specs, pairs, mask, kw)
+    if design.paired:  # every level's pair shares the host: throughput is judged at every level
+        specs = [_all_levels(s) if s.out == "paired_plateau_rps" else s for s in specs]
     learned, notes = (None, []) if design.paired else _learned(noise_from, specs, pairs, mask, kw)
     notes += dnotes
     learned, few = _few_df(learned)
@@ -837,6 +839,14 @@ def compare_runs(
         holm_weights=weights,
         design="interleaved steps" if design.paired else "runs",
     )
+
+
+def _all_levels(spec: _Spec) -> _Spec:
+    """Throughput over every matched level: in an interleaved recording A and B of a level share the
+    host, so the unsaturated levels (where throughput is concurrency / latency) are replicates too."""
+    import dataclasses
+
+    return dataclasses.replace(spec, pairs="all", name="throughput (paired levels)")
 
 
 #: learned noise with fewer degrees of freedom than this is pooled with the default, with a warning
@@ -907,7 +917,10 @@ def _learn_paired(noise_from, specs, kw) -> tuple[dict | None, str]:
     for spec in specs:
         ds = []
         for g in recs:
-            pairs, _ = pair_steps([g["a"].table], [g["b"].table])
+            try:
+                pairs, _ = pair_steps([g["a"].table], [g["b"].table])
+            except HeadroomError:  # a recording stopped early on one side: nothing to learn from it
+                continue
             b = _series(g["a"].table, spec.key)[[p[1][0] for p in pairs]]
             c = _series(g["b"].table, spec.key)[[p[2][0] for p in pairs]]
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -1283,3 +1296,31 @@ def measure_noise(runs: Sequence[Run | Summary], **kw) -> dict:
             "levels": y.shape[1],
         }
     return out
+
+
+def measure_paired_noise(runs: Sequence[Run | Summary], **kw) -> dict:
+    """Noise of the level pairs of interleaved A/A recordings, per metric, as the paired test sees it.
+
+    ``runs``: the a-NN and b-NN folders of one or more ``headroom ramp --ab
+    --interleave steps`` jobs of an unchanged build.  Returns {metric key:
+    {"sd", "df", "lag1", "rho", "levels", "recordings"}}: the residual sd of a
+    level's log ratio B/A around its recording's mean, its df, the raw
+    lag-1 correlation of neighbouring residuals and the value the test uses.
+    Used to set the synthetic model of interleaved recordings (``bench/noise.py --paired``).
+    """
+    summaries = _as_summaries(runs, **kw)
+    learned, why = _learn_paired(summaries, _specs(None, True), kw)
+    if learned is None:
+        raise HeadroomError(why)
+    n = len([s for s in summaries]) // 2
+    return {
+        key: {
+            "sd": rn.sd,
+            "df": rn.df,
+            "lag1": rn.lag_num / rn.lag_den if rn.lag_den > 0 else None,
+            "rho": rn.rho,
+            "levels": rn.levels,
+            "recordings": n,
+        }
+        for key, rn in learned.items()
+    }

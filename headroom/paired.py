@@ -13,8 +13,9 @@ by 20-30 % in throughput, and the *levels* become the replicates:
   pooled over recordings;
 * its spread is measured from the pairs themselves: the residuals around
   each recording's mean, their variance and their lag-1 correlation between
-  neighbouring levels (measured, clipped to [0, 0.8] after a small-sample
-  bias correction of +1/K), which inflates the variance of a mean of K
+  neighbouring levels (measured with the small-sample bias correction
+  (K r + 1) / (K - 3), shrunk towards +0.45 by the number of residuals,
+  clipped to [0, 0.8]), which inflates the variance of a mean of K
   correlated residuals by ``1 + 2 sum_j (1 - j/K) rho^j``;
 * the degrees of freedom are the effective number of levels (K / that
   inflation) less one per recording;
@@ -39,6 +40,12 @@ import numpy as np
 
 DESIGN = "interleaved steps"
 RHO_MAX = 0.8
+#: the lag-1 correlation is shrunk towards this value with the weight of RHO_PRIOR_DF residuals:
+#: one recording's 10 residuals say little about it (measured on real interleaved A/A
+#: recordings of nginx beside a CPU hog: +0.4 to +0.6 after the bias correction,
+#: data/calibration/interleaved)
+RHO_PRIOR = 0.45
+RHO_PRIOR_DF = 10.0
 #: a level pair's log ratio is never taken as known better than this (1 %): latencies are
 #: recorded to 0.1 ms by some generators and CPU time to the kernel's 10 ms tick, so
 #: identical pairs at every level say "below the resolution", not "no noise"
@@ -71,11 +78,13 @@ class PairedNoise:
 
     @property
     def rho(self) -> float:
-        """Lag-1 correlation of neighbouring residuals: measured, bias-corrected, clipped."""
-        if self.lag_den <= 0:
-            return 0.0
-        k = max(self.levels, 2.0)
-        return float(min(RHO_MAX, max(0.0, self.lag_num / self.lag_den + 1.0 / k)))
+        """Lag-1 correlation of neighbouring residuals: measured (bias-corrected: (K r + 1) / (K - 3)), shrunk
+        towards RHO_PRIOR by the number of residuals, clipped to [0, RHO_MAX]."""
+        k = max(self.levels, 4.0)
+        # the lag-1 correlation of K mean-removed residuals is biased low by about (1 + 3 rho) / K
+        raw = (self.lag_num / self.lag_den * k + 1.0) / (k - 3.0) if self.lag_den > 0 else RHO_PRIOR
+        w = self.df if self.lag_den > 0 else 0.0
+        return float(min(RHO_MAX, max(0.0, (w * raw + RHO_PRIOR_DF * RHO_PRIOR) / (w + RHO_PRIOR_DF))))
 
     @property
     def sd(self) -> float:

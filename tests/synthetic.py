@@ -83,21 +83,36 @@ def ramp(
     label: str = "synthetic",
     noise: dict | None = None,
     drift: float = 0.0,
+    factors: dict | None = None,
+    cpu_slowdown: float | None = None,
 ) -> Run:
-    """One synthetic ramp run, reproducible from its seed."""
+    """One synthetic ramp run, reproducible from its seed.
+
+    ``factors`` (for :func:`interleaved`) gives the host's factors instead of
+    drawing them: ``f_run``, ``f_cpu``, ``tail_run``, ``f_steps`` and
+    ``cpu_steps`` (per step).  ``cpu_slowdown``: CPU per request changes by
+    this factor, latency by ``slowdown`` (default: the same).
+    """
     nz = {**NOISE, **(noise or {})}
     rng = np.random.default_rng(seed)
-    f_run = np.exp(rng.normal(0, nz["run"]) + drift)
-    f_cpu = np.exp(rng.normal(0, nz["cpu_run"]))
-    tail_run = 3.0 * np.exp(rng.normal(0, nz["tail_run"]))
-    f_steps = np.exp(_ar1(rng, len(PLAN), nz["step"], nz["step_rho"]))
+    if factors is None:
+        f_run = np.exp(rng.normal(0, nz["run"]) + drift)
+        f_cpu = np.exp(rng.normal(0, nz["cpu_run"]))
+        tail_run = 3.0 * np.exp(rng.normal(0, nz["tail_run"]))
+        f_steps = np.exp(_ar1(rng, len(PLAN), nz["step"], nz["step_rho"]))
+        cpu_steps = None
+    else:
+        f_run, f_cpu, tail_run = factors["f_run"], factors["f_cpu"], factors["tail_run"]
+        f_steps, cpu_steps = factors["f_steps"], factors["cpu_steps"]
+    cpu_slow = slowdown if cpu_slowdown is None else cpu_slowdown
     t = 1_700_000_000 * 10**9
     starts, lats, offsets, cpu_t, cpu_p = [], [], [0], [], []
     for k, n in enumerate(PLAN):
         dur = rng.uniform(1.0, 5.0)
         r_step = n / usl(n) * slowdown * f_run * f_steps[k]
         tail = tail_run * np.exp(rng.normal(0, nz["tail_step"]))
-        cpu_step = CPU_S_PER_REQ * slowdown * f_cpu * np.exp(rng.normal(0, nz["cpu_step"]))
+        cpu_f = np.exp(rng.normal(0, nz["cpu_step"])) if cpu_steps is None else cpu_steps[k]
+        cpu_step = CPU_S_PER_REQ * cpu_slow * f_cpu * cpu_f
         step_rows = 0
         for j in range(int(np.ceil(dur))):
             length = min(1.0, dur - j)
@@ -115,6 +130,55 @@ def ramp(
     return Run(
         req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(PLAN), np.int64)
     )
+
+
+#: noise of an interleaved recording's level pairs, beyond what the host shares (log units):
+#: ``pair`` and ``cpu_pair`` the sd of a level's log ratio B/A from the step's speed and its
+#: CPU per request, ``*_rho`` their lag-1 correlation between neighbouring levels.  Set so that
+#: ``bench/noise.py --paired --synthetic`` matches the real A/A recordings of
+#: data/calibration/interleaved/aa (throughput 36 %, p99 64 %, CPU per request 8 %, lag-1 +0.2-0.4;
+#: the real p50's 16 % is mostly hey's 0.1 ms rounding of 0.2 ms latencies, which the model
+#: does not have: its p50 moves with throughput, by Little's law).  ``tail_step`` replaces the
+#: per-step tail noise of NOISE for both sides.
+PAIR_NOISE = {"pair": 0.38, "pair_rho": 0.5, "cpu_pair": 0.08, "cpu_pair_rho": 0.35, "tail_step": 0.45}
+
+
+def interleaved(
+    seed: int,
+    *,
+    slowdown: float = 1.0,
+    cpu_slowdown: float | None = None,
+    noise: dict | None = None,
+    pair_noise: dict | None = None,
+    job: str = "synthetic",
+) -> tuple[Run, Run]:
+    """One interleaved recording (A, B): both sides share the host's run and step factors, each
+    step has its own pair noise; B's server is ``slowdown`` times slower (CPU per request
+    ``cpu_slowdown``, default the same).  Metadata says ``ab.design: interleaved steps``."""
+    pn = {**PAIR_NOISE, **(pair_noise or {})}
+    nz = {**NOISE, "tail_step": pn["tail_step"], **(noise or {})}
+    rng = np.random.default_rng([seed, 17])
+    n = len(PLAN)
+    shared = {
+        "f_run": float(np.exp(rng.normal(0, nz["run"]))),
+        "f_cpu": float(np.exp(rng.normal(0, nz["cpu_run"]))),
+        "tail_run": float(3.0 * np.exp(rng.normal(0, nz["tail_run"]))),
+    }
+    host = _ar1(rng, n, nz["step"], nz["step_rho"])
+    out = []
+    for k, (side, slow, cslow) in enumerate((("a", 1.0, 1.0), ("b", slowdown, cpu_slowdown))):
+        eps = _ar1(rng, n, pn["pair"] / np.sqrt(2), pn["pair_rho"])
+        ceps = _ar1(rng, n, pn["cpu_pair"] / np.sqrt(2), pn["cpu_pair_rho"])
+        f = {**shared, "f_steps": np.exp(host + eps), "cpu_steps": np.exp(ceps)}
+        run = ramp(seed * 2 + k, slowdown=slow, cpu_slowdown=cslow, label=f"{side}-01", noise=nz, factors=f)
+        run.meta.fields["ab"] = {
+            "design": "interleaved steps",
+            "job": f"{job}-{seed}",
+            "recording": 1,
+            "side": side,
+        }
+        out.append(run)
+    return out[0], out[1]
 
 
 def write(run: Run, folder) -> None:

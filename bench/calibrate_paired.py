@@ -1,0 +1,123 @@
+"""Calibration of `headroom compare` on interleaved recordings (`ramp --ab --interleave steps`).
+
+Two sources:
+
+* **synthetic** (tests/synthetic.py ``interleaved``: both sides share the
+  host's run and step factors, each level pair has its own noise, set to
+  what the real A/A recordings show: throughput 36 %, p99 60 %, CPU per
+  request 8 % per pair, lag-1 +0.2-0.4): seeded recordings with no change,
+  CPU per request +20 % (the server's work 1.2x: latency and CPU),
+  2x slower, latency +30 % without more CPU, each with and without the
+  server's CPU;
+* **real** (``--real DIR``): DIR/<set>/{a,b}-NN of
+  ``scripts/record_interleaved.py`` (data/calibration/interleaved): every
+  recording compared 1 vs 1 (a-NN with b-NN), with the server's CPU and
+  without it (as a k6, JMeter, Gatling, vegeta, oha or hey run has none).
+  A/A sets are named ``aa...`` / ``go-aa...``.
+
+Prints one row per (source, change, CPU): how many comparisons said each
+verdict; "false alarms" are regressed + improved with no change, "exit 0"
+is improved, no change or no regression, "caught" is regressed.
+
+Usage: python3 bench/calibrate_paired.py [--seeds 200] [--real data/calibration/interleaved]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import synthetic  # noqa: E402
+
+from headroom import reduce_run  # noqa: E402
+from headroom.compare import compare_runs  # noqa: E402
+
+VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
+
+#: synthetic changes: name -> (latency/work factor, CPU per request factor)
+CHANGES = {
+    "none": (1.0, 1.0),
+    "CPU/request +20 %": (1.2, 1.2),
+    "2x slower": (2.0, 2.0),
+    "latency +30 %, same CPU": (1.3, 1.0),
+}
+
+
+def no_cpu(run):
+    return dataclasses.replace(run, cpu=None)
+
+
+def upper95(k: int, n: int) -> float:
+    """One-sided 95 % upper bound of a binomial rate (Clopper-Pearson), for 'k of n'."""
+    from scipy.stats import beta
+
+    return 1.0 if k >= n else float(beta.ppf(0.95, k + 1, n - k))
+
+
+def row(source: str, what: str, cpu: str, verdicts: list[str]) -> str:
+    c = collections.Counter(verdicts)
+    n = len(verdicts)
+    alarms = c["regressed"] + c["improved"]
+    exit0 = c["improved"] + c["no regression"] + c["no change"]
+    if what.startswith("none") or what.startswith("aa") or what.startswith("go-aa"):
+        key = f"{alarms / n:.1%} false alarms (95 % upper {upper95(alarms, n):.1%}), exit 0 {exit0 / n:.0%}"
+    else:
+        key = f"{c['regressed'] / n:.1%} caught, wrong direction {c['improved']}"
+    cells = " | ".join(str(c[v]) for v in VERDICTS)
+    return f"| {source} | {what} | {cpu} | {n} | {cells} | {key} |"
+
+
+def synthetic_rows(seeds: int) -> list[str]:
+    out = []
+    for what, (slow, cslow) in CHANGES.items():
+        with_cpu, without = [], []
+        for s in range(seeds):
+            a, b = synthetic.interleaved(5000 + s, slowdown=slow, cpu_slowdown=cslow)
+            with_cpu.append(compare_runs(a, b).verdict)
+            without.append(compare_runs(no_cpu(a), no_cpu(b)).verdict)
+        out += [row("synthetic", what, "with", with_cpu), row("synthetic", what, "without", without)]
+    return out
+
+
+def real_rows(root: Path) -> list[str]:
+    out = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        a = sorted(d.glob("a-*"))
+        pairs = [(x, d / ("b" + x.name[1:])) for x in a if (d / ("b" + x.name[1:])).is_dir()]
+        if not pairs:
+            continue
+        with_cpu, without = [], []
+        for x, y in pairs:
+            ra, rb = reduce_run(str(x)), reduce_run(str(y))
+            with_cpu.append(compare_runs(ra, rb).verdict)
+            without.append(compare_runs(no_cpu(ra), no_cpu(rb)).verdict)
+        out += [row("real", d.name, "with", with_cpu), row("real", d.name, "without", without)]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=200, help="synthetic recordings per change (200)")
+    ap.add_argument("--real", type=Path, help="folder of interleaved sets (data/calibration/interleaved)")
+    ap.add_argument("--no-synthetic", action="store_true", help="only the real sets")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    head = "| source | change | server CPU | comparisons | " + " | ".join(VERDICTS) + " | rate |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    rows = [] if args.no_synthetic else synthetic_rows(args.seeds)
+    if args.real:
+        rows += real_rows(args.real)
+    for r in rows:
+        print(r)
+    print(f"\n({time.perf_counter() - t0:.0f} s; binomial bounds: Clopper-Pearson; seeds from 5000)")
+
+
+if __name__ == "__main__":
+    main()
