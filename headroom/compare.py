@@ -433,6 +433,10 @@ POWER_AT = 2.0
 POWER_FLOOR = 0.05
 
 
+#: decision metrics that measure the same thing in a closed loop: only the stronger leads
+REDUNDANT = ("paired_plateau_rps", "p50_s")
+
+
 def power_weights(
     tests: dict[str, _Test], has_error: bool, threshold: float, alpha: float
 ) -> dict[str, float]:
@@ -441,7 +445,8 @@ def power_weights(
     The power of each ratio metric to show a change of ``POWER_AT`` times the
     threshold, with its standard error and degrees of freedom in force (the
     pairs of an interleaved recording, repeats, learned noise or the defaults),
-    at an equal split of ``alpha``.  The weights depend on the noise only,
+    at an equal split of ``alpha``; of throughput and p50 (redundant in a closed
+    loop) only the stronger counts.  The weights depend on the noise only,
     never on the measured changes, so the family-wise error stays at most
     ``alpha``.  The error rate keeps its fixed share.
     """
@@ -458,6 +463,11 @@ def power_weights(
         t = tests[k]
         q = t_quantile(1.0 - a_eq / 2.0, t.df)
         power[k] = norm_cdf(ref / t.se - q) if t.se > 0 else 1.0
+    # in a closed loop throughput and p50 are one measurement seen twice (Little's law: r = -0.99
+    # between runs): splitting the budget between them halves both; the weaker keeps the floor
+    pair = [k for k in REDUNDANT if k in power]
+    if len(pair) == 2:
+        power[min(pair, key=lambda k: power[k])] = 0.0
     top = max(power.values())
     raw = {k: max(v, POWER_FLOOR * top, 1e-3) for k, v in power.items()}
     total = sum(raw.values())

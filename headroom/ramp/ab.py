@@ -147,6 +147,10 @@ class AbJob:
         a = copy.copy(self.args)
         a.url, a.cpu_pid, a.label = s.url, [str(p) for p in s.pids], f"{s.label}-{n:02d}"
         rec = Recorder(a, self.out / a.label)
+        given = (self.args.label_a if key == "a" else self.args.label_b) is not None
+        # history groups runs by sha: the side's own label when given; else the job folder and side,
+        # so that a-01 of two jobs are never taken for repeats of one release
+        rec.release = s.label if given else f"{self.out.resolve().name}/{key}"
         rec.other_pids = list(dict.fromkeys(rec.other_pids + other.pids))
         return rec
 

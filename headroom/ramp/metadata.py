@@ -82,7 +82,7 @@ def build(rec) -> dict:
     steps = rec.steps
     m: dict = {
         "label": rec.label,
-        "sha": rec.label,
+        "sha": rec.release or rec.label,
         "description": rec.args.description or _description(rec),
         "tool": f"headroom ramp {__version__}",
         "url": rec.url,

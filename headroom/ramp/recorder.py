@@ -353,6 +353,9 @@ class Recorder:
         if self.requests_per_step is not None and not self.engine.supports_requests:
             raise HeadroomError(f"{self.engine.name} has no request count: use --step-duration (or hey, oha)")
         self.label = args.label or out.resolve().name
+        # the release the run belongs to (metadata sha, what history groups repeats by); an A/B job
+        # sets it to the side's label (or job/side) so that its runs are repeats of one build
+        self.release: str | None = None
         self.steps: list[Step] = []
         self.warnings: list[str] = []
         self.interrupted = False
