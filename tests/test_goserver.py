@@ -137,6 +137,7 @@ def test_cpu_per_request_is_proportional_to_work(binary):
     per_req = [c / n_req for c in cpu]
     r12, r2 = per_req[1] / per_req[0], per_req[2] / per_req[0]
     msg = f"CPU per request {[f'{p * 1e6:.0f}us' for p in per_req]}, ratios {r12:.3f} {r2:.3f}"
+    print(msg)  # shown with pytest -s
     assert per_req[0] > 0.0003, msg  # the work really runs (about 1 ms expected)
     assert 1.6 <= r2 <= 2.4, msg
     assert 1.08 <= r12 <= 1.32, msg
@@ -245,29 +246,33 @@ def test_crash_at_concurrency(binary):
 
 
 def test_hang_at_concurrency(binary):
-    h_at = 3
-    with server(binary, delay=0.3, hang_at=h_at) as srv:
+    """Two requests in flight (each sleeping 1 s), then a third: from that moment nothing
+    answers, so even the first two, which would have answered after 1 s, time out at 2 s."""
+    h_at, delay, timeout = 3, 1.0, 2.0
+    with server(binary, delay=delay, hang_at=h_at) as srv:
         assert get(srv)[0] == 200, "below the threshold requests answer"
         outcomes: list = []
 
         def one():
             try:
-                outcomes.append(get(srv, timeout=1.5)[0])
+                outcomes.append(get(srv, timeout=timeout)[0])
             except TimeoutError as e:
                 outcomes.append(e)
 
         threads = [threading.Thread(target=one, daemon=True) for _ in range(h_at)]
-        for t in threads:
+        for t in threads[:-1]:
             t.start()
+        wait_until(lambda: metrics(srv)["testserver_in_flight_requests"] == h_at - 1, what="2 in flight")
+        assert metrics(srv)["testserver_hung"] == 0
+        threads[-1].start()
         wait_until(lambda: metrics(srv)["testserver_hung"] == 1, what="the hang")
         for t in threads:
-            t.join(5)
+            t.join(timeout + 3)
         assert len(outcomes) == h_at and all(isinstance(o, TimeoutError) for o in outcomes), outcomes
         with pytest.raises(TimeoutError):
             get(srv, timeout=0.5)  # a new request after the hang never answers either
         assert srv.alive()
-        m = metrics(srv)  # observability endpoints still answer
-        assert m["testserver_requests_total"] == 1
+        assert metrics(srv)["testserver_requests_total"] == 1  # observability endpoints still answer
         assert get(srv, "/healthz")[0] == 200
         t0 = time.monotonic()
         assert srv.stop() == 0

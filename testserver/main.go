@@ -75,7 +75,7 @@ Flags:
 const usageExamples = `
 Examples:
   testserver                                     # free port on 127.0.0.1, 1 KiB body, no work
-  testserver -listen 127.0.0.1:8080 -work 2000   # about 0.5 ms of CPU per request (see README.md)
+  testserver -listen 127.0.0.1:8080 -work 7000   # about 0.5 ms of CPU per request (see README.md)
   testserver -delay 20ms -body 100               # 20 ms latency, almost no CPU
   testserver -alloc 1048576                      # 1 MiB of garbage per request
   testserver -crash-at-concurrency 8             # exits with 3 when 8 requests are in flight
