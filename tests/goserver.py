@@ -1,6 +1,6 @@
 """Build, start and stop the Go test server in ``testserver/`` (see testserver/README.md).
 
-    from tests.goserver import GoServer
+    from goserver import GoServer    # tests/ on sys.path, as under pytest; or: from tests.goserver import ...
 
     with GoServer(work=4000, delay=0.002, cpu=1) as srv:
         print(srv.url, srv.pid)      # http://127.0.0.1:PORT/ and the server's own PID
