@@ -3,6 +3,7 @@
 
     python3 scripts/record_interleaved.py record SET     # one set, e.g. aa, cpu25, x2, go-aa
     python3 scripts/record_interleaved.py list           # the sets and what they change
+    python3 scripts/record_interleaved.py measure        # CPU per request of the Go variants, no hog
 
 ``record`` starts two servers on loopback (A and B: two nginx proxy+backend
 pairs from scripts/record_calibration.py, or two Go test servers from
@@ -42,22 +43,25 @@ PAUSE = os.environ.get("PAUSE", "2s")
 
 CPU25 = "gzip1-access-log-headers-sub-filter"
 #: Go test server variants: keyword arguments of tests/goserver.GoServer
+#: one -work unit is ~71 ns of CPU here and a request's HTTP overhead ~20 us (testserver/README.md):
+#: base ~232 us; from two measured points (3000 and 6282 units: 232 and 454 us) a unit is 68 ns and
+#: the overhead 29 us, so +20 % is 3690 units and 2x 6430 (measured: data/calibration/interleaved/README.md)
 GO = {
-    "base": {"work": 20},
-    "cpu20": {"work": 24},
-    "x2": {"work": 40},
-    "latency": {"work": 20, "delay": "1ms"},
+    "base": {"work": 3000},
+    "cpu20": {"work": 3690},
+    "x2": {"work": 6430},
+    "latency": {"work": 3000, "delay": "100us"},
 }
 #: set -> (server kind, A variant, B variant, recordings, hog seed)
 SETS = {
     "aa": ("nginx", "keepalive", "keepalive", 16, 2601),
     "cpu25": ("nginx", "keepalive", CPU25, 8, 2602),
     "x2": ("nginx", "keepalive", "no-keepalive", 8, 2603),
-    "go-aa": ("go", "base", "base", 16, 2611),
+    "go-aa": ("go", "base", "base", 12, 2611),
     "go-cpu20": ("go", "base", "cpu20", 8, 2612),
     "go-x2": ("go", "base", "x2", 8, 2613),
     "go-latency": ("go", "base", "latency", 8, 2614),
-    "aa-2": ("nginx", "keepalive", "keepalive", 12, 2621),
+    "aa-2": ("nginx", "keepalive", "keepalive", 8, 2621),
 }
 
 
@@ -71,7 +75,7 @@ class GoPair:
     def start(self) -> GoPair:
         from goserver import GoServer
 
-        self.server = GoServer(**GO[self.variant], cpu=int(SERVER_CPU)).start()
+        self.server = GoServer(**GO[self.variant], cpu=int(SERVER_CPU), max_lifetime="60m").start()
         return self
 
     @property
@@ -95,7 +99,7 @@ def describe(name: str) -> str:
             f"serving a 1024-byte file; A = proxy variant {va}, B = {vb}"
         )
     else:
-        what = f"Go test server (testserver/, GOMAXPROCS=1); A = {GO[va]}, B = {GO[vb]}"
+        what = f"Go test server (testserver/, pinned to one CPU); A = {GO[va]}, B = {GO[vb]}"
     return (
         f"interleaved calibration set {name}: {what}; servers and a seeded CPU hog "
         f"(scripts/cpu_hog.py --seed {seed}) on CPU {SERVER_CPU}, headroom and hey on CPU {GEN_CPU}; "
@@ -154,14 +158,40 @@ def record(name: str) -> int:
     return code
 
 
+def measure(rounds: int = 3) -> int:
+    """CPU per request of every Go variant against the base, no hog: the true size of each change."""
+    import re
+
+    servers = {v: GoPair(v, Path(".")).start() for v in GO}
+    try:
+        per = {v: [] for v in GO}
+        for _ in range(rounds):
+            for v, srv in servers.items():
+                c0 = rc.Pair.cpu_s(srv)  # same psutil sum over the process tree
+                cmd = ["taskset", "-c", GEN_CPU, "hey", "-z", "3s", "-c", "8", srv.url]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+                n = int(re.search(r"\[200\]\s+(\d+) responses", out)[1])
+                per[v].append((rc.Pair.cpu_s(srv) - c0) / n)
+        base = sorted(per["base"])[len(per["base"]) // 2]
+        for v, xs in per.items():
+            med = sorted(xs)[len(xs) // 2]
+            print(f"{v:8} {GO[v]}  CPU per request {med * 1e6:7.1f} us (median of {rounds})  x{med / base:.3f}")
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["measure"]:
+        return measure()
     if argv[:1] == ["list"]:
         for name, (kind, va, vb, n, seed) in SETS.items():
             print(f"{name:12} {kind:6} A={va} B={vb} recordings={n} hog seed={seed}")
         return 0
     if len(argv) == 2 and argv[0] == "record" and argv[1] in SETS:
         return record(argv[1])
-    sys.exit(f"usage: record_interleaved.py list | record {{{','.join(SETS)}}}")
+    sys.exit(f"usage: record_interleaved.py list | measure | record {{{','.join(SETS)}}}")
 
 
 if __name__ == "__main__":
