@@ -393,12 +393,6 @@ def test_report_reads_with_the_options_summary_takes(tmp_path):
     assert not (tmp_path / "x.html").exists()
 
 
-@pytest.mark.skipif(not os.environ.get("HEADROOM_REPORT_TESTS"), reason="slow: runs a notebook")
-def test_report_reads_a_new_format(tmp_path):  # pragma: no cover
-    p = cli("report", DATA / "k6.json", "-o", tmp_path / "r.html")
-    assert p.returncode == 0, p.stderr
-
-
 def test_truncated_last_line_is_dropped_by_its_missing_line_end(tmp_path):
     for name in ("vegeta.csv", "k6.csv", "jmeter.csv", "oha.csv", "gatling-simulation.log", "k6.json"):
         data = (DATA / name).read_bytes()

@@ -2,8 +2,9 @@
 
 The nginx fixture starts nginx (Debian package) with a throwaway config in a
 temporary folder and stops it by its PID.  Without nginx or hey these tests
-are skipped, unless HEADROOM_REQUIRE_NGINX=1 (set by .ci/run), which makes a
-missing binary a failure.  Every check reads the run folder with the csv
+are skipped, unless HEADROOM_REQUIRE_TOOLS=1 (set by .ci/run; the older
+HEADROOM_REQUIRE_NGINX=1 too), which makes a missing binary a failure: vegeta
+and oha as well as nginx and hey.  Every check reads the run folder with the csv
 module and plain arithmetic, never with headroom's own reader, except the
 last one, which checks that ``headroom summary`` reads what ramp wrote.
 """
@@ -28,20 +29,18 @@ import psutil
 import pytest
 import yaml
 
+from conftest import find_tool, need_tool
+
 from headroom import cli
 from headroom.model import HeadroomError
 from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
 from headroom.ramp.engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIRE = os.environ.get("HEADROOM_REQUIRE_NGINX") == "1"
-NGINX = shutil.which("nginx") or next(
-    (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
-)
-HEY = shutil.which("hey")
-GOBIN = Path(os.environ.get("GOPATH", Path.home() / "go")) / "bin"
-VEGETA = shutil.which("vegeta") or shutil.which("vegeta", path=str(GOBIN))
-OHA = shutil.which("oha") or shutil.which("oha", path=str(Path.home() / ".cargo" / "bin"))
+NGINX = find_tool("nginx")
+HEY = find_tool("hey")
+VEGETA = find_tool("vegeta")
+OHA = find_tool("oha")
 HEY_MISSING = (
     "headroom: error: hey not found on PATH: install it with 'apt-get install hey' (Debian/Ubuntu) "
     "or 'go install github.com/rakyll/hey@latest'"
@@ -50,11 +49,9 @@ TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{9})Z$")
 
 
 def _need(path: str | None, what: str) -> None:
+    """Skip without ``what``, or fail when the tools are required (HEADROOM_REQUIRE_TOOLS=1, .ci/run)."""
     if path is None:
-        msg = f"{what} is not installed (apt-get install {what}); .ci/run installs it"
-        if REQUIRE:
-            pytest.fail(msg + " and HEADROOM_REQUIRE_NGINX=1")
-        pytest.skip(msg)
+        need_tool(what)
 
 
 # --------------------------------------------------------------------------
@@ -498,8 +495,7 @@ def test_generator_overrun_is_killed(nginx, tmp_path, monkeypatch, capsys):
 
 
 def _with_bin(monkeypatch, path: str | None, what: str) -> None:
-    if path is None:
-        pytest.skip(f"{what} is not installed")
+    _need(path, what)
     monkeypatch.setenv("PATH", f"{Path(path).parent}{os.pathsep}{os.environ['PATH']}")
 
 
