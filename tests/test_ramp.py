@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +27,6 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-
 from conftest import find_tool, need_tool
 
 from headroom import cli
@@ -491,7 +489,7 @@ def test_generator_overrun_is_killed(nginx, tmp_path, monkeypatch, capsys):
 
 
 # --------------------------------------------------------------------------
-# vegeta and oha, when installed (not in CI)
+# vegeta and oha: closed and open-loop (--rate) ramps, checked against the generators' own record
 
 
 def _with_bin(monkeypatch, path: str | None, what: str) -> None:
@@ -499,25 +497,126 @@ def _with_bin(monkeypatch, path: str | None, what: str) -> None:
     monkeypatch.setenv("PATH", f"{Path(path).parent}{os.pathsep}{os.environ['PATH']}")
 
 
+#: vegeta as headroom runs it, keeping each attack's binary results (vegeta's own record) in KEEP
+VEGETA_KEEPER = """#!/bin/sh
+if [ "$1" != attack ]; then exec "{real}" "$@"; fi
+"{real}" "$@"; rc=$?
+for a in "$@"; do case "$a" in -output=*) f="${{a#-output=}}";; esac; done
+n=$(ls "{keep}" | wc -l)
+cp "$f" "{keep}/$(printf %03d "$n").bin"
+exit $rc
+"""
+
+#: oha as headroom runs it, also writing its own sqlite record of every request of the step
+OHA_KEEPER = """#!/bin/sh
+case " $* " in *" --no-tui "*) ;; *) exec "{real}" "$@";; esac
+n=$(ls "{keep}" | wc -l)
+exec "{real}" --db-url "{keep}/$(printf %03d "$n").db" "$@"
+"""
+
+
+def _keeper(tmp_path: Path, monkeypatch, engine: str) -> Path:
+    real = VEGETA if engine == "vegeta" else OHA
+    _need(real, engine)
+    keep, bindir = tmp_path / f"keep-{engine}", tmp_path / f"bin-{engine}"
+    keep.mkdir()
+    bindir.mkdir()
+    script = bindir / engine
+    script.write_text((VEGETA_KEEPER if engine == "vegeta" else OHA_KEEPER).format(real=real, keep=keep))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return keep
+
+
+def _rfc3339_any_ns(text: str) -> int:
+    """vegeta's RFC 3339 times (any fraction, Z or an offset) -> integer ns."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    assert m, text
+    t = calendar.timegm(time.strptime(m[1], "%Y-%m-%dT%H:%M:%S")) * 10**9 + int(
+        (m[2] or "0").ljust(9, "0")[:9]
+    )
+    if m[3] != "Z":
+        sign = 1 if m[3][0] == "+" else -1
+        t -= sign * (int(m[3][1:3]) * 3600 + int(m[3][4:6]) * 60) * 10**9
+    return t
+
+
+def _check_vegeta_steps(out: Path, keep: Path) -> None:
+    """Each step of perfResults.csv against ``vegeta report`` of the same attack's results."""
+    secs = sections(out)
+    kept = sorted(keep.glob("*.bin"))
+    assert len(kept) == len(secs)
+    for sec, binfile in zip(secs, kept):
+        r = subprocess.run(
+            [VEGETA, "report", "-type=json", str(binfile)], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["requests"] == len(sec)
+        assert rep["status_codes"] == {"200": len(sec)}
+        lat_ns = [round(x * 1e9) for _, x, _ in sec]  # the file keeps microseconds
+        assert abs(sum(lat_ns) / len(sec) - rep["latencies"]["mean"]) <= 600
+        assert abs(max(lat_ns) - rep["latencies"]["max"]) <= 600
+        assert abs(min(lat_ns) - rep["latencies"]["min"]) <= 600
+        assert min(t for t, _, _ in sec) == pytest.approx(_rfc3339_any_ns(rep["earliest"]), abs=1000)
+        assert max(t for t, _, _ in sec) == pytest.approx(_rfc3339_any_ns(rep["latest"]), abs=1000)
+
+
+def _check_oha_steps(out: Path, keep: Path) -> None:
+    """Each step of perfResults.csv against oha's own sqlite record of the same step."""
+    import sqlite3
+
+    secs = sections(out)
+    kept = sorted(keep.glob("*.db"))
+    assert len(kept) == len(secs)
+    for sec, db in zip(secs, kept):
+        with sqlite3.connect(db) as c:
+            rows = c.execute("SELECT start, duration, status FROM oha ORDER BY start").fetchall()
+        assert len(rows) == len(sec)
+        assert {st for _, _, st in rows} == {200}
+        ours = sorted(x for _, x, _ in sec)
+        theirs = sorted(d for _, d, _ in rows)
+        assert all(abs(a - b) <= 1.5e-6 for a, b in zip(ours, theirs))  # microseconds in the file
+        # the spacing of the starts is oha's: the file's starts less its first equal oha's less its first
+        ours_t = sorted(t for t, _, _ in sec)
+        theirs_t = [st for st, _, _ in rows]
+        for k in (len(rows) // 2, len(rows) - 1):
+            assert (ours_t[k] - ours_t[0]) / 1e9 == pytest.approx(theirs_t[k] - theirs_t[0], abs=2e-6)
+
+
 @pytest.mark.parametrize("engine", ["vegeta", "oha"])
-def test_other_engines(nginx, tmp_path, monkeypatch, engine):
-    _with_bin(monkeypatch, VEGETA if engine == "vegeta" else OHA, engine)
-    url, master = nginx
-    closed, opened = tmp_path / "closed", tmp_path / "open"
+def test_other_engines(nginx_a, tmp_path, monkeypatch, engine):
+    """Closed and open-loop ramps with vegeta and oha against nginx: every request is the generator's
+    own record of it, the server logged them all, and a rate ramp holds its rates."""
+    keep = _keeper(tmp_path, monkeypatch, engine)
+    url, master = nginx_a.url, nginx_a.pid
+    check = _check_vegeta_steps if engine == "vegeta" else _check_oha_steps
     args = ["--engine", engine, "--step-duration", "1s", "--cpu-pid", str(master)]
-    assert cli.main(["ramp", url, "-o", str(closed), "--concurrency", "1:5:4", *args]) == 0
-    assert cli.main(["ramp", url, "-o", str(opened), "--rate", "200:400:200", *args]) == 0
-    for out in (closed, opened):
+    for name, levels in (("closed", ["--concurrency", "1:5:4"]), ("open", ["--rate", "200:400:200"])):
+        out = tmp_path / name
+        for old in keep.iterdir():
+            old.unlink()
+        logged0 = nginx_a.access_lines()
+        assert cli.main(["ramp", url, "-o", str(out), *levels, *args]) == 0
+        logged = nginx_a.access_lines() - logged0
         secs = sections(out)
         m = meta(out)
+        assert m["engine"] == engine
         assert [len(s) for s in secs] == m["step_requests"] and len(secs) == 2
         assert all(code == 200 for s in secs for _, _, code in s)
         for prev, cur in zip(secs, secs[1:]):
             assert min(r[0] for r in cur) >= max(r[0] for r in prev) - 1_000_000
-    m = meta(opened)
-    assert m["rates"] == [200, 400] and "lower_concurrency" not in m
-    # a fixed rate: about rate x 1 s requests per step
-    assert [len(s) for s in sections(opened)] == pytest.approx([200, 400], rel=0.1)
+        check(out, keep)
+        # nginx's own count: every row, one check GET, and at most the requests cut at a step's end
+        rows = sum(len(s) for s in secs)
+        assert rows + 1 <= logged <= rows + 1 + 2 * 5, (rows, logged)
+        if name == "open":
+            assert m["rates"] == [200, 400] and "lower_concurrency" not in m
+            # a fixed rate: about rate x 1 s requests per step, whatever the latency
+            assert [len(s) for s in secs] == pytest.approx([200, 400], rel=0.1)
+            for s, rate in zip(secs, (200, 400)):
+                gaps = sorted(b[0] - a[0] for a, b in zip(sorted(s), sorted(s)[1:]))
+                assert gaps[len(gaps) // 2] / 1e9 == pytest.approx(1 / rate, rel=0.2)  # paced, not bursts
 
 
 # --------------------------------------------------------------------------
