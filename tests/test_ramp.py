@@ -353,18 +353,29 @@ def _wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 30) -> 
     pytest.fail(f"no line starting with {prefix!r}")
 
 
+def _wait_for_requests(server: Nginx, proc: subprocess.Popen, more: int = 20, timeout: float = 30) -> None:
+    """Until the server has logged ``more`` requests beyond what it had: the next step is running."""
+    start, deadline = server.access_lines(), time.monotonic() + timeout
+    while server.access_lines() < start + more:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the server did not see {more} more requests")
+        time.sleep(0.005)
+
+
 @pytest.mark.parametrize("presses", [1, 2])
-def test_ramp_ctrl_c(nginx, tmp_path, presses):
+def test_ramp_ctrl_c(nginx_a, tmp_path, presses):
     """Ctrl-C in step 2: once, step 2 completes and the ramp stops; twice, step 2 is dropped."""
-    url, master = nginx
+    url, master = nginx_a.url, nginx_a.pid
     out = tmp_path / "int"
     proc = _ramp_proc(url, out, "--concurrency", "1:9:4", "--step-duration", "2s", "--cpu-pid", str(master))
     try:
-        _wait_for_line(proc, "step 1/3")
-        time.sleep(0.5)  # well inside step 2
-        for _ in range(presses):
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
-            time.sleep(0.2)
+        _wait_for_line(proc, "step 1/3")  # step 1 is done (the line follows it) ...
+        _wait_for_requests(nginx_a, proc)  # ... and step 2's requests reach nginx
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+        if presses == 2:
+            _wait_for_line(proc, "headroom ramp: stopping after this step")  # the first press was heard
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -750,8 +761,11 @@ def test_foreign_cpu_sees_a_real_hog(nginx, tmp_path, capsys):
         start_new_session=True,
     )
     try:
-        time.sleep(0.3)
         hog_p = psutil.Process(hog.pid)
+        deadline = time.monotonic() + 30
+        while sum(hog_p.cpu_times()[:2]) < 0.2:  # until it spins (Python started, the loop running)
+            assert hog.poll() is None and time.monotonic() < deadline, "the CPU hog did not start"
+            time.sleep(0.01)
         t0, busy0, nginx0, me0 = time.time_ns(), _machine_busy_s(), _tree_cpu_s(master), os.times()
         hog0 = sum(hog_p.cpu_times()[:2])
         rc = cli.main(
@@ -882,8 +896,8 @@ def test_ab_ctrl_c_keeps_completed_runs(nginx, nginx_b, tmp_path):
     )
     try:
         _wait_for_line(proc, "headroom ramp --ab: run 2/4")
-        _wait_for_line(proc, "step 1/3")
-        time.sleep(0.4)  # well inside b-01's second step (1 s): it completes, then all stops
+        _wait_for_line(proc, "step 1/3")  # b-01's first step is done ...
+        _wait_for_requests(nginx_b, proc)  # ... and its second step's requests reach server b
         os.killpg(proc.pid, signal.SIGINT)
         stdout, err = proc.communicate(timeout=30)
     finally:
