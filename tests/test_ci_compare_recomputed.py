@@ -80,10 +80,8 @@ def raw_steps(name: str) -> dict[float, dict]:
     times = [_ns(r[0]) for r in rows[1:]]
     pcts = [sum(map(float, r[1:])) / (len(r) - 1) for r in rows[1:]]
 
-    gaps = sorted(b - a for a, b in zip(times, times[1:]))
-    edges = [
-        times[0] - gaps[(len(gaps) - 1) // 2 + (len(gaps) % 2 == 0)]
-    ] + times  # the first sample's period
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    edges = [times[0] - int(statistics.median(gaps))] + times  # the first sample's period before it
 
     def cpu_seconds(a: int, b: int) -> tuple[float, float]:
         """(CPU seconds over [a, b] at the covered part's mean, covered seconds)."""
