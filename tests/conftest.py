@@ -1,5 +1,7 @@
 import datetime
 import gzip
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,60 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
 RUN_NAMES = ["nginx-no-keepalive", "nginx-keepalive", "nginx-keepalive-repeat"]
+
+
+# --------------------------------------------------------------------------
+# outside tools: a test that needs one skips without it, unless the tools are required
+# (HEADROOM_REQUIRE_TOOLS=1, set by .ci/run): then a missing tool fails the test.  The two
+# older flags still require their own tools.
+
+TOOL_INSTALL = {
+    "nginx": "apt-get install nginx",
+    "hey": "apt-get install hey",
+    "ab": "apt-get install apache2-utils",
+    "chromium": "apt-get install chromium",
+    "go": "https://go.dev/dl/ into /usr/local/go",
+    "vegeta": "go install github.com/tsenart/vegeta/v12@latest",
+    "oha": "cargo install --locked oha",
+}
+#: where a tool may be installed without being on PATH (Debian's sbin, go install, cargo install)
+TOOL_DIRS = {
+    "nginx": ["/usr/sbin", "/usr/local/sbin"],
+    "go": ["/usr/local/go/bin"],
+    "vegeta": [str(Path(os.environ.get("GOPATH", Path.home() / "go")) / "bin")],
+    "oha": [str(Path.home() / ".cargo" / "bin")],
+}
+_LEGACY_FLAGS = {"HEADROOM_REQUIRE_NGINX": ("nginx", "hey"), "HEADROOM_REQUIRE_CHROMIUM": ("chromium",)}
+
+
+def tools_required(name: str) -> bool:
+    """Whether a missing ``name`` fails the test (CI) rather than skipping it."""
+    if os.environ.get("HEADROOM_REQUIRE_TOOLS") == "1":
+        return True
+    return any(os.environ.get(flag) == "1" and name in names for flag, names in _LEGACY_FLAGS.items())
+
+
+def find_tool(name: str) -> str | None:
+    """The tool on PATH, else in its usual install folder (chromium: PATH only)."""
+    if name == "chromium":
+        return shutil.which("chromium") or shutil.which("chromium-browser")
+    found = shutil.which(name)
+    if found is None and TOOL_DIRS.get(name):
+        found = shutil.which(name, path=os.pathsep.join(TOOL_DIRS[name]))
+    return found
+
+
+def need_tool(name: str) -> str:
+    """The path of ``name``; without it the test skips, or fails when tools are required."""
+    import pytest
+
+    path = find_tool(name)
+    if path is None:
+        msg = f"{name} is not installed ({TOOL_INSTALL[name]}); .ci/run installs it"
+        if tools_required(name):
+            pytest.fail(msg + ", and HEADROOM_REQUIRE_TOOLS=1 says it must be there")
+        pytest.skip(msg)
+    return path
 
 
 BASE = datetime.datetime(2024, 1, 2, 3, 4, 0, tzinfo=datetime.UTC)

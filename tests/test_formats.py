@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -78,7 +77,13 @@ def _k6_steps(samples, vus):
 def ref_k6_json(path):
     samples, vus = [], []
     for line in open(path):
-        r = json.loads(line)
+        try:
+            r = json.loads(line)
+        except ValueError:
+            if '"http_req_duration"' in line or '"vus"' in line:
+                raise
+            continue  # a damaged line of another metric cannot change a request or a step
+
         if r.get("type") != "Point":
             continue
         d = r["data"]
@@ -391,12 +396,6 @@ def test_report_reads_with_the_options_summary_takes(tmp_path):
     bad = cli("report", DATA / "k6.json", "--format", "jmeter-csv", "-o", tmp_path / "x.html")
     one_line_error(bad, "k6.json")
     assert not (tmp_path / "x.html").exists()
-
-
-@pytest.mark.skipif(not os.environ.get("HEADROOM_REPORT_TESTS"), reason="slow: runs a notebook")
-def test_report_reads_a_new_format(tmp_path):  # pragma: no cover
-    p = cli("report", DATA / "k6.json", "-o", tmp_path / "r.html")
-    assert p.returncode == 0, p.stderr
 
 
 def test_truncated_last_line_is_dropped_by_its_missing_line_end(tmp_path):

@@ -2,8 +2,9 @@
 
 The nginx fixture starts nginx (Debian package) with a throwaway config in a
 temporary folder and stops it by its PID.  Without nginx or hey these tests
-are skipped, unless HEADROOM_REQUIRE_NGINX=1 (set by .ci/run), which makes a
-missing binary a failure.  Every check reads the run folder with the csv
+are skipped, unless HEADROOM_REQUIRE_TOOLS=1 (set by .ci/run; the older
+HEADROOM_REQUIRE_NGINX=1 too), which makes a missing binary a failure: vegeta
+and oha as well as nginx and hey.  Every check reads the run folder with the csv
 module and plain arithmetic, never with headroom's own reader, except the
 last one, which checks that ``headroom summary`` reads what ramp wrote.
 """
@@ -15,7 +16,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from conftest import find_tool, need_tool
 
 from headroom import cli
 from headroom.model import HeadroomError
@@ -34,14 +35,10 @@ from headroom.ramp import Recorder, Step, parse_levels, rfc3339_ns
 from headroom.ramp.engines import Hey, Oha, StepPlan, Vegeta, go_duration
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIRE = os.environ.get("HEADROOM_REQUIRE_NGINX") == "1"
-NGINX = shutil.which("nginx") or next(
-    (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
-)
-HEY = shutil.which("hey")
-GOBIN = Path(os.environ.get("GOPATH", Path.home() / "go")) / "bin"
-VEGETA = shutil.which("vegeta") or shutil.which("vegeta", path=str(GOBIN))
-OHA = shutil.which("oha") or shutil.which("oha", path=str(Path.home() / ".cargo" / "bin"))
+NGINX = find_tool("nginx")
+HEY = find_tool("hey")
+VEGETA = find_tool("vegeta")
+OHA = find_tool("oha")
 HEY_MISSING = (
     "headroom: error: hey not found on PATH: install it with 'apt-get install hey' (Debian/Ubuntu) "
     "or 'go install github.com/rakyll/hey@latest'"
@@ -50,11 +47,9 @@ TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{9})Z$")
 
 
 def _need(path: str | None, what: str) -> None:
+    """Skip without ``what``, or fail when the tools are required (HEADROOM_REQUIRE_TOOLS=1, .ci/run)."""
     if path is None:
-        msg = f"{what} is not installed (apt-get install {what}); .ci/run installs it"
-        if REQUIRE:
-            pytest.fail(msg + " and HEADROOM_REQUIRE_NGINX=1")
-        pytest.skip(msg)
+        need_tool(what)
 
 
 # --------------------------------------------------------------------------
@@ -358,18 +353,29 @@ def _wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 30) -> 
     pytest.fail(f"no line starting with {prefix!r}")
 
 
+def _wait_for_requests(server: Nginx, proc: subprocess.Popen, more: int = 20, timeout: float = 30) -> None:
+    """Until the server has logged ``more`` requests beyond what it had: the next step is running."""
+    start, deadline = server.access_lines(), time.monotonic() + timeout
+    while server.access_lines() < start + more:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the server did not see {more} more requests")
+        time.sleep(0.005)
+
+
 @pytest.mark.parametrize("presses", [1, 2])
-def test_ramp_ctrl_c(nginx, tmp_path, presses):
+def test_ramp_ctrl_c(nginx_a, tmp_path, presses):
     """Ctrl-C in step 2: once, step 2 completes and the ramp stops; twice, step 2 is dropped."""
-    url, master = nginx
+    url, master = nginx_a.url, nginx_a.pid
     out = tmp_path / "int"
     proc = _ramp_proc(url, out, "--concurrency", "1:9:4", "--step-duration", "2s", "--cpu-pid", str(master))
     try:
-        _wait_for_line(proc, "step 1/3")
-        time.sleep(0.5)  # well inside step 2
-        for _ in range(presses):
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
-            time.sleep(0.2)
+        _wait_for_line(proc, "step 1/3")  # step 1 is done (the line follows it) ...
+        _wait_for_requests(nginx_a, proc)  # ... and step 2's requests reach nginx
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
+        if presses == 2:
+            _wait_for_line(proc, "headroom ramp: stopping after this step")  # the first press was heard
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -494,34 +500,134 @@ def test_generator_overrun_is_killed(nginx, tmp_path, monkeypatch, capsys):
 
 
 # --------------------------------------------------------------------------
-# vegeta and oha, when installed (not in CI)
+# vegeta and oha: closed and open-loop (--rate) ramps, checked against the generators' own record
 
 
 def _with_bin(monkeypatch, path: str | None, what: str) -> None:
-    if path is None:
-        pytest.skip(f"{what} is not installed")
+    _need(path, what)
     monkeypatch.setenv("PATH", f"{Path(path).parent}{os.pathsep}{os.environ['PATH']}")
 
 
+#: vegeta as headroom runs it, keeping each attack's binary results (vegeta's own record) in KEEP
+VEGETA_KEEPER = """#!/bin/sh
+if [ "$1" != attack ]; then exec "{real}" "$@"; fi
+"{real}" "$@"; rc=$?
+for a in "$@"; do case "$a" in -output=*) f="${{a#-output=}}";; esac; done
+n=$(ls "{keep}" | wc -l)
+cp "$f" "{keep}/$(printf %03d "$n").bin"
+exit $rc
+"""
+
+#: oha as headroom runs it, also writing its own sqlite record of every request of the step
+OHA_KEEPER = """#!/bin/sh
+case " $* " in *" --no-tui "*) ;; *) exec "{real}" "$@";; esac
+n=$(ls "{keep}" | wc -l)
+exec "{real}" --db-url "{keep}/$(printf %03d "$n").db" "$@"
+"""
+
+
+def _keeper(tmp_path: Path, monkeypatch, engine: str) -> Path:
+    real = VEGETA if engine == "vegeta" else OHA
+    _need(real, engine)
+    keep, bindir = tmp_path / f"keep-{engine}", tmp_path / f"bin-{engine}"
+    keep.mkdir()
+    bindir.mkdir()
+    script = bindir / engine
+    script.write_text((VEGETA_KEEPER if engine == "vegeta" else OHA_KEEPER).format(real=real, keep=keep))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return keep
+
+
+def _rfc3339_any_ns(text: str) -> int:
+    """vegeta's RFC 3339 times (any fraction, Z or an offset) -> integer ns."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    assert m, text
+    t = calendar.timegm(time.strptime(m[1], "%Y-%m-%dT%H:%M:%S")) * 10**9 + int(
+        (m[2] or "0").ljust(9, "0")[:9]
+    )
+    if m[3] != "Z":
+        sign = 1 if m[3][0] == "+" else -1
+        t -= sign * (int(m[3][1:3]) * 3600 + int(m[3][4:6]) * 60) * 10**9
+    return t
+
+
+def _check_vegeta_steps(out: Path, keep: Path) -> None:
+    """Each step of perfResults.csv against ``vegeta report`` of the same attack's results."""
+    secs = sections(out)
+    kept = sorted(keep.glob("*.bin"))
+    assert len(kept) == len(secs)
+    for sec, binfile in zip(secs, kept):
+        r = subprocess.run(
+            [VEGETA, "report", "-type=json", str(binfile)], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["requests"] == len(sec)
+        assert rep["status_codes"] == {"200": len(sec)}
+        lat_ns = [round(x * 1e9) for _, x, _ in sec]  # the file keeps microseconds
+        assert abs(sum(lat_ns) / len(sec) - rep["latencies"]["mean"]) <= 600
+        assert abs(max(lat_ns) - rep["latencies"]["max"]) <= 600
+        assert abs(min(lat_ns) - rep["latencies"]["min"]) <= 600
+        assert min(t for t, _, _ in sec) == pytest.approx(_rfc3339_any_ns(rep["earliest"]), abs=1000)
+        assert max(t for t, _, _ in sec) == pytest.approx(_rfc3339_any_ns(rep["latest"]), abs=1000)
+
+
+def _check_oha_steps(out: Path, keep: Path) -> None:
+    """Each step of perfResults.csv against oha's own sqlite record of the same step."""
+    import sqlite3
+
+    secs = sections(out)
+    kept = sorted(keep.glob("*.db"))
+    assert len(kept) == len(secs)
+    for sec, db in zip(secs, kept):
+        with sqlite3.connect(db) as c:
+            rows = c.execute("SELECT start, duration, status FROM oha ORDER BY start").fetchall()
+        assert len(rows) == len(sec)
+        assert {st for _, _, st in rows} == {200}
+        ours = sorted(x for _, x, _ in sec)
+        theirs = sorted(d for _, d, _ in rows)
+        assert all(abs(a - b) <= 1.5e-6 for a, b in zip(ours, theirs))  # microseconds in the file
+        # the spacing of the starts is oha's: the file's starts less its first equal oha's less its first
+        ours_t = sorted(t for t, _, _ in sec)
+        theirs_t = [st for st, _, _ in rows]
+        for k in (len(rows) // 2, len(rows) - 1):
+            assert (ours_t[k] - ours_t[0]) / 1e9 == pytest.approx(theirs_t[k] - theirs_t[0], abs=2e-6)
+
+
 @pytest.mark.parametrize("engine", ["vegeta", "oha"])
-def test_other_engines(nginx, tmp_path, monkeypatch, engine):
-    _with_bin(monkeypatch, VEGETA if engine == "vegeta" else OHA, engine)
-    url, master = nginx
-    closed, opened = tmp_path / "closed", tmp_path / "open"
+def test_other_engines(nginx_a, tmp_path, monkeypatch, engine):
+    """Closed and open-loop ramps with vegeta and oha against nginx: every request is the generator's
+    own record of it, the server logged them all, and a rate ramp holds its rates."""
+    keep = _keeper(tmp_path, monkeypatch, engine)
+    url, master = nginx_a.url, nginx_a.pid
+    check = _check_vegeta_steps if engine == "vegeta" else _check_oha_steps
     args = ["--engine", engine, "--step-duration", "1s", "--cpu-pid", str(master)]
-    assert cli.main(["ramp", url, "-o", str(closed), "--concurrency", "1:5:4", *args]) == 0
-    assert cli.main(["ramp", url, "-o", str(opened), "--rate", "200:400:200", *args]) == 0
-    for out in (closed, opened):
+    for name, levels in (("closed", ["--concurrency", "1:5:4"]), ("open", ["--rate", "200:400:200"])):
+        out = tmp_path / name
+        for old in keep.iterdir():
+            old.unlink()
+        logged0 = nginx_a.access_lines()
+        assert cli.main(["ramp", url, "-o", str(out), *levels, *args]) == 0
+        logged = nginx_a.access_lines() - logged0
         secs = sections(out)
         m = meta(out)
+        assert m["engine"] == engine
         assert [len(s) for s in secs] == m["step_requests"] and len(secs) == 2
         assert all(code == 200 for s in secs for _, _, code in s)
         for prev, cur in zip(secs, secs[1:]):
             assert min(r[0] for r in cur) >= max(r[0] for r in prev) - 1_000_000
-    m = meta(opened)
-    assert m["rates"] == [200, 400] and "lower_concurrency" not in m
-    # a fixed rate: about rate x 1 s requests per step
-    assert [len(s) for s in sections(opened)] == pytest.approx([200, 400], rel=0.1)
+        check(out, keep)
+        # nginx's own count: every row, one check GET, and at most the requests cut at a step's end
+        rows = sum(len(s) for s in secs)
+        assert rows + 1 <= logged <= rows + 1 + 2 * 5, (rows, logged)
+        if name == "open":
+            assert m["rates"] == [200, 400] and "lower_concurrency" not in m
+            # a fixed rate: about rate x 1 s requests per step, whatever the latency
+            assert [len(s) for s in secs] == pytest.approx([200, 400], rel=0.1)
+            for s, rate in zip(secs, (200, 400)):
+                gaps = sorted(b[0] - a[0] for a, b in zip(sorted(s), sorted(s)[1:]))
+                assert gaps[len(gaps) // 2] / 1e9 == pytest.approx(1 / rate, rel=0.2)  # paced, not bursts
 
 
 # --------------------------------------------------------------------------
@@ -655,8 +761,11 @@ def test_foreign_cpu_sees_a_real_hog(nginx, tmp_path, capsys):
         start_new_session=True,
     )
     try:
-        time.sleep(0.3)
         hog_p = psutil.Process(hog.pid)
+        deadline = time.monotonic() + 30
+        while sum(hog_p.cpu_times()[:2]) < 0.2:  # until it spins (Python started, the loop running)
+            assert hog.poll() is None and time.monotonic() < deadline, "the CPU hog did not start"
+            time.sleep(0.01)
         t0, busy0, nginx0, me0 = time.time_ns(), _machine_busy_s(), _tree_cpu_s(master), os.times()
         hog0 = sum(hog_p.cpu_times()[:2])
         rc = cli.main(
@@ -787,8 +896,8 @@ def test_ab_ctrl_c_keeps_completed_runs(nginx, nginx_b, tmp_path):
     )
     try:
         _wait_for_line(proc, "headroom ramp --ab: run 2/4")
-        _wait_for_line(proc, "step 1/3")
-        time.sleep(0.4)  # well inside b-01's second step (1 s): it completes, then all stops
+        _wait_for_line(proc, "step 1/3")  # b-01's first step is done ...
+        _wait_for_requests(nginx_b, proc)  # ... and its second step's requests reach server b
         os.killpg(proc.pid, signal.SIGINT)
         stdout, err = proc.communicate(timeout=30)
     finally:

@@ -213,20 +213,36 @@ def test_report_from_installed_wheel(tmp_path):
     check_html((work / "r.html").read_text(), ["nginx-1.22.1-keepalive"], figures_in("run_report.ipynb"))
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: run after the page has loaded: what a reader's browser made of every figure and every box
+PROBE = """<script>
+window.addEventListener("load", function () {
+  var imgs = Array.prototype.map.call(document.images, function (i) {
+    return {alt: i.alt, w: i.naturalWidth, h: i.naturalHeight, complete: i.complete,
+            shown: i.getBoundingClientRect().width};
+  });
+  var over = [], all = document.body.querySelectorAll("*");
+  for (var k = 0; k < all.length; k++) {
+    var el = all[k], st = getComputedStyle(el);
+    if (st.display === "none" || st.overflowX !== "visible" || el.clientWidth === 0) continue;
+    if (el.scrollWidth > el.clientWidth + 1) {
+      over.push({tag: el.tagName, sw: el.scrollWidth, cw: el.clientWidth,
+                 text: (el.textContent || "").slice(0, 80)});
+    }
+  }
+  var out = document.createElement("pre");
+  out.id = "headroom-probe";
+  out.textContent = JSON.stringify({images: imgs, overflow: over,
+                                    page: document.documentElement.scrollWidth, view: window.innerWidth});
+  document.body.appendChild(out);
+});
+</script>"""
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium); .ci/run installs it"
-)
-@pytest.mark.parametrize("javascript", [True, False])
-def test_report_renders_in_headless_chromium(tmp_path, javascript):
-    from PIL import Image
+def chromium_dom(page_path, tmp_path, *, javascript=True, shot=None):
+    """The DOM Chromium built from the page (``--dump-dom``), its console lines, after the load event."""
+    from conftest import need_tool
 
-    out = tmp_path / "cmp.html"
-    p = cli("report", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "-o", out)
-    assert p.returncode == 0, p.stderr
-    shot = tmp_path / "shot.png"
+    chromium = need_tool("chromium")
     flags = [
         "--headless",
         "--no-sandbox",
@@ -236,20 +252,90 @@ def test_report_renders_in_headless_chromium(tmp_path, javascript):
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        f"--user-data-dir={tempfile.mkdtemp()}",
+        f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}",
         "--enable-logging=stderr",
         "--v=0",
         "--window-size=1280,2400",
-        f"--screenshot={shot}",
+        "--virtual-time-budget=10000",  # the load event and its handler run before the dump
+        f"--screenshot={shot}" if shot else "--dump-dom",
     ]
     if not javascript:
         flags.append("--disable-javascript")
-    r = subprocess.run([CHROMIUM, *flags, out.as_uri()], capture_output=True, text=True, timeout=120)
-    console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+    r = subprocess.run([chromium, *flags, page_path.as_uri()], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+
+
+def probe(page: str, tmp_path, name="probe.html") -> tuple[dict, str]:
+    """The page with PROBE appended, read back from Chromium's DOM: (probe result, DOM)."""
+    path = tmp_path / name
+    assert page.count("</body>") == 1
+    path.write_text(page.replace("</body>", PROBE + "</body>"))
+    dom, console = chromium_dom(path, tmp_path)
     assert console == [], console
+    m = re.search(r'<pre id="headroom-probe">(.*?)</pre>', dom, flags=re.S)
+    assert m, "the probe did not run: no load event, or JavaScript off"
+    import html as _html
+
+    return json.loads(_html.unescape(m.group(1))), dom
+
+
+def test_the_probe_sees_a_broken_figure_and_overflowing_text(tmp_path):
+    """The browser checks below can fail: a figure that does not decode, a line wider than its box."""
+    page = (
+        "<html><body><p>fine</p>"
+        '<img alt="broken" src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA">'
+        '<div style="width:100px;white-space:nowrap">' + "wide " * 100 + "</div></body></html>"
+    )
+    result, _ = probe(page, tmp_path)
+    assert [i["w"] for i in result["images"]] == [0]
+    assert [o["tag"] for o in result["overflow"]] == ["DIV"]
+
+
+@pytest.fixture(scope="module")
+def comparison_page(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cmp")
+    out = d / "cmp.html"
+    p = cli("report", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "-o", out)
+    assert p.returncode == 0, p.stderr
+    r = cli("compare", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "--json", "-")
+    return out, json.loads(r.stdout)
+
+
+def _dom_text(dom: str) -> str:
+    import html as _html
+
+    body = re.sub(r"<(style|script)\b.*?</\1>", "", dom, flags=re.S)
+    return re.sub(r"\s+", " ", _html.unescape(re.sub(r"<[^>]+>", " ", body)))
+
+
+def test_report_as_chromium_shows_it(comparison_page, tmp_path):
+    """What a reader sees: the verdict sentence, every figure decoded, no text wider than its box."""
+    out, doc = comparison_page
+    result, dom = probe(out.read_text(), tmp_path)
+    text = _dom_text(dom)
+    assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in text
+    imgs = result["images"]
+    assert len(imgs) == figures_in("comparison_report.ipynb") == 6
+    assert all(i["complete"] and i["w"] > 100 and i["h"] > 100 and i["shown"] > 100 for i in imgs), imgs
+    assert {i["alt"] for i in imgs} >= {"Headroom plot: latency against throughput"}
+    assert result["overflow"] == [], result["overflow"][:5]
+    assert result["page"] <= result["view"], "the page is wider than the window"
+
+
+def test_report_reads_without_javascript(comparison_page, tmp_path):
+    """The report needs no JavaScript: with it off the DOM holds the verdict and the page is drawn."""
+    from PIL import Image
+
+    out, doc = comparison_page
+    dom, console = chromium_dom(out, tmp_path, javascript=False)
+    assert console == [], console
+    assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in _dom_text(dom)
+    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 6
+    shot = tmp_path / "shot.png"
+    chromium_dom(out, tmp_path, javascript=False, shot=shot)
     img = Image.open(shot).convert("L")
-    hist = img.histogram()
-    dark = sum(hist[:200]) / (img.width * img.height)
+    dark = sum(img.histogram()[:200]) / (img.width * img.height)
     assert dark > 0.02, f"page looks blank ({dark:.3%} non-white pixels)"
 
 
