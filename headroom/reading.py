@@ -898,6 +898,9 @@ def reduce_run(
     Run
         With ``requests=None`` and ``reduced`` (a :class:`~headroom.reduce.ReducedRun`).
     """
+    kept = reduced_file(path)
+    if kept is not None:
+        return _kept_run(kept, bucket_s, label)
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
     from .tables import parse_concurrency
@@ -912,6 +915,42 @@ def reduce_run(
     else:
         p = reduce_partial(files, settings, client)
     return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores)
+
+
+#: the name of a run folder's reduced form (headroom.reduce.save_run), read when the folder
+#: keeps no request file
+REDUCED_NAME = "reduced.npz"
+
+
+def reduced_file(path) -> Path | None:
+    """A reduced run to read instead of request files: ``path`` itself when it is a ``.npz`` file,
+    or a folder's ``reduced.npz`` when the folder holds no ``perfResults.csv[.gz]``."""
+    if isinstance(path, (list, tuple)):
+        return None
+    p = Path(path)
+    if p.suffix == ".npz" and p.is_file():
+        return p
+    if p.is_dir() and (p / REDUCED_NAME).is_file():
+        if not any((p / n).exists() for n in ("perfResults.csv", "perfResults.csv.gz")):
+            return p / REDUCED_NAME
+    return None
+
+
+def _kept_run(path: Path, bucket_s: float, label: str | None) -> Run:
+    import dataclasses
+
+    from .reduce import load_run_file
+
+    run = load_run_file(path)
+    kept = run.reduced.buckets.bucket_s
+    if abs(kept - bucket_s) > 1e-9:
+        raise HeadroomError(
+            f"{path}: a reduced run kept at {kept:g} s buckets, not {bucket_s:g} s: read the request "
+            "files for other buckets"
+        )
+    if label is not None:
+        run = dataclasses.replace(run, meta=dataclasses.replace(run.meta, label=label))
+    return run
 
 
 def _connect(address: str):

@@ -4,6 +4,7 @@
     python3 scripts/record_interleaved.py record SET     # one set, e.g. aa, cpu25, x2, go-aa
     python3 scripts/record_interleaved.py list           # the sets and what they change
     python3 scripts/record_interleaved.py measure        # CPU per request of the Go variants, no hog
+    python3 scripts/record_interleaved.py keep SET       # reduced.npz everywhere, raw files of 2 recordings
 
 ``record`` starts two servers on loopback (A and B: two nginx proxy+backend
 pairs from scripts/record_calibration.py, or two Go test servers from
@@ -175,14 +176,38 @@ def measure(rounds: int = 3) -> int:
         base = sorted(per["base"])[len(per["base"]) // 2]
         for v, xs in per.items():
             med = sorted(xs)[len(xs) // 2]
-            print(f"{v:8} {GO[v]}  CPU per request {med * 1e6:7.1f} us (median of {rounds})  x{med / base:.3f}")
+            print(
+                f"{v:8} {GO[v]}  CPU per request {med * 1e6:7.1f} us (median of {rounds})  x{med / base:.3f}"
+            )
     finally:
         for srv in servers.values():
             srv.stop()
     return 0
 
 
+#: recordings per set that keep their raw perfResults.csv.gz (the rest keep reduced.npz only)
+RAW_KEPT = 2
+
+
+def keep(name: str) -> int:
+    """Write every run folder's reduced.npz; drop perfResults.csv.gz past the first RAW_KEPT recordings."""
+    sys.path.insert(0, str(ROOT))
+    from headroom import reduce_run
+    from headroom.reduce import save_run
+
+    dest = OUT / name
+    for run in sorted(p for p in dest.iterdir() if p.is_dir() and p.name[:2] in ("a-", "b-")):
+        raw = run / "perfResults.csv.gz"
+        if raw.exists():
+            save_run(reduce_run(str(run)), run / "reduced.npz")
+            if int(run.name[2:]) > RAW_KEPT:
+                raw.unlink()
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "keep" and argv[1] in SETS:
+        return keep(argv[1])
     if argv[:1] == ["measure"]:
         return measure()
     if argv[:1] == ["list"]:
@@ -191,7 +216,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 2 and argv[0] == "record" and argv[1] in SETS:
         return record(argv[1])
-    sys.exit(f"usage: record_interleaved.py list | measure | record {{{','.join(SETS)}}}")
+    sys.exit(f"usage: record_interleaved.py list | measure | record SET | keep SET (SET: {', '.join(SETS)})")
 
 
 if __name__ == "__main__":

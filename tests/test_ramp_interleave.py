@@ -172,3 +172,44 @@ def test_interleaved_until_decided_looks_after_every_recording(servers, tmp_path
 def test_interleave_is_for_ab_only(tmp_path):
     p = _ramp(["http://127.0.0.1:9/", "-o", tmp_path / "x", "--interleave", "steps"])
     assert p.returncode == 2 and "--interleave is for an A/B job" in p.stderr
+
+
+def test_exclude_pid_is_not_foreign_load(servers, tmp_path):
+    """A busy process named with --exclude-pid (part of the system under test) is not foreign load.
+
+    Two foreign-load meters sampled over the same interval, one told to exclude a spinning
+    process: they differ by that process's CPU time (psutil, read independently), and the
+    CLI takes the option (a bad PID is one line and exit 2).
+    """
+    from headroom.ramp.cpu import HostLoad, ProcessTree
+
+    a, _ = servers
+    spin = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt = time.time() + 60\nwhile time.time() < t: pass"],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        proc = psutil.Process(spin.pid)
+        while proc.cpu_times().user < 0.2:  # it runs: wait on its CPU time
+            time.sleep(0.02)
+        plain, excluding = HostLoad(None), HostLoad(ProcessTree([spin.pid]))
+        t0, c0 = psutil.cpu_times(), sum(proc.cpu_times()[:2])
+        time.sleep(1.0)
+        plain.sample(0.0)
+        excluding.sample(0.0)
+        t1, c1 = psutil.cpu_times(), sum(proc.cpu_times()[:2])
+        total = sum(t1) - sum(t0) - (t1.guest - t0.guest) - (t1.guest_nice - t0.guest_nice)
+        spun = 100.0 * (c1 - c0) / total
+        diff = plain.rows[-1].foreign_pct - excluding.rows[-1].foreign_pct
+        assert spun > 5 and diff == pytest.approx(spun, abs=3.0), (diff, spun)
+        p = _ramp(
+            [a.url, "-o", tmp_path / "x", "--concurrency", "1", "--step-duration", "1s"]
+            + [f"--cpu-pid={x}" for x in a.pids]
+            + [f"--exclude-pid={spin.pid}"]
+        )
+        assert p.returncode == 0, p.stderr
+    finally:
+        spin.kill()
+        spin.wait()
+    bad = _ramp([a.url, "-o", tmp_path / "y", "--exclude-pid", "0"])
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--exclude-pid" in bad.stderr
