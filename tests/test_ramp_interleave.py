@@ -100,6 +100,8 @@ def test_interleaved_recording(servers, tmp_path):
         ab = meta[k]["ab"]
         assert ab["design"] == "interleaved steps" and ab["recording"] == 1 and ab["pair"] == other
         assert meta[k]["concurrency"] == [1, 4, 7] and meta[k]["steps"] == 3
+        # history groups runs by sha: the job and side, so a-01 of two jobs are never one release
+        assert meta[k]["label"] == f"{k}-01" and meta[k]["sha"] == f"il/{k}"
     # the recorded launch times follow the stated order: AB, BA, AB
     order = meta["a"]["ab"]["step_order"]
     assert order == ["AB", "BA", "AB"]
