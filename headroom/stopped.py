@@ -39,7 +39,7 @@ class Stop:
     level: float  # the concurrency (or rate, req/s) of the step in which it stopped
     open_loop: bool
     step: int  # 1-based step number of the ramp
-    requests: int | None  # responses (rows) of that step; None: unknown
+    requests: int | None  # requests of that step, failed ones included; None: unknown
     errors: int | None  # failed requests of that step; None: unknown
     kinds: dict | None  # failed requests by kind
     source: str  # "metadata", "stopped_early" (older recordings) or "errors" (a last step that failed)
@@ -54,9 +54,9 @@ class Stop:
             kinds = " (" + ", ".join(f"{n:,} {k}" for k, n in self.kinds.items()) + ")"
         if self.errors is None:
             return "no response recorded, failed requests not counted"
-        if not self.requests:
+        if self.requests is None or self.errors >= self.requests:
             return f"all {self.errors:,} requests failed{kinds}"
-        return f"{self.errors:,} of {self.errors + self.requests:,} requests failed{kinds}"
+        return f"{self.errors:,} of {self.requests:,} requests failed{kinds}"
 
     def to_dict(self) -> dict:
         return {
@@ -112,7 +112,7 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
         m = _LEGACY.search(se)
         if m:
             ol = m[3] is None
-            return Stop(label, float(m[3] or m[4]), ol, int(m[1]), 0, None, None, "stopped_early")
+            return Stop(label, float(m[3] or m[4]), ol, int(m[1]), None, None, None, "stopped_early")
         return None
     t = s.table
     n = len(t.requests)
@@ -121,8 +121,8 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
     err, req = int(t.errors[-1]), int(t.requests[-1])
     if err + req == 0 or err / (err + req) < ERROR_JUMP:
         return None
-    level = float(t.concurrency[-1]) if t.known_concurrency else float(n)
-    return Stop(label, level, _open_loop(f), n, req, err, None, "errors")
+    level = float(_keys(s)[-1])
+    return Stop(label, level, _open_loop(f), n, req + err, err, None, "errors")
 
 
 def stops(sides, labels: list[str]) -> list[list[Stop | None]]:
@@ -144,6 +144,22 @@ def first(side_stops: list[Stop | None]) -> Stop | None:
     return min(got, key=lambda s: s.level) if got else None
 
 
+def _keys(s) -> np.ndarray:
+    """A run's step levels: concurrency, else an open loop's rates (headroom ramp's ``rates``, or the
+    intended rate of the format's rate steps), else the step number."""
+    t = s.table
+    if t.known_concurrency:
+        return t.concurrency
+    rates = _fields(s).get("rates")
+    if isinstance(rates, list) and len(rates) == len(t.requests):
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in rates):
+            return np.asarray(rates, np.float64)
+    rate = getattr(t, "intended_rps", None)
+    if rate is not None and np.all(np.isfinite(rate)):
+        return rate
+    return (t.index + 1).astype(np.float64)
+
+
 def served(side, level: float) -> tuple[float, float | None, float | None] | None:
     """What a side's runs served at ``level`` (or, when none ran it, the highest level below):
     (level, goodput req/s, p99 s) as geometric means over the runs that have it; None when no
@@ -151,7 +167,7 @@ def served(side, level: float) -> tuple[float, float | None, float | None] | Non
     best = None
     for s in side:
         t = s.table
-        keys = t.concurrency if t.known_concurrency else (t.index + 1).astype(np.float64)
+        keys = _keys(s)
         ok = np.flatnonzero(t.usable & (keys <= level + 1e-9))
         if len(ok):
             c = float(keys[ok[-1]])
@@ -161,7 +177,7 @@ def served(side, level: float) -> tuple[float, float | None, float | None] | Non
     rps, p99 = [], []
     for s in side:
         t = s.table
-        keys = t.concurrency if t.known_concurrency else (t.index + 1).astype(np.float64)
+        keys = _keys(s)
         hit = np.flatnonzero(t.usable & (np.abs(keys - best) < 1e-9))
         if len(hit):
             i = int(hit[0])
@@ -175,7 +191,7 @@ def reached(side, level: float) -> bool:
     """Whether every run of a side has a usable step at ``level`` or above."""
     for s in side:
         t = s.table
-        keys = t.concurrency if t.known_concurrency else (t.index + 1).astype(np.float64)
+        keys = _keys(s)
         if not np.any(t.usable & (keys >= level - 1e-9)):
             return False
     return True

@@ -368,6 +368,8 @@ class Vegeta(Engine):
 
         rows = rows_from_scan(workdir / "out", vegeta.scan_csv, launch_ns)
         rows.transport_errors = sum(1 for c in rows.status if c == 0)
+        if rows.transport_errors:
+            rows.error_kinds = _kinds(_vegeta_errors(workdir / "out"))
         return rows
 
 
@@ -405,6 +407,18 @@ class Oha(Engine):
         if plan.requests is not None:
             rows.transport_errors = max(0, plan.requests - len(rows))
         return rows
+
+
+def _vegeta_errors(path: Path) -> dict[str, int]:
+    """vegeta's error texts (6th CSV column) of the rows with code 0, counted."""
+    import csv
+
+    dist: dict[str, int] = {}
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        for row in csv.reader(f):
+            if len(row) > 5 and row[1] == "0":
+                dist[row[5]] = dist.get(row[5], 0) + 1
+    return dist
 
 
 def rows_from_scan(path: Path, scan_csv, launch_ns: int, digits: int = 6) -> StepRows:

@@ -482,7 +482,7 @@ class Recorder:
                 )
             else:
                 self.stopped_early = f"{what}: no response recorded (is the server down?); the ramp ends there"
-            self._stop(k, level, "server", self.stopped_early, 0, n, rows.error_kinds)
+            self._stop(k, level, "server", self.stopped_early, n or 0, n, rows.error_kinds)
             return "empty", None, None
         non2xx = sum(1 for c in rows.status if not 200 <= c <= 299)
         transport = rows.transport_errors
@@ -513,13 +513,13 @@ class Recorder:
             rowless_errors=rowless,
             error_kinds=rows.error_kinds or None,
         )
-        if transport and not self.answering():
+        if (transport or (errors and errors == len(rows))) and not self.answering():
             self.stopped_early = (
-                f"{what}: the server stopped answering: {transport:,} of {len(rows) + rowless:,} requests "
+                f"{what}: the server stopped answering: {errors:,} of {len(rows) + rowless:,} requests "
                 f"failed ({_kinds_text(rows.error_kinds)}) and it did not answer a request after the step; "
                 "the step is kept and the ramp ends there"
             )
-            self._stop(k, level, "server", self.stopped_early, len(rows), errors, rows.error_kinds)
+            self._stop(k, level, "server", self.stopped_early, len(rows) + rowless, errors, rows.error_kinds)
             return "stopped", step, rows
         return "ok", step, rows
 
@@ -539,10 +539,10 @@ class Recorder:
             key: float(level) if self.open_loop else level,
             "by": by,
             "reason": reason,
-            "requests": requests,  # successful and non-2xx responses (rows) of that step
+            "requests": requests,  # every request of that step, failed ones included
             "errors": errors,  # its failed requests (None: unknown)
             "error_kinds": kinds or None,
-            "step_kept": requests > 0,
+            "step_kept": requests > (errors or 0),  # it has responses: a step of perfResults.csv
         }
 
     def _level_text(self, level) -> str:
