@@ -296,7 +296,9 @@ class Hey(Engine):
             rows.error_kinds = _kinds(dist)
             kept = results - rows.transport_errors
             if kept < len(rows):
-                raise HeadroomError(f"hey counted {results} results with {rows.transport_errors} errors but wrote {len(rows)} rows")
+                raise HeadroomError(
+                    f"hey counted {results} results with {rows.transport_errors} errors but wrote {len(rows)} rows"
+                )
         elif requested is not None:
             rows.transport_errors = max(0, requested - len(rows))
         if len(rows) >= HEY_MAX_RESULTS:

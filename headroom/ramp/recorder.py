@@ -481,7 +481,9 @@ class Recorder:
                     f"({_kinds_text(rows.error_kinds)}); the ramp ends there"
                 )
             else:
-                self.stopped_early = f"{what}: no response recorded (is the server down?); the ramp ends there"
+                self.stopped_early = (
+                    f"{what}: no response recorded (is the server down?); the ramp ends there"
+                )
             self._stop(k, level, "server", self.stopped_early, n or 0, n, rows.error_kinds)
             return "empty", None, None
         non2xx = sum(1 for c in rows.status if not 200 <= c <= 299)
