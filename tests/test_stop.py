@@ -75,8 +75,9 @@ def meta(run: Path) -> dict:
 
 def served_rps(section) -> float:
     """Successful rows over the span from the first start to the last response end (as headroom defines it)."""
-    from headroom.ramp.metadata import rfc3339_ns  # noqa: F401  (the same time format)
     import numpy as np
+
+    from headroom.ramp.metadata import rfc3339_ns  # noqa: F401  (the same time format)
 
     ok = [(t, r) for t, r, c in section if 200 <= c <= 299]
     start = np.array([np.datetime64(t[:-1], "ns").astype(np.int64) for t, _ in ok])
