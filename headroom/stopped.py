@@ -43,6 +43,7 @@ class Stop:
     errors: int | None  # failed requests of that step; None: unknown
     kinds: dict | None  # failed requests by kind
     source: str  # "metadata", "stopped_early" (older recordings) or "errors" (a last step that failed)
+    kept: bool = False  # the step in which it stopped is the run's last step (it got responses)
 
     def where(self) -> str:
         return level_text(self.level, self.open_loop)
@@ -105,7 +106,7 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
         kinds = st.get("error_kinds") if isinstance(st.get("error_kinds"), dict) else None
         return Stop(
             label, float(level), ol, _int(st.get("step")) or 0, _int(st.get("requests")), _int(st.get("errors")),
-            kinds, "metadata",
+            kinds, "metadata", bool(st.get("step_kept")),
         )  # fmt: skip
     se = f.get("stopped_early")
     if isinstance(se, str):
@@ -122,7 +123,7 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
     if err + req == 0 or err / (err + req) < ERROR_JUMP:
         return None
     level = float(_keys(s)[-1])
-    return Stop(label, level, _open_loop(f), n, req + err, err, None, "errors")
+    return Stop(label, level, _open_loop(f), n, req + err, err, None, "errors", True)
 
 
 def stops(sides, labels: list[str]) -> list[list[Stop | None]]:
