@@ -106,9 +106,8 @@ def summarize(path: str, settings: Settings) -> dict:
     """Read and analyse one run; its summary JSON document (what the cache stores)."""
     from .io import reduce_run
     from .model import parse_objective
-    from .summary import analyze, to_json
-
     from .stopped import run_stop
+    from .summary import analyze, to_json
 
     run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False)
     obj = parse_objective(settings.objective) if settings.objective else None
