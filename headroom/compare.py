@@ -53,6 +53,7 @@ from .model import HeadroomError, Objective, Run, percentile_label, render_html
 from .noise import LearnedNoise, NoiseEstimate, canonical, combine, pooled, spread, within_run_se
 from .stats import t_quantile, t_sf, z_quantile
 from .steps import StepTable
+from .stopped import stop_note, stop_verdict, stops
 from .summary import Summary, analyze
 
 COMPARE_SCHEMA = SCHEMAS["comparison"]
@@ -174,6 +175,7 @@ class Comparison:
     primary: str = ""
     holm_weights: dict = field(default_factory=dict)
     design: str = "runs"  # "runs" (run-level test) or "interleaved steps" (paired levels)
+    stopped: list = field(default_factory=list)  # headroom.stopped.Stop of every run that stopped answering
 
     @property
     def exit_code(self) -> int:
@@ -796,7 +798,14 @@ def compare_runs(
         objective = parse_objective(objective) if objective else None
     kw = dict(objective=objective, bucket_s=bucket_s)
     sides = [_as_summaries(s, **kw) for s in (baseline, candidate)]
-    pairs, how = pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
+    labels = _distinct_labels(sides[0] + sides[1])
+    side_stops = stops(sides, labels)
+    try:
+        pairs, how = pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
+    except HeadroomError:
+        if not any(x is not None for row in side_stops for x in row):
+            raise  # plans that truly differ (recorded with other flags)
+        pairs, how = _common_pairs(sides)  # a run stopped answering: the levels every run reached
     mask = _plateau_mask(sides, pairs)
     has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
     specs = _specs(objective, has_cpu)
@@ -816,7 +825,7 @@ def compare_runs(
     verdict, reason, needed = _decision(
         metrics, primary, threshold, runs, alpha, int(np.sum(mask)), design.paired
     )
-    labels = _distinct_labels(sides[0] + sides[1])
+    verdict, reason, needed = _with_stops(sides, side_stops, verdict, reason, needed)
     if design.paired:
         nsrc = "interleaved" + (", learned" if design.learned else "")
     else:
@@ -826,6 +835,9 @@ def compare_runs(
         "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     )
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides)]
+    both = stop_note(side_stops)
+    if both:
+        notes.append(both)
     return Comparison(
         verdict=verdict,
         reason=reason,
@@ -848,7 +860,38 @@ def compare_runs(
         primary=primary,
         holm_weights=weights,
         design="interleaved steps" if design.paired else "runs",
+        stopped=[x for row in side_stops for x in row if x is not None],
     )
+
+
+def _common_pairs(sides) -> tuple[list[tuple], str]:
+    """Steps paired at the levels every run has usable (a run stopped answering, so the plans
+    end at different levels); none when the runs share no level."""
+    tables = [s.table for side in sides for s in side]
+    known = all(t.known_concurrency for t in tables)
+    levels = [_levels(t) for t in tables]
+    common = sorted(set.intersection(*(set(lv) for lv in levels)))
+    nb = len(sides[0])
+    out = [
+        (c if known else None, tuple(lv[c] for lv in levels[:nb]), tuple(lv[c] for lv in levels[nb:]))
+        for c in common
+    ]
+    how = "by concurrency" if known else "by step index (concurrency unknown: no ramp parameters in metadata)"
+    return out, how + ", up to the level where a run stopped answering"
+
+
+def _with_stops(sides, side_stops, verdict: str, reason: str, needed):
+    """The verdict when a side stopped answering: said first; the matched steps can only add to it."""
+    got = stop_verdict(sides, side_stops)
+    if got is None:
+        return verdict, reason, needed
+    sv, sr = got
+    if sv == "regressed":
+        extra = f"; the matched steps also say: {reason}" if verdict == "regressed" else ""
+        return "regressed", sr + extra, None
+    if verdict == "regressed":  # the candidate took the load the baseline could not, but costs more
+        return "regressed", f"{reason}; although {sr[0].lower()}{sr[1:]}", None
+    return "improved", sr, None
 
 
 def _all_levels(spec: _Spec) -> _Spec:
@@ -1266,6 +1309,8 @@ def to_json(c: Comparison) -> dict:
         "pairs": [_pair_doc(p) for p in c.pairs],
         "notes": c.notes,
         "warnings": c.warnings,
+        # added within schema 3: runs that stopped answering (absent when none did)
+        **({"stopped": [x.to_dict() for x in c.stopped]} if c.stopped else {}),
     }
 
 

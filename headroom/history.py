@@ -106,12 +106,17 @@ def summarize(path: str, settings: Settings) -> dict:
     """Read and analyse one run; its summary JSON document (what the cache stores)."""
     from .io import reduce_run
     from .model import parse_objective
+    from .stopped import run_stop
     from .summary import analyze, to_json
 
     run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False)
     obj = parse_objective(settings.objective) if settings.objective else None
-    doc = to_json(analyze(run, objective=obj))
+    s = analyze(run, objective=obj)
+    doc = to_json(s)
     doc["path"] = str(path)
+    st = run_stop(s, str(path))  # the ramp stopped because the server stopped answering
+    if st is not None:
+        doc["stopped"] = st.to_dict()
     return doc
 
 
@@ -241,6 +246,7 @@ class Release:
     values: dict  # key -> float | None
     ci: dict  # key -> (lo, hi) | None
     bound: dict  # key -> True when the value is a lower bound (objective held everywhere)
+    stopped: dict | None = None  # the lowest stop of its runs (headroom.stopped.Stop.to_dict)
 
 
 def _usable_levels(doc: dict) -> dict[float, dict]:
@@ -252,8 +258,11 @@ def _usable_levels(doc: dict) -> dict[float, dict]:
 
 
 def matched_levels(docs: list[dict]) -> list[float]:
-    """Concurrency levels every run has a usable step at."""
-    sets = [set(_usable_levels(d)) for d in docs]
+    """Concurrency levels every run has a usable step at (a run that stopped answering is left out:
+    its missing top is a stop, not a different plan)."""
+    sets = [set(_usable_levels(d)) for d in docs if not d.get("stopped")] or [
+        set(_usable_levels(d)) for d in docs
+    ]
     return sorted(set.intersection(*sets)) if sets else []
 
 
@@ -318,7 +327,8 @@ def releases(
             half = Z_RELEASE * sigma / math.sqrt(len(logs))
             values[key] = float(np.exp(logs.mean()))
             ci[key] = (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
-        out.append(Release(i, label, tuple(d["path"] for d in runs), values, ci, bound))
+        stop = min((d["stopped"] for d in runs if d.get("stopped")), key=lambda x: x["level"], default=None)
+        out.append(Release(i, label, tuple(d["path"] for d in runs), values, ci, bound, stop))
     return out, note
 
 
@@ -566,6 +576,17 @@ class History:
     @property
     def verdict(self) -> str:
         """One line: what the history says of the latest release."""
+        last = len(self.releases) - 1
+        stop = next(
+            (
+                c
+                for c in self.change_points
+                if c.index == last and c.metric == "stopped" and c.direction == "regressed"
+            ),
+            None,
+        )
+        if stop is not None:  # said first: a release that falls over under load
+            return f"REGRESSED at the latest release: {stop.source}"
         if self.exit_code == 1:
             return "REGRESSED at the latest release" + (f": {self.latest.reason}" if self.latest else "")
         if self.latest is not None:
@@ -617,10 +638,43 @@ def analyse(
             worse = change > 0 if better == "lower" else change < 0
             direction = "regressed" if worse else "improved"
             cps.append(ChangePoint(i, rel[i].label, key, change, direction, before, after, pvalue, source))
+    cps += stop_points(rel)
     cps.sort(key=lambda c: (c.index, c.metric))
     warnings = [f"{d['label']}: {w}" for d in docs for w in d.get("warnings", [])]
     noise = series_noise(rel, cps)
     return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest, noise)
+
+
+def _stop_words(stop: dict, level: float, worse: bool) -> str:
+    where = f"{level:g} req/s" if stop.get("unit") == "req/s" else f"concurrency {level:g}"
+    if worse:
+        return f"its ramp stopped answering at {where}; the release before did not"
+    return f"the release before stopped answering at {where}; this one did not"
+
+
+def stop_points(rel: list[Release]) -> list[ChangePoint]:
+    """A release whose ramp stopped because its server stopped answering, where the release before
+    it did not (or at a higher level), is a regression (metric ``stopped``: the level where it
+    stopped, before: the highest level the previous release served); the reverse is an improvement."""
+    out = []
+
+    def reach(r: Release) -> float:
+        return r.stopped["level"] if r.stopped else math.inf
+
+    for i in range(1, len(rel)):
+        a, b = reach(rel[i - 1]), reach(rel[i])
+        if a == b:
+            continue
+        worse = b < a
+        lvl = b if worse else a
+        out.append(
+            ChangePoint(
+                i, rel[i].label, "stopped", math.nan, "regressed" if worse else "improved",
+                a, b, None,
+                _stop_words((rel[i] if worse else rel[i - 1]).stopped, lvl, worse),
+            )
+        )  # fmt: skip
+    return out
 
 
 def history(

@@ -88,15 +88,20 @@ def format_history(h: History) -> str:
     units = {k: u for k, _n, u, _b in METRICS}
     for c in h.change_points:
         p = "" if c.pvalue is None else f", p={c.pvalue:.1g}"
+        if c.metric == "stopped":  # the server stopped answering: a level, not a metric's change
+            lines.append(f"  {c.index:>3} {short[c.index]}: {c.direction.upper()}: {c.source}")
+            continue
         lines.append(
             f"  {c.index:>3} {short[c.index]}: {names[c.metric]} {c.change * 100:+.1f}% "
             f"({fmt(c.before, units[c.metric])} -> {fmt(c.after, units[c.metric])}) {c.direction.upper()} "
             f"[{c.source}{p}]"
         )
     if h.latest is not None:
-        lines[-1] = (
-            "  none: fewer than 5 releases, too short for change points (the latest is compared below)"
-        )
+        short_note = "fewer than 5 releases, too short for change points (the latest is compared below)"
+        if h.change_points:  # only where a release stopped answering
+            lines.append(f"  and no others: {short_note}")
+        else:
+            lines[-1] = f"  none: {short_note}"
     lines += ["", *_wrap_verdict(f"verdict: {h.verdict}")]
     return "\n".join(lines) + "\n"
 
@@ -131,8 +136,10 @@ def history_table(h: History) -> _Fragment:
             cells += f'<td class="{cls}">{v}{" " + m if m else ""}</td>'
         body += f"<tr><td>{r.index}</td><td>{_E(r.label)}</td>{cells}</tr>"
     names = {k: n for k, n, _u, _b in METRICS}
+    names["stopped"] = "stopped answering"
     cps = "".join(
-        f"<li><b>{c.index}</b> {_E(c.label)}: {_E(names[c.metric])} {c.change * 100:+.1f} % "
+        f"<li><b>{c.index}</b> {_E(c.label)}: {_E(names[c.metric])} "
+        f"{'' if c.metric == 'stopped' else f'{c.change * 100:+.1f} % '}"
         f'<b class="{"worse" if c.direction == "regressed" else "better"}">{_E(c.direction)}</b> '
         f"<small>({_E(c.source)})</small></li>"
         for c in h.change_points

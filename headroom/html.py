@@ -61,7 +61,7 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     )
     params = ", ".join(f"{_E(str(k))}={_E(repr(v))}" for k, v in parameters.items())
     return Fragment(
-        f"<h1>{_E(title)}</h1><ul>{runs}</ul>"
+        f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>"
         f"<p><small>parameters: {params}<br>headroom {_E(version)}</small></p>"
     )
 
@@ -83,6 +83,36 @@ def _labels(runs: Sequence[Summary]) -> list[str]:
     from .text import run_labels
 
     return run_labels(runs)
+
+
+def _stop_banner(summaries: Sequence[Summary], roles: list[str], labels: list[str]) -> str:
+    """First thing in the report: which run's server stopped answering under load, and where."""
+    from .stopped import run_stop
+
+    out = []
+    most = max(len(s.table.requests) for s in summaries)
+    for s, role, label in zip(summaries, roles, labels):
+        st = run_stop(s, label, most)
+        if st is not None:
+            out.append(
+                f'<p class="worse" style="font-size:1.15em;color:#b00"><b>The {_E(role)} ({_E(label)}) stopped answering '
+                f"at {_E(st.where())}</b> (step {st.step}: {_E(st.what())}); its ramp ends there. "
+                "The headroom plot marks its last step with a red cross.</p>"
+            )
+    return "".join(out)
+
+
+def _stop_caption(s: Summary) -> str:
+    from .stopped import run_stop
+
+    st = run_stop(s, s.label)
+    if st is None:
+        return ""
+    kept = "the last row is that step" if st.kept else "no row: that step got no response"
+    return (
+        f'<p class="worse"><b>Stopped answering at {_E(st.where())}</b> (step {st.step}: {_E(st.what())}); '
+        f"{kept}; its failed requests are counted in errors.</p>"
+    )
 
 
 def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
@@ -146,6 +176,7 @@ def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
         f"<p><b>{_E(label or s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
         f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
         + _table(head, rows, wrap=(12,))
+        + _stop_caption(s)
     )
 
 

@@ -172,6 +172,25 @@ def _draw_density(ax, grids, colors) -> None:
         )
 
 
+def _draw_stop(ax, s: Summary, name: str, *, color, label: str) -> None:
+    """A cross at the run's last step when its server stopped answering, with where it stopped."""
+    from .stopped import run_stop
+
+    st = run_stop(s, label)
+    if st is None:
+        return
+    o, x, y = _steps_xy(s, name)
+    if not len(o):
+        return
+    kept = st.kept
+    ax.plot(x[-1], y[-1] * 1e3, "X", color="C3", mec="black", ms=13, zorder=7)
+    text = f"{label}: stopped answering at {st.where()}" + ("" if kept else " (the next step)")
+    ax.annotate(
+        text, (x[-1], y[-1] * 1e3), xytext=(-10, 14), textcoords="offset points", ha="right",
+        fontsize=9, color="C3", fontweight="bold", zorder=7,
+    )  # fmt: skip
+
+
 def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: bool) -> set[str]:
     """Each usable step at its throughput and latency, joined in concurrency order, with intervals."""
     drawn = set()
@@ -435,6 +454,7 @@ def headroom(
             drawn |= _draw_crossing(ax, s, color=color, label=label, y_bottom_s=y_bottom, row=runs.index(s))
         if color_by_time:
             _draw_by_time(ax, s, percentiles[-1], last=s is runs[-1], marginals=marginals)
+        _draw_stop(ax, s, names[-1], color=color, label=label)
     if objective and obj is not None:
         ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
         drawn.add("objective")

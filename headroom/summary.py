@@ -123,7 +123,7 @@ def analyze(
         steps,
         step_lat,
         run.cpu,
-        run.step_errors,
+        _with_rowless(run, len(steps)),
         rates=run.meta.step_rates,
         step_cpu_s=_step_cpu(run, len(steps)),
     )
@@ -136,6 +136,24 @@ def analyze(
         target_load_rps=target_load_rps,
     )
     return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
+
+
+def _with_rowless(run: Run, n: int) -> np.ndarray | None:
+    """The run's failed rows per step plus the failed requests ``headroom ramp`` counted that have no
+    row (connection refused, reset, timeout: ``step_rowless_errors``, or for older recordings
+    ``step_errors`` minus ``step_non2xx``), when the metadata gives them for every step."""
+    errs = run.step_errors
+    fields = run.meta.fields if run.meta is not None else {}
+    v = fields.get("step_rowless_errors")
+    if v is None:
+        e, nx = fields.get("step_errors"), fields.get("step_non2xx")
+        if isinstance(e, list) and isinstance(nx, list) and len(e) == len(nx) and None not in e:
+            v = [a - b if isinstance(a, int) and isinstance(b, int) else None for a, b in zip(e, nx)]
+    if errs is None or not isinstance(v, list) or len(v) != n:
+        return errs
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        return errs
+    return np.asarray(errs, np.int64) + np.asarray(v, np.int64)
 
 
 def _step_cpu(run: Run, n: int) -> np.ndarray | None:

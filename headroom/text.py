@@ -352,6 +352,27 @@ def _pair_lines(c) -> list[str]:
                 "?" if k["errors"] is None else str(k["errors"]),
             ]
         )
+    for st in getattr(c, "stopped", None) or []:
+        cand = st.label in c.candidate_labels
+        gone = "stopped"
+        rows.append(
+            [
+                "x" + (f"{st.level:g}/s" if st.open_loop else f"{st.level:g}"),
+                *(["-", gone] if cand else [gone, "-"]),
+                "",
+                "",
+                "",
+                "",
+                "",
+                *(
+                    ["", "?" if st.errors is None else f"{st.errors:,}"]
+                    if cand
+                    else ["?" if st.errors is None else f"{st.errors:,}", ""]
+                ),
+            ]
+        )
+    if getattr(c, "stopped", None):
+        lines.append("x = the level where a run stopped answering (its failed requests in err)")
     lines += _table(
         [
             "conc",
@@ -369,6 +390,11 @@ def _pair_lines(c) -> list[str]:
         "rrrrrrrrrr",
     )
     return lines
+
+
+def _stop_line(c, st) -> str:
+    side = "candidate" if st.label in c.candidate_labels else "baseline"
+    return f"STOPPED ANSWERING: {side} {st.label} at {st.where()} (step {st.step}: {st.what()})"
 
 
 def format_comparison(c) -> str:
@@ -391,6 +417,11 @@ def format_comparison(c) -> str:
         ),
         *_wrap(f"  {c.noise.describe()}", indent="    "),
         *(line for note in c.notes[2:] for line in _wrap(f"  {note}", indent="    ")),
+        *(
+            line
+            for st in getattr(c, "stopped", None) or []
+            for line in _wrap(f"  {_stop_line(c, st)}", indent="    ")
+        ),
         "",
     ]
     rows = []

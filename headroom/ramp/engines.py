@@ -19,11 +19,20 @@ launched only after the previous generator has exited.  vegeta writes
 absolute Unix-nanosecond timestamps; they are used as they are.
 
 Errors.  hey and oha write no row for a transport error (connection refused,
-reset, timeout): with a number of requests per step they are counted as
-requested minus rows; with a duration they are unknown (None).  vegeta
-writes a row with code 0 and the error text: such rows are kept with
-status-code 0 (headroom counts every non-2xx row as an error, never as a
-latency).  Non-2xx responses are rows with their status everywhere.
+reset, timeout).  hey's ``-o`` takes a Go template when it is neither empty nor
+``csv`` (requester/print.go, ``newTemplate``): headroom passes hey's own CSV
+template followed by a trailer with hey's result count and its error
+distribution (``ErrorDist``: every failed request, by error text), so the
+transport errors of every step are counted exactly, with a duration as with a
+number of requests.  oha runs with ``--output-format json`` (its summary, with
+``errorDistribution``) and ``--db-url`` (one row per successful request in
+SQLite) and ``-w`` (requests in flight at the deadline are waited for, up to
+the timeout, instead of aborted uncounted).  Output without that trailer or
+summary (an older recording, a test) falls back to requested minus rows with
+a number of requests, else unknown (None).  vegeta writes a row with code 0
+and the error text: such rows are kept with status-code 0 (headroom counts
+every non-2xx row as an error, never as a latency).  Non-2xx responses are
+rows with their status everywhere.
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ class StepRows:
     start_ns: list[int] = field(default_factory=list)
     response_time: list[str] = field(default_factory=list)  # seconds, as text
     status: list[int] = field(default_factory=list)
-    transport_errors: int | None = None  # rows the generator did not write, when known
+    transport_errors: int | None = None  # failed requests the generator wrote no row for, when known
+    error_kinds: dict[str, int] | None = None  # failed requests by kind (refused, reset, timeout, ...)
     warnings: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -149,13 +159,91 @@ class Engine:
         raise NotImplementedError
 
 
-class Hey(Engine):
-    """hey (github.com/rakyll/hey): ``hey -z D -c N -o csv URL`` or ``hey -n R -c N -o csv URL``.
+#: hey's own CSV template (requester/print.go, ``csvTmpl``), byte for byte ...
+HEY_CSV_TEMPLATE = (
+    "{{ $connLats := .ConnLats }}{{ $dnsLats := .DnsLats }}{{ $dnsLats := .DnsLats }}"
+    "{{ $reqLats := .ReqLats }}{{ $delayLats := .DelayLats }}{{ $resLats := .ResLats }}"
+    "{{ $statusCodeLats := .StatusCodes }}{{ $offsets := .Offsets}}"
+    "response-time,DNS+dialup,DNS,Request-write,Response-delay,Response-read,status-code,offset"
+    "{{ range $i, $v := .Lats }}\n{{ formatNumber $v }},{{ formatNumber (index $connLats $i) }},"
+    "{{ formatNumber (index $dnsLats $i) }},{{ formatNumber (index $reqLats $i) }},"
+    "{{ formatNumber (index $delayLats $i) }},{{ formatNumber (index $resLats $i) }},"
+    "{{ formatNumberInt (index $statusCodeLats $i) }},{{ formatNumber (index $offsets $i) }}{{ end }}"
+)
+HEY_TRAILER = b"\nheadroom-hey-results,"
+#: ... and a trailer: every result hey counted (rows and errors) and its error distribution
+HEY_TEMPLATE = (
+    HEY_CSV_TEMPLATE + HEY_TRAILER.decode() + "{{ .NumRes }}"
+    "{{ range $err, $num := .ErrorDist }}\nheadroom-hey-error,{{ $num }},{{ $err }}{{ end }}\n"
+)
 
-    CSV columns: ``response-time,DNS+dialup,DNS,Request-write,Response-delay,
-    Response-read,status-code,offset``, 4 decimals, in completion order;
-    no row for a transport error; at most 1,000,000 rows per run.  With ``-n``
-    hey sends ``(R // N) * N`` requests (each worker sends ``R // N``).
+
+def error_kind(text: str) -> str:
+    """A failed request's error text reduced to its kind: refused, reset, timeout, closed, other."""
+    t = text.lower()
+    if "refused" in t:
+        return "connection refused"
+    if "reset" in t or "broken pipe" in t:
+        return "connection reset"
+    if "timeout" in t or "deadline" in t or "timed out" in t:
+        return "timeout"
+    if "eof" in t or "closed" in t or "incomplete" in t:
+        return "connection closed"
+    return "other"
+
+
+def _kinds(dist: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for text, n in dist.items():
+        k = error_kind(text)
+        out[k] = out.get(k, 0) + n
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def split_hey_trailer(path: Path) -> tuple[int, dict[str, int]] | None:
+    """Cut headroom's trailer off hey's output (leaving hey's CSV) and read it: (results, error
+    distribution); None when the output has no trailer (hey run with ``-o csv``)."""
+    import mmap
+
+    size = path.stat().st_size
+    if size == 0:
+        return None
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        at = m.rfind(HEY_TRAILER)
+        if at < 0:
+            return None
+        tail = m[at + 1 :].decode("utf-8", "replace")
+    lines = tail.splitlines()
+    try:
+        results = int(lines[0].split(",", 1)[1])
+    except (IndexError, ValueError):
+        raise HeadroomError(f"hey wrote an unreadable result count {lines[0][:80]!r}") from None
+    dist: dict[str, int] = {}
+    last = None
+    for line in lines[1:]:
+        if line.startswith("headroom-hey-error,"):
+            n, _, text = line[len("headroom-hey-error,") :].partition(",")
+            try:
+                last = text
+                dist[text] = dist.get(text, 0) + int(n)
+            except ValueError:
+                raise HeadroomError(f"hey wrote an unreadable error count {line[:80]!r}") from None
+        elif line and last is not None:  # an error text with a newline in it
+            dist[last + "\n" + line] = dist.pop(last)
+            last = last + "\n" + line
+    with open(path, "r+b") as f:
+        f.truncate(at + 1)  # keep the last row's newline: a line without one reads as cut off
+    return results, dist
+
+
+class Hey(Engine):
+    """hey (github.com/rakyll/hey): ``hey -z D -c N -o TEMPLATE URL`` or ``hey -n R -c N -o TEMPLATE URL``.
+
+    The template is hey's CSV template plus a trailer (:data:`HEY_TEMPLATE`).  CSV
+    columns: ``response-time,DNS+dialup,DNS,Request-write,Response-delay,
+    Response-read,status-code,offset``, 4 decimals, in completion order; no row
+    for a transport error (the trailer counts them); at most 1,000,000 rows per
+    run.  With ``-n`` hey sends ``(R // N) * N`` requests (each worker sends ``R // N``).
     """
 
     name = "hey"
@@ -177,7 +265,7 @@ class Hey(Engine):
             cmd += ["-n", str(plan.requests)]
         else:
             cmd += ["-z", go_duration(plan.duration_s or 1.0)]
-        cmd += ["-c", str(plan.concurrency), "-t", str(max(1, round(plan.timeout_s))), "-o", "csv"]
+        cmd += ["-c", str(plan.concurrency), "-t", str(max(1, round(plan.timeout_s))), "-o", HEY_TEMPLATE]
         return [*cmd, *(extra or []), url]
 
     @staticmethod
@@ -191,6 +279,7 @@ class Hey(Engine):
         from ..formats import hey
 
         path = workdir / "out"
+        trailer = split_hey_trailer(path)
         with open(path, "rb") as f:
             header = f.readline().strip()
         cols = header.decode("utf-8", "replace").split(",")
@@ -201,7 +290,16 @@ class Hey(Engine):
         # hey writes 4 decimals: the same text again
         rows = rows_from_scan(path, hey.scan_csv, launch_ns, digits=4)
         requested = self.requested(plan)
-        if requested is not None:
+        if trailer is not None:  # exact: hey's own count of failed requests
+            results, dist = trailer
+            rows.transport_errors = sum(dist.values())
+            rows.error_kinds = _kinds(dist)
+            kept = results - rows.transport_errors
+            if kept < len(rows):
+                raise HeadroomError(
+                    f"hey counted {results} results with {rows.transport_errors} errors but wrote {len(rows)} rows"
+                )
+        elif requested is not None:
             rows.transport_errors = max(0, requested - len(rows))
         if len(rows) >= HEY_MAX_RESULTS:
             rows.warnings.append(
@@ -272,6 +370,8 @@ class Vegeta(Engine):
 
         rows = rows_from_scan(workdir / "out", vegeta.scan_csv, launch_ns)
         rows.transport_errors = sum(1 for c in rows.status if c == 0)
+        if rows.transport_errors:
+            rows.error_kinds = _kinds(_vegeta_errors(workdir / "out"))
         return rows
 
 
@@ -309,6 +409,18 @@ class Oha(Engine):
         if plan.requests is not None:
             rows.transport_errors = max(0, plan.requests - len(rows))
         return rows
+
+
+def _vegeta_errors(path: Path) -> dict[str, int]:
+    """vegeta's error texts (6th CSV column) of the rows with code 0, counted."""
+    import csv
+
+    dist: dict[str, int] = {}
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        for row in csv.reader(f):
+            if len(row) > 5 and row[1] == "0":
+                dist[row[5]] = dist.get(row[5], 0) + 1
+    return dist
 
 
 def rows_from_scan(path: Path, scan_csv, launch_ns: int, digits: int = 6) -> StepRows:

@@ -108,13 +108,17 @@ def build(rec) -> dict:
             "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
             "step_cpu_s": [None if s.cpu_s is None else round(s.cpu_s, 4) for s in steps],
             "requests": sum(s.requests for s in steps),
+            "step_rowless_errors": [s.rowless_errors for s in steps],
+            "step_error_kinds": [s.error_kinds for s in steps] if any(s.error_kinds for s in steps) else None,
             "errors": None if any(s.errors is None for s in steps) else sum(s.errors for s in steps),
             "errors_note": (
-                "hey and oha write no row for a transport error: with a duration per step those "
-                "are unknown (null); non-2xx responses are rows (step_non2xx)"
+                "the generator's output told no count of its transport errors (connection refused, "
+                "reset, timeout), which have no row: they are unknown (null); non-2xx responses are "
+                "rows (step_non2xx)"
             )
             if any(s.errors is None for s in steps)
-            else None,
+            else "step_errors = non-2xx rows (step_non2xx) + failed requests without a row "
+            "(step_rowless_errors: connection refused, reset, timeout, counted by the generator)",
             "row_order": "as the generator wrote them (hey: completion order)",
             "time_axis": "step launch time (time.time_ns() just before the generator starts) plus "
             "the generator's relative start offset"
@@ -124,6 +128,7 @@ def build(rec) -> dict:
             "end_time": rfc3339_ns(rec.end_ns) if rec.end_ns else None,
             "interrupted": rec.interrupted,
             "stopped_early": rec.stopped_early,
+            "stopped": rec.stopped,
             **_cpu(rec),
             "host": rec.host,
             "headroom_affinity": rec.affinity,
@@ -135,6 +140,8 @@ def build(rec) -> dict:
         "requests_per_step",
         "step_requested",
         "errors_note",
+        "step_error_kinds",
+        "stopped",
         "warnings",
         "cpu_pids",
         "max_workers",

@@ -237,6 +237,8 @@ class Step:
     generator_cpu_pct: float
     warnings: list[str] = field(default_factory=list)
     cpu_s: float | None = None  # the server's CPU seconds from launch to exit (None: not sampled)
+    rowless_errors: int | None = 0  # failed requests without a row in perfResults.csv (None: unknown)
+    error_kinds: dict | None = None  # failed requests by kind (refused, reset, timeout, ...)
 
     @property
     def throughput(self) -> float:
@@ -295,6 +297,13 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def _kinds_text(kinds: dict | None) -> str:
+    """``48,734 connection refused, 2 timeout`` (or ``kind unknown``)."""
+    if not kinds:
+        return "kind unknown"
+    return ", ".join(f"{n:,} {k}" for k, n in kinds.items())
 
 
 def _first_line(path: Path) -> str:
@@ -360,6 +369,8 @@ class Recorder:
         self.warnings: list[str] = []
         self.interrupted = False
         self.stopped_early: str | None = None
+        #: where and why the ramp ended early: {step, concurrency or rate, reason, by, requests, errors, ...}
+        self.stopped: dict | None = None
         self.start_ns = 0
         self.end_ns = 0
         self.engine_version = ""
@@ -448,28 +459,41 @@ class Recorder:
                 f"{what}: {self.engine.name} ran longer than the step limit of {self.step_limit:g}s and was "
                 "stopped; the step is dropped and the ramp ends there"
             )
+            self._stop(k, level, "generator", self.stopped_early, 0, None, None)
             return outcome, None, None
         if rc != 0:
             msg = _first_line(workdir / "err") or _first_line(workdir / "out")
             self.stopped_early = f"{what}: {self.engine.name} exited with code {rc}: {msg}"
+            self._stop(k, level, "generator", self.stopped_early, 0, None, None)
             return "failed", None, None
         try:
             self.engine.postprocess(workdir, timeout=max(30.0, self.step_limit))
             rows = self.engine.parse(workdir, launch_ns, plan)
         except (HeadroomError, OSError, subprocess.SubprocessError) as e:
             self.stopped_early = f"{what}: cannot read {self.engine.name}'s output: {e}"
+            self._stop(k, level, "generator", self.stopped_early, 0, None, None)
             return "failed", None, None
         if len(rows) == 0:
-            self.stopped_early = f"{what}: no response recorded (is the server down?); the ramp ends there"
+            n = rows.transport_errors
+            if n:
+                self.stopped_early = (
+                    f"{what}: the server stopped answering: all {n:,} requests failed "
+                    f"({_kinds_text(rows.error_kinds)}); the ramp ends there"
+                )
+            else:
+                self.stopped_early = (
+                    f"{what}: no response recorded (is the server down?); the ramp ends there"
+                )
+            self._stop(k, level, "server", self.stopped_early, n or 0, n, rows.error_kinds)
             return "empty", None, None
         non2xx = sum(1 for c in rows.status if not 200 <= c <= 299)
         transport = rows.transport_errors
         if transport is None:
-            errors = None
+            errors = rowless = None
         elif self.engine.name == "vegeta":
-            errors = non2xx  # vegeta's transport errors are rows with code 0, already non-2xx
+            errors, rowless = non2xx, 0  # vegeta's transport errors are rows with code 0, already non-2xx
         else:
-            errors = non2xx + transport
+            errors, rowless = non2xx + transport, transport
         first = min(rows.start_ns)
         last_end = max(s + round(float(r) * 1e9) for s, r in zip(rows.start_ns, rows.response_time))
         step = Step(
@@ -488,8 +512,40 @@ class Recorder:
             generator_cpu_pct=100.0 * gen_cpu_s / wall if wall > 0 else 0.0,
             warnings=[f"{what}: {w}" for w in rows.warnings],
             cpu_s=self._step_cpu_s,
+            rowless_errors=rowless,
+            error_kinds=rows.error_kinds or None,
         )
+        if (transport or (errors and errors == len(rows))) and not self.answering():
+            self.stopped_early = (
+                f"{what}: the server stopped answering: {errors:,} of {len(rows) + rowless:,} requests "
+                f"failed ({_kinds_text(rows.error_kinds)}) and it did not answer a request after the step; "
+                "the step is kept and the ramp ends there"
+            )
+            self._stop(k, level, "server", self.stopped_early, len(rows) + rowless, errors, rows.error_kinds)
+            return "stopped", step, rows
         return "ok", step, rows
+
+    def answering(self) -> bool:
+        """After a step with failed requests: does the server still answer one GET (any status)?"""
+        try:
+            preflight(self.url, timeout=min(5.0, max(1.0, self.request_timeout)))
+        except HeadroomError:
+            return False
+        return True
+
+    def _stop(self, k: int, level, by: str, reason: str, requests: int, errors, kinds) -> None:
+        """``stopped`` in metadata.yml: where the ramp ended and why (``by``: server or generator)."""
+        key = "rate" if self.open_loop else "concurrency"
+        self.stopped = {
+            "step": k + 1,
+            key: float(level) if self.open_loop else level,
+            "by": by,
+            "reason": reason,
+            "requests": requests,  # every request of that step, failed ones included
+            "errors": errors,  # its failed requests (None: unknown)
+            "error_kinds": kinds or None,
+            "step_kept": requests > (errors or 0),  # it has responses: a step of perfResults.csv
+        }
 
     def _level_text(self, level) -> str:
         return f"{level:g} req/s" if self.open_loop else f"concurrency {level}"
@@ -632,7 +688,9 @@ class Recorder:
         """Record step ``k`` (of ``self.levels``) and write it; False when the ramp ends here."""
         outcome, step, rows = self.run_step(k, self.levels[k], tmp, signals)
         shutil.rmtree(tmp / f"step{k + 1:03d}", ignore_errors=True)
-        if outcome != "ok":
+        if step is None:
+            self.end_ns = time.time_ns()
+            self.write_metadata()
             return False
         self.write_section(rows)
         self.steps.append(step)
@@ -640,7 +698,7 @@ class Recorder:
         self.end_ns = time.time_ns()
         self.write_metadata()
         self.progress_line(step)
-        return True
+        return outcome == "ok"
 
     def end(self, signals: _Signals) -> None:
         """Stop the sampler and write the CPU files and the final metadata (also after a failure)."""
