@@ -228,12 +228,13 @@ def verdict(c) -> Fragment:
                 _E(interval_text(m)),
                 ""
                 if m.noise is None
-                else f"{m.noise.sd:.1%} ({m.noise.df:g} df), {_E(_short_source(m.noise.source))}",
+                else f"{m.noise.sd:.1%} ({_df(m.noise.df)} df), {_E(_short_source(m.noise.source))}",
                 _E(big_pct(m.mdc)) if m.mdc is not None else "",
                 _E(decision),
             ]
         )
-    head = ["metric", "baseline", "candidate", "change", "interval", "noise per run", "detects", "decision"]
+    noise = "noise of a level pair" if c.design == "interleaved steps" else "noise per run"
+    head = ["metric", "baseline", "candidate", "change", "interval", noise, "detects", "decision"]
     pair_rows = []
     for p in c.pairs:
         b, k = p.baseline, p.candidate
@@ -309,3 +310,8 @@ def run_table(run) -> Fragment:
     ]
     body = "".join(f"<tr><th>{k}</th><td style='text-align:left'>{v}</td></tr>" for k, v in rows)
     return Fragment(f'<table class="headroom"><tbody>{body}</tbody></table>')
+
+
+def _df(df: float) -> str:
+    """Degrees of freedom for a reader: whole numbers as such, effective ones to one decimal."""
+    return f"{df:.0f}" if abs(df - round(df)) < 1e-9 or df >= 100 else f"{df:.1f}"

@@ -323,7 +323,7 @@ def _noise_rows(c) -> list[str]:
     else:
         lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
     rows = [
-        [m.name, f"{m.noise.sd:.1%}", f"{m.noise.df:g}", big_pct(m.mdc), _short_source(m.noise.source)]
+        [m.name, f"{m.noise.sd:.1%}", _df(m.noise.df), big_pct(m.mdc), _short_source(m.noise.source)]
         for m in c.metrics
         if m.decides and m.noise is not None
     ]
@@ -334,7 +334,10 @@ def _noise_rows(c) -> list[str]:
 def _pair_lines(c) -> list[str]:
     """The step pairs side by side."""
     lines: list[str] = []
-    lines += ["", "step pairs (latency in ms; * = saturated step, used for plateau throughput)"]
+    if c.design == "interleaved steps":
+        lines += ["", "step pairs (latency in ms; * = saturated step; throughput judged at every level)"]
+    else:
+        lines += ["", "step pairs (latency in ms; * = saturated step, used for plateau throughput)"]
     rows = []
     for p in c.pairs:
         b, k = p.baseline, p.candidate
@@ -518,3 +521,8 @@ def big_pct(v, fmt: str = "+.0%") -> str:
     if v is None:
         return "-"
     return ">+999%" if v > 9.99 else format(v, fmt).replace("%", "%")
+
+
+def _df(df: float) -> str:
+    """Degrees of freedom for a reader: whole numbers as such, effective ones to one decimal."""
+    return f"{df:.0f}" if abs(df - round(df)) < 1e-9 or df >= 100 else f"{df:.1f}"
