@@ -40,6 +40,11 @@ import numpy as np
 
 DESIGN = "interleaved steps"
 RHO_MAX = 0.8
+#: residual sd of a level pair's log ratio, measured on 16 real interleaved A/A recordings of nginx
+#: beside a CPU hog (data/calibration/interleaved/aa, 160 df): what the Holm weights of an
+#: interleaved comparison are planned with (never the comparison's own spread: weights that
+#: follow the data's noise estimate let small estimates both weigh more and reject more)
+DEFAULTS = {"plateau_rps": 0.46, "p50_s": 0.18, "p90_s": 0.52, "p99_s": 0.75, "cpu_s_per_req": 0.067}
 #: the lag-1 correlation is shrunk towards this value with the weight of RHO_PRIOR_DF residuals:
 #: one recording's 10 residuals say little about it (measured on real interleaved A/A
 #: recordings of nginx beside a CPU hog: +0.4 to +0.6 after the bias correction,
@@ -193,3 +198,16 @@ def estimate(d: list[np.ndarray], learned: PairedNoise | None = None) -> PairedE
             se, df = se_b, float(r - 1)
             how += f"; widened to the spread between the {r} recordings' means ({r - 1} df)"
     return PairedEstimate(d_mean, se, df, n, r, noise, how)
+
+
+def planned_se(key: str, pairs: int, recordings: int) -> tuple[float, float]:
+    """(standard error, df) a metric's paired mean would have at the default pair noise and the
+    prior correlation, for ``pairs`` level pairs in ``recordings`` recordings: the design's power."""
+    from .noise import canonical
+
+    k = canonical(key)
+    if k not in DEFAULTS:
+        k = "p99_s" if k.startswith("p") and k[1:3].isdigit() and int(k[1:3]) >= 90 else "p50_s"
+    levels = max(1.0, pairs / max(1, recordings))
+    vif = inflation(RHO_PRIOR, levels)
+    return DEFAULTS[k] * math.sqrt(vif / max(1, pairs)), max(1.0, pairs / vif - recordings)

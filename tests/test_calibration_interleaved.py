@@ -60,3 +60,41 @@ def test_kept_reduced_runs_equal_the_raw_files(name):
         a = to_json(analyze(reduce_run(str(run))))
         b = to_json(analyze(load_run_file(run / "reduced.npz")))
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _count(names, cpu, *verdicts):
+    v = [x for n in names for x in _verdicts(n, cpu)]
+    return sum(x in verdicts for x in v), len(v)
+
+
+def test_unchanged_builds_pass_and_never_alarm():
+    """A/A: every recording of aa, go-aa and aa-2 (36 recordings, each independent).
+
+    Published: no false alarm in 36 with or without the server's CPU, exit 0 in about 90 %
+    with it.  Asserted: at most 1 alarm of 36 each way (a gate that alarms 10 % of the time,
+    twice the 5 % allowed, passes this with probability 0.11 per mode, 0.01 for both); exit 0 in
+    at least 75 % with CPU (a gate at two thirds of 90 %, 60 %, passes with probability 0.03).
+    """
+    aa = _sets("aa") + _sets("go-aa")
+    for cpu in (True, False):
+        alarms, n = _count(aa, cpu, "regressed", "improved")
+        assert n >= 24 and alarms <= 1, (cpu, alarms, n)
+    passed, n = _count(aa, True, "improved", "no change", "no regression")
+    assert passed >= 0.75 * n, (passed, n)
+
+
+def test_a_cpu_per_request_change_is_caught_with_the_servers_cpu():
+    """cpu25 (+28 %) and go-cpu20 (x1.2): published 100 % caught (15 of 15); asserted all but one
+    (a gate with two thirds of that power, 67 %, passes with probability 0.02); never improved."""
+    caught, n = _count(["cpu25", "go-cpu20"], True, "regressed")
+    wrong, _ = _count(["cpu25", "go-cpu20"], True, "improved", "no change", "no regression")
+    assert n >= 14 and caught >= n - 1 and wrong == 0, (caught, n)
+
+
+def test_a_2x_change_is_caught_without_the_servers_cpu():
+    """x2 (nginx 2.3-2.5x) and go-x2 (x2.0), judged on throughput and latency alone, as a k6,
+    JMeter, Gatling, vegeta, oha or hey run is: published at least 80 % caught; asserted at least
+    75 % (a gate with two thirds of 90 %, 60 %, passes with probability 0.1); never improved."""
+    caught, n = _count(["x2", "go-x2"], False, "regressed")
+    wrong, _ = _count(["x2", "go-x2"], False, "improved", "no change", "no regression")
+    assert n >= 14 and caught >= 0.75 * n and wrong == 0, (caught, n)

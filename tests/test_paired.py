@@ -117,27 +117,30 @@ def test_the_paired_t_test_has_power_at_the_measured_cpu_noise():
     assert hits >= 300
 
 
-def test_power_weights_depend_on_noise_only_and_keep_the_family():
-    from headroom.compare import _Spec, _Test
-    from headroom.noise import NoiseEstimate
-
-    def t(key, se, d):
-        spec = _Spec(key, key, key, "", "lower", "all", key)
-        return _Test(spec, d, se, 10.0, NoiseEstimate(0.1, 10, ""), 11, 0.5, 1.0, 1.0)
-
-    a = {"cpu_s_per_req": t("cpu_s_per_req", 0.03, 0.0), "p50_s": t("p50_s", 0.15, 0.0)}
-    b = {"cpu_s_per_req": t("cpu_s_per_req", 0.03, 0.5), "p50_s": t("p50_s", 0.15, -0.4)}
-    wa, wb = power_weights(a, True, 0.1, 0.05), power_weights(b, True, 0.1, 0.05)
-    assert wa == wb  # the measured changes do not move the weights
-    assert sum(wa.values()) == pytest.approx(1.0) and wa["error_rate"] == pytest.approx(0.02)
-    assert wa["cpu_s_per_req"] > 0.8  # the precise metric gets the budget
-    assert wa["p50_s"] >= 0.05 * wa["cpu_s_per_req"] * 0.98  # and the noisy one keeps a floor
+def test_power_weights_follow_the_plan_and_keep_the_family():
+    # planned standard errors and df (design and reference noise, never the data's)
+    plan = {"cpu_s_per_req": (0.03, 10.0), "p50_s": (0.15, 10.0), "paired_plateau_rps": (0.2, 10.0)}
+    w = power_weights(plan, True, 0.1, 0.05)
+    assert sum(w.values()) == pytest.approx(1.0) and w["error_rate"] == pytest.approx(0.02)
+    assert w["cpu_s_per_req"] > 0.8  # the precise metric gets the budget
+    # throughput and p50 are one measurement in a closed loop: the weaker (throughput) keeps the floor
+    assert w["paired_plateau_rps"] == pytest.approx(0.05 * w["cpu_s_per_req"], rel=1e-9)
     # family error of weighted Holm with these weights, independent null p-values: <= 5 %
     rng = np.random.default_rng(2)
-    p = rng.random((20000, 3))
-    keys = list(wa)
-    any_false = sum(any(r for r, _ in weighted_holm(dict(zip(keys, row)), wa, 0.05).values()) for row in p)
+    p = rng.random((20000, 4))
+    keys = list(w)
+    any_false = sum(any(r for r, _ in weighted_holm(dict(zip(keys, row)), w, 0.05).values()) for row in p)
     assert any_false / 20000 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 20000)
+
+
+def test_weights_do_not_follow_the_datas_noise():
+    """Two interleaved A/A comparisons whose pairs differ in spread get the same Holm weights:
+    weights that followed the estimated noise gave a low estimate more weight and a smaller p."""
+    a1, b1 = synthetic.interleaved(31)
+    a2, b2 = synthetic.interleaved(32, pair_noise={"cpu_pair": 0.2, "pair": 0.1})
+    c1, c2 = compare_runs(a1, b1), compare_runs(a2, b2)
+    assert c1.metric("cpu_s_per_req").se != pytest.approx(c2.metric("cpu_s_per_req").se, rel=0.2)
+    assert c1.weights == pytest.approx(c2.weights)
 
 
 def test_partners_need_every_run_paired():
