@@ -314,4 +314,6 @@ def run_table(run) -> Fragment:
 
 def _df(df: float) -> str:
     """Degrees of freedom for a reader: whole numbers as such, effective ones to one decimal."""
-    return f"{df:.0f}" if abs(df - round(df)) < 1e-9 or df >= 100 else f"{df:.1f}"
+    if not math.isfinite(df) or df >= 100:
+        return f"{df:.0f}" if math.isfinite(df) else "inf"
+    return f"{df:.0f}" if abs(df - round(df)) < 1e-9 else f"{df:.1f}"
