@@ -60,3 +60,37 @@ def read_cpu(path):
         parts = line.split(",")
         rows.append((parse_time_ns(parts[0]), [float(p) for p in parts[1:]]))
     return sorted(rows)
+
+
+def read_ab(path):
+    """``ab -g`` rows as (start_ns, ttime_ms): ``seconds`` checked against the ``starttime`` ctime
+    text (ab's local time: equal up to a time-zone offset of whole quarter hours)."""
+    import time
+
+    lines = read_text(path).split("\n")
+    assert lines[0].split("\t") == ["starttime", "seconds", "ctime", "dtime", "ttime", "wait"], lines[0]
+    rows = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        text, sec, ctime, dtime, ttime, wait = line.split("\t")
+        off = calendar.timegm(time.strptime(text, "%a %b %d %H:%M:%S %Y")) - int(sec)
+        assert off % 900 == 0 and abs(off) <= 14 * 3600, (text, sec)
+        assert 0 <= int(wait) <= int(ttime) and abs(int(ctime) + int(dtime) - int(ttime)) <= 1
+        rows.append((int(sec) * 1_000_000_000, int(ttime)))
+    return rows
+
+
+def ab_summary(path):
+    """ab's own text summaries (stdout of several runs): per run, its concurrency, complete requests,
+    failed requests and the 'Percentage of the requests served' table {50: ms, ..., 100: ms}."""
+    import re
+
+    runs = []
+    for part in read_text(path).split("Benchmarking ")[1:]:
+        conc = int(re.search(r"Concurrency Level:\s+(\d+)", part)[1])
+        n = int(re.search(r"Complete requests:\s+(\d+)", part)[1])
+        failed = int(re.search(r"Failed requests:\s+(\d+)", part)[1])
+        pct = {int(p): int(v) for p, v in re.findall(r"^\s+(\d+)%\s+(\d+)", part, re.M)}
+        runs.append({"concurrency": conc, "requests": n, "failed": failed, "pct": pct})
+    return runs

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import HeadroomError
-from . import gatling, hey, jmeter, k6, oha, throughputramp, vegeta
+from . import ab, gatling, hey, jmeter, k6, oha, throughputramp, vegeta
 from ._common import COARSE_MS, EXACT, SUMMARY, Table
 from ._scan import first_line, head_bytes, is_text, read_bytes, short
 
@@ -91,6 +91,8 @@ FORMATS: dict[str, Format] = {
                "simulation.log of Gatling <= 3.11", "tab-separated RUN/USER/REQUEST records"),
         Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv,
                "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
+        Format("ab", ab.TOOL, ab.FIDELITY, ab.guess_tsv, ab.read_tsv, ab.EXPORT,
+               "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'"),
     )
 }  # fmt: skip
 
@@ -98,7 +100,7 @@ FORMATS: dict[str, Format] = {
 def _plan_classes():
     return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
             "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
-            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan}  # fmt: skip
+            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan, "ab": ab.plan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
@@ -107,6 +109,7 @@ _SCANS = {  # (module, scan function, finish function) of the formats whose read
     "vegeta-json": (vegeta, "scan_json", "finish"), "k6-csv": (k6, "scan_csv", "finish"),
     "k6-json": (k6, "scan_json", "finish"), "oha-csv": (oha, "scan_csv", "finish"),
     "hey": (hey, "scan_csv", "finish"),  # no finish: hey.read_requests reads it whole
+    "ab": (ab, "scan_tsv", "finish"),
 }  # fmt: skip
 
 
@@ -174,8 +177,11 @@ def summary_only(head: bytes) -> str | None:
         return ("looks like hey's text summary (one summary per run, no requests): run hey with "
                 "-o csv for one row per request")  # fmt: skip
     if b"Percentage served" in text[:200]:
-        return ("looks like 'ab -e' output (one percentile table per run): ab cannot write per-request data; "
-                "use hey -o csv, vegeta or oha --output-format csv")  # fmt: skip
+        return ("looks like 'ab -e' output (one percentile table per run): run ab with -g FILE "
+                "for one row per request")  # fmt: skip
+    if ab.looks_like_summary(text):
+        return ("looks like ApacheBench's text summary (one summary per run, no requests): run ab with "
+                "-g FILE for one row per request and give that file")  # fmt: skip
     if (
         (b"Running " in text[:200] and b"threads and" in text)
         or b"Thread Stats" in text
