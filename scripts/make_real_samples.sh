@@ -138,13 +138,14 @@ run_gatling_binary() {
       (cd "$HERE/gatling" && timeout $((5 * STEP_S + 300)) mvn -B -q gatling:test \
         -Dgatling.version="$v" -Dgatling-maven-plugin.version="$plugin" \
         -Dgatling.simulationClass="headroom.$sim" -DbaseUrl="$URL" -DstepSeconds="$STEP_S" \
-        -Dgatling.noReports=true) > "$OUT/gatling$v-$sim-summary.txt" || true
+        -Dgatling.noReports=true) > "$OUT/gatling${v//./_}-$sim-summary.txt" || true
       log=$(ls "$HERE"/gatling/target/gatling/*/simulation.log)
-      gzip -9 -c "$log" > "$OUT/gatling$v-$sim.log.gz"
+      gzip -9 -c "$log" > "$OUT/gatling${v//./_}-$sim.log.gz"
       run=$(basename "$(dirname "$log")")
       (cd "$HERE/gatling" && timeout 300 mvn -B -q gatling:test -Dgatling.version="$v" \
         -Dgatling-maven-plugin.version="$plugin" -Dgatling.reportsOnly="$run") \
-        | grep -v 'Reports generated\|file:///' > "$OUT/gatling$v-$sim-report.txt" || true
+        | sed -n '/^Parsing log file/,$p' | grep -v 'Reports generated\|file:///' \
+        > "$OUT/gatling${v//./_}-$sim-report.txt" || true
     done
   done
   rm -rf "$HERE/gatling/target"

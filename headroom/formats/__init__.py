@@ -87,8 +87,9 @@ FORMATS: dict[str, Format] = {
         Format("jmeter-xml", "JMeter", COARSE_MS, jmeter.guess_xml, jmeter.read_xml,
                "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
                "an XML <testResults> document"),
-        Format("gatling", "Gatling 3.0-3.11", COARSE_MS, gatling.guess, gatling.read,
-               "simulation.log of Gatling <= 3.11", "tab-separated RUN/USER/REQUEST records"),
+        Format("gatling", "Gatling", COARSE_MS, gatling.guess, gatling.read,
+               "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
+               "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record"),
         Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv,
                "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
         Format("ab", ab.TOOL, ab.FIDELITY, ab.guess_tsv, ab.read_tsv, ab.EXPORT,
@@ -160,9 +161,10 @@ def summary_only(head: bytes) -> str | None:
     ):
         return ("looks like vegeta's binary (gob) output of 'vegeta attack': convert it with "
                 "'vegeta encode -to csv' (or -to json) and read that")  # fmt: skip
-    if gatling.looks_binary_gatling(text):
-        return ("looks like the binary simulation.log of Gatling 3.12 or later, which headroom cannot read: "
-                "use Gatling <= 3.11 (text simulation.log)")  # fmt: skip
+    if text[:1] == b"\x00" and b"simulation" in text[:512].lower() and not gatling.guess(text):
+        return ("looks like a binary Gatling simulation.log, but not one headroom reads: Gatling 3.12 and "
+                "earlier write text, and the binary log of 3.13-3.16 starts with a RUN record holding the "
+                "Gatling version (a damaged file?)")  # fmt: skip
     if text.lstrip().startswith(b"{"):
         if b'"summary"' in text and (b'"successRate"' in text or b'"requestsPerSec"' in text):
             return ("looks like oha's JSON summary (one summary per run, no requests): run oha with "
