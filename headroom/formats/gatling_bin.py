@@ -196,68 +196,59 @@ def _version_ok(path: Path, version: str) -> None:
 
 def _be32(a: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """int32 big-endian at byte positions ``pos`` of ``a`` (each with 4 bytes after it)."""
-    out = np.empty(len(pos), np.int32)
-    rem = pos & 3
-    for k in range(4):
-        sel = rem == k
-        if sel.any():
-            view = np.frombuffer(a, ">i4", count=(len(a) - k) // 4, offset=k)
-            out[sel] = view[(pos[sel] - k) >> 2]
-    return out
+    v = a[pos].astype(np.uint32) << 24
+    v |= a[pos + 1].astype(np.uint32) << 16
+    v |= a[pos + 2].astype(np.uint32) << 8
+    v |= a[pos + 3]
+    return v.view(np.int32)
+
+
+def _keep(p: np.ndarray, cond: np.ndarray) -> np.ndarray:
+    return p if cond.all() else p[cond]
 
 
 def _candidates(a: np.ndarray, scenarios: int):
     """Positions where a record with only string references could start, its length, kind, and (for
-    requests) the offset of its times from the record start."""
+    requests) the offset of its times from the record start: byte tests first (cheap), then the
+    int32 fields of what is left."""
     n = len(a)
-    out_pos, out_len, out_kind, out_toff = [], [], [], []
-    head = a[: max(n - 8, 0)]
-    hdr = np.flatnonzero((head - np.uint8(1)) < np.uint8(ERROR))  # 1 to 4 (0 wraps to 255)
+    out = []  # (positions, length, kind, offset of the times)
+    hdr = np.flatnonzero((a[: max(n - 8, 0)] - np.uint8(1)) < np.uint8(ERROR))  # bytes 1 to 4 (0 wraps)
     h = a[hdr]
-    # USER: scenario index (>= 0), start byte 0/1, time: 10 bytes
-    u = hdr[(h == USER) & (hdr + 10 <= n)]
-    if len(u):
-        sc = _be32(a, u + 1)
-        u = u[(a[u + 5] <= 1) & (sc >= 0) & (sc < scenarios)]
-        out_pos.append(u), out_len.append(np.full(len(u), 10)), out_kind.append(np.full(len(u), USER))
-        out_toff.append(np.zeros(len(u), np.int64))
-    # ERROR: a referenced message, time: 9 bytes
-    e = hdr[(h == ERROR) & (hdr + 9 <= n)]
-    if len(e):
-        e = e[_be32(a, e + 1) < 0]
-        out_pos.append(e), out_len.append(np.full(len(e), 9)), out_kind.append(np.full(len(e), ERROR))
-        out_toff.append(np.zeros(len(e), np.int64))
-    # REQUEST and GROUP: g referenced group names, then (REQUEST) a referenced name
-    rg = hdr[((h == REQUEST) | (h == GROUP)) & (hdr + 9 <= n)]
-    if len(rg):
-        g = _be32(a, rg + 1)
-        keep = (g >= 0) & (g <= 8)
-        rg, g = rg[keep], g[keep]
-        for gv in np.unique(g).tolist():
-            p = rg[g == gv]
-            is_req = a[p] == REQUEST
-            size = np.where(is_req, 1 + 4 + 4 * gv + 4 + 8 + 1 + 4, 1 + 4 + 4 * gv + 12 + 1)
-            p, is_req, size = p[p + size <= n], is_req[p + size <= n], size[p + size <= n]
-            ok = np.ones(len(p), bool)
+    # USER: 10 bytes, a scenario index (< 65,536 here: its two high bytes 0), start byte 0/1
+    u = hdr[h == USER]
+    u = _keep(u, u + 10 <= n)
+    u = _keep(u, (a[u + 1] == 0) & (a[u + 2] == 0) & (a[u + 5] <= 1))
+    u = _keep(u, ((a[u + 3].astype(np.int64) << 8) | a[u + 4]) < scenarios)
+    out.append((u, 10, USER, 0))
+    # ERROR: 9 bytes, a referenced message (negative: high bit set)
+    e = hdr[h == ERROR]
+    e = _keep(e, e + 9 <= n)
+    out.append((_keep(e, a[e + 1] >= 0x80), 9, ERROR, 0))
+    # REQUEST and GROUP: g (0 to 8) referenced group names, then (REQUEST) a referenced name
+    for kind in (REQUEST, GROUP):
+        rg = hdr[h == kind]
+        rg = _keep(rg, (a[rg + 1] == 0) & (a[rg + 2] == 0) & (a[rg + 3] == 0) & (a[rg + 4] <= 8))
+        g = a[rg + 4]
+        for gv in np.unique(g).tolist() if len(g) and g.max() > 0 else [0] if len(g) else []:
+            p = rg if gv == 0 and not g.any() else rg[g == gv]
+            size = 1 + 4 + 4 * gv + (4 + 8 + 1 + 4 if kind == REQUEST else 12 + 1)
+            p = _keep(p, p + size <= n)
             for j in range(gv):
-                ok &= _be32(a, p + 5 + 4 * j) < 0
+                p = _keep(p, a[p + 5 + 4 * j] >= 0x80)
             q = p + 5 + 4 * gv  # REQUEST: the name; GROUP: start
-            ok &= np.where(is_req, _be32(a, np.where(is_req, q, 0)) < 0, True)
-            tq = np.where(is_req, q + 4, q)
-            st_b = a[np.where(is_req, q + 12, q + 12)]
-            ok &= st_b <= 1
-            ok &= np.where(is_req, _be32(a, np.where(is_req, q + 13, 0)) < 0, True)
-            s, e2 = _be32(a, tq), _be32(a, tq + 4)
-            ok &= s <= e2
-            out_pos.append(p[ok]), out_len.append(size[ok]), out_kind.append(a[p[ok]].astype(np.int64))
-            out_toff.append((tq - p)[ok])
-    if not out_pos:
-        z = np.zeros(0, np.int64)
-        return z, z, z, z
-    pos = np.concatenate(out_pos).astype(np.int64)
+            if kind == REQUEST:
+                p = _keep(p, (a[q] >= 0x80) & (a[q + 12] <= 1) & (a[q + 13] >= 0x80))
+                toff = 9 + 4 * gv
+            else:
+                p = _keep(p, a[q + 12] <= 1)
+                toff = 5 + 4 * gv
+            p = _keep(p, _be32(a, p + toff) <= _be32(a, p + toff + 4))
+            out.append((p, size, kind, toff))
+    pos = np.concatenate([x[0] for x in out]).astype(np.int64)
+    full = lambda i: np.concatenate([np.full(len(x[0]), x[i], np.int64) for x in out])  # noqa: E731
     order = np.argsort(pos, kind="stable")
-    return (pos[order], np.concatenate(out_len).astype(np.int64)[order],
-            np.concatenate(out_kind).astype(np.int64)[order], np.concatenate(out_toff).astype(np.int64)[order])  # fmt: skip
+    return pos[order], full(1)[order], full(2)[order], full(3)[order]
 
 
 class _Block:
