@@ -226,6 +226,7 @@ run_ab() {
     echo "== ab -k -t ${AB_S:-5} -n 1000000 -c $c -g ab-c$c.tsv $url" >> "$OUT/ab-summary.txt"
     timeout 120 ab -k -t "${AB_S:-5}" -n 1000000 -c "$c" -g "$WORK/ab-c$c.tsv" "$url" >> "$OUT/ab-summary.txt"
     gzip -9 -c "$WORK/ab-c$c.tsv" > "$OUT/ab-steps/ab-c$c.tsv.gz"
+    sleep 1  # starts are whole seconds: no two runs share one (added after the samples were made)
   done
   kill "$pid"; wait "$pid" || true
   { dpkg-query -W apache2-utils; ab -V | head -1; } > "$OUT/ab-version.txt"
