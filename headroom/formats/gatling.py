@@ -572,7 +572,7 @@ class GatlingPlan:
             self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no USER records: one step"
             return
         ue = ue if ue is not None else np.zeros(0, np.int64)
-        us, ue = np.sort(us), np.sort(ue)  # once: every chunk counts against them
+        us.sort(), ue.sort()  # once, in place (no copy): every chunk counts against them
         level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
