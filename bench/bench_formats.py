@@ -9,7 +9,8 @@ steps, errors, the reduction to histograms: what ``headroom summary``
 reads); "floor" is the fastest honest parse of the same bytes in the same
 run: ``pyarrow.csv.read_csv`` for CSV files (also Gatling's tab-separated
 log), ``pyarrow.json.read_json`` for JSON lines, ``ElementTree.iterparse``
-for XML.  The ratio is headroom / floor (lower is better; target 1.5x).
+for XML; for the binary Gatling log, which no other parser reads, headroom's own
+parse of its records (``gatling_bin.scan``) alone.  The ratio is headroom / floor (lower is better; target 1.5x).
 """
 
 from __future__ import annotations
@@ -125,6 +126,99 @@ def write_gatling(p, n):
             f.write(f"REQUEST\t\tindex\t{a}\t{a + la // 10**6}\t{'OK' if c == 200 else 'KO'}\t \n")
 
 
+def write_ab(p, n):
+    """ab -g rows: start (ctime text, local = UTC here, and whole seconds), ctime, dtime, ttime, wait (ms)."""
+    import time as _time
+
+    step, start, lat, code = _data(n)
+    sec = start // 10**9
+    ms = np.rint(lat / 1e6).astype(np.int64)
+    text = {}
+    with open(p, "w") as f:
+        f.write("starttime\tseconds\tctime\tdtime\tttime\twait\n")
+        for s_, m in zip(sec.tolist(), ms.tolist()):
+            t = text.get(s_) or text.setdefault(s_, _time.strftime("%a %b %d %H:%M:%S %Y", _time.gmtime(s_)))
+            f.write(f"{t}\t{s_}\t0\t{m}\t{m}\t{m}\n")
+
+
+def write_gatling_binary(p, n):
+    """A Gatling 3.16 binary simulation.log of a closed ramp, as constantConcurrentUsers writes it: 4, 8
+    then 16 users, each user one request (latency 0.2-30 ms) and the next user started when it ends;
+    records in time order (USER start, then REQUEST and USER end at the response); 1 % KO.  Name
+    "index" and message "" are defined by the first request, referred to after."""
+    import struct
+
+    levels = (4, 8, 16)
+    per = [n // 3, n // 3, n - 2 * (n // 3)]
+    lat = rng.integers(1, 30, n)  # ms
+    ok = rng.random(n) >= 0.01
+    start, slot_end, i = np.zeros(n, np.int64), 0, 0
+    for c, m in zip(levels, per):
+        slot = np.arange(m) % c
+        order = np.argsort(slot, kind="stable")  # each slot's requests one after another
+        lo = lat[i : i + m][order]
+        ends = np.empty(m, np.int64)
+        for k in range(c):  # per slot: cumulative latencies from the step start
+            sel = slice(np.searchsorted(slot[order], k), np.searchsorted(slot[order], k, "right"))
+            ends[sel] = slot_end + np.cumsum(lo[sel])
+        st = np.empty(m, np.int64)
+        st[order] = ends - lo
+        start[i : i + m] = st
+        slot_end, i = int(ends.max()) + 1, i + m
+    end = start + lat
+
+    def string(b):
+        return struct.pack(">i", len(b)) + (b + b"\x00" if b else b"")
+
+    t0 = T0 // 10**6
+    run = b"\x00" + string(b"3.16.0") + string(b"demo.Sim") + struct.pack(">q", t0) + string(b"")
+    run += struct.pack(">i", 1) + string(b"sim") + struct.pack(">i", 0)
+    user = np.dtype([("h", "u1"), ("sc", ">i4"), ("st", "u1"), ("t", ">i4")])
+    req = np.dtype([("h", "u1"), ("g", ">i4"), ("name", ">i4"), ("s", ">i4"), ("e", ">i4"), ("ok", "u1"),
+                    ("msg", ">i4")])  # fmt: skip
+    # events: 0 user start (at start), 1 request and 2 user end (at end), in time order
+    t = np.concatenate([start, end, end])
+    kind = np.repeat(np.arange(3), n)
+    idx = np.tile(np.arange(n), 3)
+    order = np.lexsort((kind, idx, t))  # by time, then request, then kind
+    with open(p, "wb") as f:
+        f.write(run)
+        first = True
+        for a_ in range(0, 3 * n, 1 << 20):
+            o = order[a_ : a_ + (1 << 20)]
+            k, j = kind[o], idx[o]
+            size = np.where(k == 1, req.itemsize, user.itemsize)
+            if first:  # the first event is user 0's start; its request defines the strings (written slowly)
+                first = False
+            off = np.concatenate([[0], np.cumsum(size)])
+            buf = np.zeros(int(off[-1]), np.uint8)
+            u = k != 1
+            ur = np.zeros(int(u.sum()), user)
+            ur["h"], ur["st"] = 2, k[u] == 0
+            ur["t"] = np.where(k[u] == 0, start[j[u]], end[j[u]])
+            rr = np.zeros(int((~u).sum()), req)
+            rr["h"], rr["name"], rr["msg"] = 1, -1, -2
+            rr["s"], rr["e"], rr["ok"] = start[j[~u]], end[j[~u]], ok[j[~u]]
+            for sel, recs, w in ((u, ur, user.itemsize), (~u, rr, req.itemsize)):
+                at = off[:-1][sel]
+                buf[(at[:, None] + np.arange(w)).ravel()] = recs.view(np.uint8)
+            data = buf.tobytes()
+            if a_ == 0:  # the first request record: define "index" (1) and "" (2) where it is
+                q = int(off[:-1][np.flatnonzero(~u)[0]])
+                s0, e0, ok0 = struct.unpack_from(">iib", data, q + 9)
+                rec0 = struct.pack(">bii", 1, 0, 1) + string(b"index") + struct.pack(">iib", s0, e0, ok0)
+                data = data[:q] + rec0 + struct.pack(">i", 2) + string(b"") + data[q + req.itemsize :]
+            f.write(data)
+
+
+def plain_gatling_binary(p):
+    # no parser of this format exists outside Gatling (JVM): headroom's own parse of the records
+    from headroom.formats import gatling_bin
+    from headroom.formats._batch import join
+
+    return len(join(list(gatling_bin.scan(p).batches())))
+
+
 def write_oha(p, n):
     step, start, lat, code = _data(n)
     with open(p, "w") as f:
@@ -207,6 +301,8 @@ CASES = [
     ("JMeter CSV", "jmeter.jtl", write_jmeter_csv, plain_csv),
     ("JMeter XML", "jmeter.xml", write_jmeter_xml, plain_xml),
     ("Gatling log", "simulation.log", write_gatling, plain_tsv),
+    ("Gatling binary log", "simulation-binary.log", write_gatling_binary, plain_gatling_binary),
+    ("ab -g", "ab.tsv", write_ab, lambda p: plain_csv(p, delimiter="\t")),
     ("oha CSV", "oha.csv", write_oha, plain_csv),
 ]
 

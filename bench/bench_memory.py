@@ -58,6 +58,8 @@ WRITERS = {
     "jmeter-csv": (BF.write_jmeter_csv, ".jtl"),
     "jmeter-xml": (BF.write_jmeter_xml, ".xml"),
     "gatling": (BF.write_gatling, ".log"),
+    "gatling-binary": (BF.write_gatling_binary, ".log"),
+    "ab": (BF.write_ab, ".tsv"),
     "oha-csv": (BF.write_oha, ".csv"),
 }
 

@@ -4,7 +4,9 @@
     python3 bench/bench_real.py --requests 200000    # smaller, quicker
 
 For each real sample in tests/data/formats/real/ (JMeter 5.6.3 CSV JTL
-``jmeter-stacked.csv.gz``, Gatling 3.11 ``gatling-ClosedRampSimulation.log.gz``,
+``jmeter-stacked.csv.gz``, Gatling 3.11 ``gatling-ClosedRampSimulation.log.gz``, Gatling 3.16.0
+binary ``gatling3_16_0-ClosedRampSimulation.log.gz`` (times shifted in the records; strings defined
+once), ApacheBench ``ab-steps/ab-c*.tsv.gz`` (the five steps one after another in one file),
 k6 ramping-vus CSV ``k6-ramping-vus.csv.gz``, vegeta ``vegeta-rates.csv.gz``)
 a file of about N requests is written to bench/_data/ (git-ignored) by tiling
 the sample's data rows k times (k = round(N / the sample's requests)), tile i
@@ -16,7 +18,8 @@ requests.
 
 Measured in the same run, best of 3, each run in a fresh child process:
 "floor" is ``pyarrow.csv.read_csv`` of the tiled file with the columns the
-reader needs (tab-separated, REQUEST-shaped rows, for Gatling); "headroom"
+reader needs (tab-separated, REQUEST-shaped rows, for Gatling; for the binary Gatling log, which no
+other parser reads, headroom's own parse of its records alone); "headroom"
 is ``headroom.reduce_run(path)`` (detection, parsing, checks, steps, errors,
 reduction to histograms).  The ratios are headroom / floor in CPU time (both cores' work)
 and wall time (lower is better);
@@ -87,6 +90,82 @@ def tile_gatling(k: int, out: Path) -> Path:
     return len(runs) + k * len(recs)
 
 
+def _gatling_binary_records(raw: bytes):
+    """The records of a Gatling 3.13+ binary log (no groups): (end of the RUN record, per record its
+    start, length, byte offsets of its int32 times, and its bytes with string definitions turned
+    into references, for the tiles after the first)."""
+    import struct
+
+    from headroom.formats import gatling_bin as G
+
+    r = G._Reader(Path("sample"))
+    p, _, _ = G._run_record(r, raw)
+    run_end, out = p, []
+    while p < len(raw):
+        h = raw[p]
+        end, _ = r.one(raw, p)
+        if h == G.USER:
+            out.append((p, end - p, (6,), None))
+        elif h == G.REQUEST:
+            assert struct.unpack_from(">i", raw, p + 1)[0] == 0, "groups"
+            idx = struct.unpack_from(">i", raw, p + 5)[0]
+            q = p + 9 if idx < 0 else r.string(raw, p + 9)
+            s, e, ok = struct.unpack_from(">iib", raw, q)
+            midx = struct.unpack_from(">i", raw, q + 9)[0]
+            ref = None
+            if idx > 0 or midx > 0:  # a string's first use: the later tiles refer to it
+                ref = struct.pack(">biiiibi", 1, 0, -abs(idx), s, e, ok, -abs(midx))
+            out.append((p, end - p, (q - p, q - p + 4), ref))
+        else:
+            raise AssertionError(f"record type {h}")
+        p = end
+    return run_end, out
+
+
+def tile_gatling_binary(k: int, out: Path) -> Path:
+    """The 3.16.0 closed-ramp binary log tiled k times: the RUN record once, each tile's times
+    (int32 ms since the run start) shifted by the tile's offset, strings defined once."""
+    with gzip.open(REAL / "gatling3_16_0-ClosedRampSimulation.log.gz", "rb") as f:
+        raw = f.read()
+    run_end, recs = _gatling_binary_records(raw)
+    body = bytearray()
+    time_pos = []
+    for p, n, offs, ref in recs:
+        at = len(body)
+        body += raw[p : p + n] if ref is None else ref
+        time_pos.extend(at + (o if ref is None else 9 + 4 * j) for j, o in enumerate(offs))
+    later = np.frombuffer(bytes(body), np.uint8).copy()
+    pos = np.array(time_pos, np.int64)
+    idx = pos[:, None] + np.arange(4)
+    t = later[idx].astype(np.int64) @ np.array([1 << 24, 1 << 16, 1 << 8, 1], np.int64)
+    shift = int(t.max() - t.min()) + 1000  # ms
+    with open(out, "wb") as f:
+        f.write(raw[:run_end])
+        f.write(raw[run_end:])
+        for i in range(1, k):
+            v = (t + i * shift).astype(">i4").view(np.uint8).reshape(-1, 4)
+            later[idx] = v
+            f.write(later.tobytes())
+    return 1 + k * len(recs)
+
+
+def tile_ab(k: int, out: Path) -> Path:
+    """The five ab -g files (c1 ... c16) one after another, tiled k times, as ONE ab -g file (the
+    reader's work per row is the same; a step folder is five of these)."""
+    rows = []
+    for c in (1, 2, 4, 8, 16):
+        rows += _lines(f"ab-steps/ab-c{c}.tsv.gz")[1:]
+    sec = np.array([int(r.split("\t")[1]) for r in rows], np.int64)
+    head = [r.split("\t")[0] for r in rows]
+    rest = [r.split("\t", 2)[2] for r in rows]
+    shift = int(sec.max() - sec.min()) + 1
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        f.write("starttime\tseconds\tctime\tdtime\tttime\twait\n")
+        for i in range(k):
+            f.writelines([f"{h}\t{s}\t{r}" for h, s, r in zip(head, (sec + i * shift).tolist(), rest)])
+    return 1 + k * len(rows)
+
+
 def tile_k6(k: int, out: Path) -> Path:
     lines = _lines("k6-ramping-vus.csv.gz")
     head, rows = lines[0], lines[1:]
@@ -146,6 +225,25 @@ def floor_gatling(p):
     ).num_rows
 
 
+def floor_gatling_binary(p):
+    # No parser of this format exists outside Gatling (JVM): the floor is headroom's own parse of the
+    # records (gatling_bin.scan, the rows joined), without steps, checks or histograms
+    from headroom.formats import gatling_bin
+    from headroom.formats._batch import join
+
+    return len(join(list(gatling_bin.scan(p).batches())))
+
+
+def floor_ab(p):
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(
+        p,
+        parse_options=pacsv.ParseOptions(delimiter="\t"),
+        convert_options=pacsv.ConvertOptions(include_columns=["seconds", "ttime"]),
+    ).num_rows
+
+
 def floor_k6(p):
     import pyarrow.csv as pacsv
 
@@ -175,6 +273,14 @@ CASES = {  # key: (label, sample, tiled name, tile, floor)
         tile_gatling,
         floor_gatling,
     ),  # fmt: skip
+    "gatling-binary": (
+        "Gatling 3.16 binary log (closed ramp)",
+        "gatling3_16_0-ClosedRampSimulation.log.gz",
+        "real-simulation-binary.log",
+        tile_gatling_binary,
+        floor_gatling_binary,
+    ),  # fmt: skip
+    "ab": ("ab -g (5 steps in one file)", "ab-steps/ab-c1.tsv.gz", "real-ab.tsv", tile_ab, floor_ab),
     "k6": ("k6 CSV (ramping-vus)", "k6-ramping-vus.csv.gz", "real-k6.csv", tile_k6, floor_k6),
     "vegeta": ("vegeta CSV (5 attacks)", "vegeta-rates.csv.gz", "real-vegeta.csv", tile_vegeta, floor_vegeta),
 }
@@ -242,7 +348,10 @@ def main() -> None:
     for key, (label, sample, name, tile, _floor) in CASES.items():
         if a.formats and key not in a.formats:
             continue
-        base = _requests(headroom.reduce_run(REAL / sample))
+        samples = (
+            [REAL / f"ab-steps/ab-c{c}.tsv.gz" for c in (1, 2, 4, 8, 16)] if key == "ab" else [REAL / sample]
+        )
+        base = sum(_requests(headroom.reduce_run(x)) for x in samples)
         k = max(1, round(a.requests / base))
         p = OUT / name
         t = time.perf_counter()

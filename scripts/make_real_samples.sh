@@ -3,9 +3,9 @@
 # the real tools, against a private nginx on 127.0.0.1 (loopback only; every
 # run bounded with `timeout`; nginx stopped by its PID at the end).
 #
-#   scripts/make_real_samples.sh [jmeter] [jmeter_stepping] [gatling] [k6] [vegeta] [oha]
+#   scripts/make_real_samples.sh [jmeter] [jmeter_stepping] [gatling] [gatling_binary] [k6] [vegeta] [oha] [ab]
 #
-# (no argument: all six).  Tools are fetched by their ordinary clients into
+# (no argument: all but gatling_binary and ab, which were added later: name them).  Tools are fetched by their ordinary clients into
 # $TOOLS (default ~/.cache/headroom-tools): JMeter 5.6.3 jars from Maven
 # Central (scripts/jmeter/pom.xml), Gatling 3.11.5 through gatling-maven-plugin
 # (scripts/gatling/), k6 and vegeta (module github.com/tsenart/vegeta/v12) with `go install`, oha with `cargo install`.
@@ -125,6 +125,32 @@ run_gatling() {
   rm -rf "$HERE/gatling/target"
 }
 
+# ---------------------------------------------- Gatling 3.13+ (binary simulation.log)
+# GATLING_BINARY_VERSIONS (default "3.16.0 3.13.5"), all with gatling-maven-plugin $GATLING_PLUGIN
+# (4.21.0 resolves 3.16.0, which Maven Central's version list does not show).  The same two
+# simulations as for 3.11; the log is kept as Gatling wrote it (gzip -9), Gatling's console summary
+# (the run) and its report of the log (reportsOnly) beside it.
+run_gatling_binary() {
+  local sim v log run plugin=${GATLING_PLUGIN:-4.21.0}
+  for v in ${GATLING_BINARY_VERSIONS:-3.16.0 3.13.5}; do
+    for sim in ClosedRampSimulation OpenRampSimulation; do
+      rm -rf "$HERE/gatling/target/gatling"
+      (cd "$HERE/gatling" && timeout $((5 * STEP_S + 300)) mvn -B -q gatling:test \
+        -Dgatling.version="$v" -Dgatling-maven-plugin.version="$plugin" \
+        -Dgatling.simulationClass="headroom.$sim" -DbaseUrl="$URL" -DstepSeconds="$STEP_S" \
+        -Dgatling.noReports=true) > "$OUT/gatling${v//./_}-$sim-summary.txt" || true
+      log=$(ls "$HERE"/gatling/target/gatling/*/simulation.log)
+      gzip -9 -c "$log" > "$OUT/gatling${v//./_}-$sim.log.gz"
+      run=$(basename "$(dirname "$log")")
+      (cd "$HERE/gatling" && timeout 300 mvn -B -q gatling:test -Dgatling.version="$v" \
+        -Dgatling-maven-plugin.version="$plugin" -Dgatling.reportsOnly="$run") \
+        | sed -n '/^Parsing log file/,$p' | grep -v 'Reports generated\|file:///' \
+        > "$OUT/gatling${v//./_}-$sim-report.txt" || true
+    done
+  done
+  rm -rf "$HERE/gatling/target"
+}
+
 # ------------------------------------------------------------------------- k6
 run_k6() {
   [ -x "$TOOLS/bin/k6" ] || GOBIN=$TOOLS/bin nice go install "go.k6.io/k6@$K6_VERSION"
@@ -178,6 +204,32 @@ run_oha() {
     gzip -9 -c "$WORK/oha-q$r.csv" > "$OUT/oha-rates/oha-q$r.csv.gz"
   done
   "$oha" --version > "$OUT/oha-version.txt"
+}
+
+# ------------------------------------------------------------------------- ab
+run_ab() {
+  # ApacheBench (Debian apache2-utils) against testserver (-work $AB_WORK SHA-256 rounds per request,
+  # about 1 ms of CPU; nginx answers in well under ab's 1 ms resolution, every latency would be 0):
+  # one run per concurrency 1, 2, 4, 8, 16 of AB_S seconds (keep-alive, GET /), each with its `-g`
+  # per-request file named by its concurrency (ab-steps/ab-c<C>.tsv.gz) and ab's own text summary
+  # (stdout) in ab-summary.txt.  ab reaches one URL per run: no error mix.
+  local c srv pid
+  srv=$WORK/testserver
+  (cd "$HERE/../testserver" && timeout 600 go build -trimpath -o "$srv" .)
+  "$srv" -work "${AB_WORK:-12000}" -port-file "$WORK/ts.port" -max-lifetime 10m 2> "$WORK/ts.log" &
+  pid=$!
+  for _ in $(seq 50); do [ -s "$WORK/ts.port" ] && break; sleep 0.1; done
+  local url=http://127.0.0.1:$(cat "$WORK/ts.port")/
+  mkdir -p "$OUT/ab-steps"
+  : > "$OUT/ab-summary.txt"
+  for c in 1 2 4 8 16; do
+    echo "== ab -k -t ${AB_S:-5} -n 1000000 -c $c -g ab-c$c.tsv $url" >> "$OUT/ab-summary.txt"
+    timeout 120 ab -k -t "${AB_S:-5}" -n 1000000 -c "$c" -g "$WORK/ab-c$c.tsv" "$url" >> "$OUT/ab-summary.txt"
+    gzip -9 -c "$WORK/ab-c$c.tsv" > "$OUT/ab-steps/ab-c$c.tsv.gz"
+    sleep 1  # starts are whole seconds: no two runs share one (added after the samples were made)
+  done
+  kill "$pid"; wait "$pid" || true
+  { dpkg-query -W apache2-utils; ab -V | head -1; } > "$OUT/ab-version.txt"
 }
 
 start_nginx

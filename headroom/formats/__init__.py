@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import HeadroomError
-from . import gatling, hey, jmeter, k6, oha, throughputramp, vegeta
+from . import ab, gatling, hey, jmeter, k6, oha, throughputramp, vegeta
 from ._common import COARSE_MS, EXACT, SUMMARY, Table
 from ._scan import first_line, head_bytes, is_text, read_bytes, short
 
@@ -87,10 +87,13 @@ FORMATS: dict[str, Format] = {
         Format("jmeter-xml", "JMeter", COARSE_MS, jmeter.guess_xml, jmeter.read_xml,
                "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
                "an XML <testResults> document"),
-        Format("gatling", "Gatling 3.0-3.11", COARSE_MS, gatling.guess, gatling.read,
-               "simulation.log of Gatling <= 3.11", "tab-separated RUN/USER/REQUEST records"),
+        Format("gatling", "Gatling", COARSE_MS, gatling.guess, gatling.read,
+               "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
+               "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record"),
         Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv,
                "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
+        Format("ab", ab.TOOL, ab.FIDELITY, ab.guess_tsv, ab.read_tsv, ab.EXPORT,
+               "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'"),
     )
 }  # fmt: skip
 
@@ -98,7 +101,7 @@ FORMATS: dict[str, Format] = {
 def _plan_classes():
     return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
             "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
-            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan}  # fmt: skip
+            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan, "ab": ab.plan}  # fmt: skip
 
 
 _SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
@@ -107,6 +110,7 @@ _SCANS = {  # (module, scan function, finish function) of the formats whose read
     "vegeta-json": (vegeta, "scan_json", "finish"), "k6-csv": (k6, "scan_csv", "finish"),
     "k6-json": (k6, "scan_json", "finish"), "oha-csv": (oha, "scan_csv", "finish"),
     "hey": (hey, "scan_csv", "finish"),  # no finish: hey.read_requests reads it whole
+    "ab": (ab, "scan_tsv", "finish"),
 }  # fmt: skip
 
 
@@ -157,9 +161,10 @@ def summary_only(head: bytes) -> str | None:
     ):
         return ("looks like vegeta's binary (gob) output of 'vegeta attack': convert it with "
                 "'vegeta encode -to csv' (or -to json) and read that")  # fmt: skip
-    if gatling.looks_binary_gatling(text):
-        return ("looks like the binary simulation.log of Gatling 3.12 or later, which headroom cannot read: "
-                "use Gatling <= 3.11 (text simulation.log)")  # fmt: skip
+    if text[:1] == b"\x00" and b"simulation" in text[:512].lower() and not gatling.guess(text):
+        return ("looks like a binary Gatling simulation.log, but not one headroom reads: Gatling 3.12 and "
+                "earlier write text, and the binary log of 3.13-3.16 starts with a RUN record holding the "
+                "Gatling version (a damaged file?)")  # fmt: skip
     if text.lstrip().startswith(b"{"):
         if b'"summary"' in text and (b'"successRate"' in text or b'"requestsPerSec"' in text):
             return ("looks like oha's JSON summary (one summary per run, no requests): run oha with "
@@ -174,8 +179,11 @@ def summary_only(head: bytes) -> str | None:
         return ("looks like hey's text summary (one summary per run, no requests): run hey with "
                 "-o csv for one row per request")  # fmt: skip
     if b"Percentage served" in text[:200]:
-        return ("looks like 'ab -e' output (one percentile table per run): ab cannot write per-request data; "
-                "use hey -o csv, vegeta or oha --output-format csv")  # fmt: skip
+        return ("looks like 'ab -e' output (one percentile table per run): run ab with -g FILE "
+                "for one row per request")  # fmt: skip
+    if ab.looks_like_summary(text):
+        return ("looks like ApacheBench's text summary (one summary per run, no requests): run ab with "
+                "-g FILE for one row per request and give that file")  # fmt: skip
     if (
         (b"Running " in text[:200] and b"threads and" in text)
         or b"Thread Stats" in text

@@ -284,7 +284,7 @@ def diagnose_block(block: Block, path: Path, ncols: int, row_problem, why: str, 
     return diagnose_csv(block.text(), path, ncols, False, row_problem, delimiter, why, line0=block.line0)
 
 
-def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False):
+def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, newlines=False, delimiter=","):
     """One block parsed by pyarrow (only the typed columns), else the error naming its bad line."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -293,14 +293,14 @@ def read_block_csv(block: Block, path: Path, *, columns, types, row_problem, new
         return pacsv.read_csv(
             pa.BufferReader(block.data),
             read_options=pacsv.ReadOptions(column_names=columns, use_threads=len(block.data) >= 1 << 20),
-            parse_options=pacsv.ParseOptions(newlines_in_values=newlines),
+            parse_options=pacsv.ParseOptions(newlines_in_values=newlines, delimiter=delimiter),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, include_columns=list(types), null_values=[""],
                 strings_can_be_null=False, quoted_strings_can_be_null=False,
             ),
         )  # fmt: skip
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise diagnose_block(block, path, len(columns), row_problem, str(exc)) from None
+        raise diagnose_block(block, path, len(columns), row_problem, str(exc), delimiter) from None
 
 
 def json_read_options(block: Block):

@@ -1,12 +1,12 @@
-"""Gatling ``simulation.log``, the tab-separated text log of Gatling 3.0 up to 3.11.
+"""Gatling ``simulation.log``: the tab-separated text log of Gatling 3.0 up to 3.12 (here), and the
+binary log of 3.13 and later (:mod:`.gatling_bin`, chosen by :func:`scan` from the first bytes).
 
 Records used: ``REQUEST`` (start and end in ms since the epoch, ``OK``/``KO``)
 and ``USER`` (``START``/``END`` of a virtual user).  Gatling 3.0-3.3 wrote
 ``REQUEST<TAB>scenario<TAB>userId<TAB>groups<TAB>name<TAB>start<TAB>end<TAB>status<TAB>message``,
 3.4-3.11 ``REQUEST<TAB>groups<TAB>name<TAB>start<TAB>end<TAB>status<TAB>message``: the
 reader finds the status field and takes the two times before it, so both
-read.  Per request, millisecond times.  The binary log of Gatling 3.12+ is
-not read (refused with a message).  Steps: the held levels of active users
+read.  Per request, millisecond times.  Steps (both logs): the held levels of active users
 (USER START/END records around each request, headroom.levels); in an open
 model the rates users were started at; else one step.
 
@@ -30,21 +30,19 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import gatling_bin
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
-from ._scan import np_column
+from ._scan import head_bytes, np_column
 
 
 def guess(head: bytes) -> bool:
+    if gatling_bin.looks_binary(head):
+        return True
     first = head.split(b"\n", 1)[0]
     return first.startswith(b"RUN\t") or (b"\tREQUEST\t" in head[:4096]) or head.startswith(b"REQUEST\t")
-
-
-def looks_binary_gatling(head: bytes) -> bool:
-    # 3.12+: a binary log that starts with a RUN record (header byte 0) and the Gatling version string
-    return head[:1] == b"\x00" and b"simulation" in head[:512].lower()
 
 
 def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
@@ -477,8 +475,12 @@ def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     Batches of its REQUEST records (``ok``; no status, no key); the USER records' times
     are collected on the side: ``side["user_start_ms"]``, ``side["user_end_ms"]`` (int64,
     in file order).  A bad record is named at its line; "no REQUEST records" at the end.
+    A binary log (Gatling 3.13+) is read by :func:`.gatling_bin.scan` (``line``: record number).
     """
-    return _scan(Path(path), chunk_bytes, None)
+    path = Path(path)
+    if gatling_bin.looks_binary(head_bytes(path)[:64]):
+        return gatling_bin.scan(path, chunk_bytes=chunk_bytes)
+    return _scan(path, chunk_bytes, None)
 
 
 def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
@@ -545,7 +547,12 @@ def finish(sc: Scan, rows: Batch) -> Table:
 def read(path: Path, data: bytes | None = None) -> Table:
     """A Gatling simulation.log: its REQUEST records, steps from its USER records
     (``data``: the file's bytes when already read)."""
-    sc = _scan(Path(path), CHUNK_BYTES, data)
+    if data is not None and gatling_bin.looks_binary(data[:64]):
+        sc = gatling_bin.scan(Path(path), data=data)
+    elif data is None:
+        sc = scan(path)
+    else:
+        sc = _scan(Path(path), CHUNK_BYTES, data)
     return finish(sc, join(list(sc.batches())))
 
 
@@ -565,6 +572,7 @@ class GatlingPlan:
             self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no USER records: one step"
             return
         ue = ue if ue is not None else np.zeros(0, np.int64)
+        us.sort(), ue.sort()  # once, in place (no copy): every chunk counts against them
         level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
