@@ -604,7 +604,7 @@ def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
 
             raise csv_family_folder(files.steps[0])
         return "csv", [CsvSource(p, s) for p in files.steps]
-    if fmts[0] == "oha-csv":  # relative times: one file per step, one after another
+    if fmts[0] in ("oha-csv", "ab"):  # oha: relative times; ab: starts to the second: one file per step
         return "one", [StepFilesSource(files, s, fmts[0])]
     return "spooled", [SpoolSource(p, s, fmts[0]) for p in files.steps]
 

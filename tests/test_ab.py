@@ -116,11 +116,6 @@ def test_forced_format_names_what_the_file_is(tmp_path):
     assert r.returncode == 2 and "ApacheBench" in r.stderr and "--format ab" in r.stderr, r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs headroom/reading.py and headroom/io.py to read ab files one file per step, as oha "
-    "(whole-second starts: back-to-back runs share a second and look like generators running together)",
-)
 def test_back_to_back_runs_that_share_every_boundary_second_are_still_steps(tmp_path):
     for c in LEVELS:
         rows = gzip.decompress((STEPS / f"ab-c{c}.tsv.gz").read_bytes()).decode().splitlines()
