@@ -225,6 +225,17 @@ def measure(variants: list[str]) -> int:
     return 0
 
 
+def start_hog(seed: int, seconds: float, work: Path, cpu: str = SERVER_CPU) -> subprocess.Popen:
+    """The seeded CPU hog pinned to ``cpu``, bounded by ``seconds``, its schedule in work/hog.log."""
+    return subprocess.Popen(
+        ["taskset", "-c", cpu, sys.executable, str(ROOT / "scripts" / "cpu_hog.py")]
+        + ["--seed", str(seed), "--duration", str(seconds)],
+        stdin=subprocess.DEVNULL,
+        stderr=open(work / "hog.log", "w"),
+        start_new_session=True,
+    )
+
+
 def record(name: str) -> int:
     va, vb, repeats, seed = SETS[name]
     dest = OUT / name
@@ -237,13 +248,7 @@ def record(name: str) -> int:
     try:
         a, b = Pair(va, work).start(), Pair(vb, work).start()
         pairs = [a, b]
-        hog = subprocess.Popen(
-            ["taskset", "-c", SERVER_CPU, sys.executable, str(ROOT / "scripts" / "cpu_hog.py")]
-            + ["--seed", str(seed), "--duration", str(budget)],
-            stdin=subprocess.DEVNULL,
-            stderr=open(work / "hog.log", "w"),
-            start_new_session=True,
-        )
+        hog = start_hog(seed, budget, work)
         desc = (
             f"calibration set {name}: nginx {nginx_version()} reverse proxy (1 worker) in front of a "
             f"backend nginx (1 worker) serving a 1024-byte file; A = proxy variant {va}, B = {vb}; "

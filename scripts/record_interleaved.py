@@ -123,13 +123,7 @@ def record(name: str) -> int:
         pairs.append(a)
         b = make(vb, work).start()
         pairs.append(b)
-        hog = subprocess.Popen(
-            ["taskset", "-c", SERVER_CPU, sys.executable, str(ROOT / "scripts" / "cpu_hog.py")]
-            + ["--seed", str(seed), "--duration", str(budget)],
-            stdin=subprocess.DEVNULL,
-            stderr=open(work / "hog.log", "w"),
-            start_new_session=True,
-        )
+        hog = rc.start_hog(seed, budget, work, SERVER_CPU)
         cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url]
         cmd += ["--interleave", "steps", "--repeats", str(n), "-o", str(dest)]
         cmd += ["--concurrency", CONC, "--step-duration", STEP, "--pause", PAUSE]
