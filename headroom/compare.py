@@ -852,7 +852,7 @@ def compare_runs(
     how = how + (
         "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     )
-    notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides)]
+    notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
     both = stop_note(side_stops)
     if both:
         notes.append(both)
@@ -1129,8 +1129,9 @@ def _load_means(sides, key: str = "mean_percent") -> list[list[float | None]]:
     return out
 
 
-def _load_notes(sides) -> list[str]:
+def _load_notes(sides, paired: bool = False) -> list[str]:
     notes = []
+    when = "during each side's steps" if paired else "during the runs"
     for key, what in (
         ("mean_percent", "CPU used by other processes"),
         ("steal_mean_percent", "CPU stolen by the host"),
@@ -1139,7 +1140,7 @@ def _load_notes(sides) -> list[str]:
         if any(v is None for side in means for v in side):
             continue
         b, c = (", ".join(f"{v:.0f}" for v in side) for side in means)
-        notes.append(f"{what} during the runs (% of the machine): baseline {b}; candidate {c}")
+        notes.append(f"{what} {when} (% of the machine): baseline {b}; candidate {c}")
     return notes
 
 

@@ -161,7 +161,9 @@ def _load_several(files: RunFiles, s: ReadSettings) -> tuple:
 
     fmt = _one_format(files, s.format)
     each = dataclasses.replace(s, concurrency=None)
-    relative = fmt in ("oha-csv", "ab") or (fmt in CSV_FAMILY and any(relative_offsets(p) for p in files.steps))
+    relative = fmt in ("oha-csv", "ab") or (
+        fmt in CSV_FAMILY and any(relative_offsets(p) for p in files.steps)
+    )
     loaded = None
     if not relative:
         sources = [TableSource(files, each, fmt, p) for p in files.steps]

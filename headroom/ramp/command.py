@@ -25,7 +25,7 @@ examples:
   headroom compare --baseline runs/ab/v1.4-* --candidate runs/ab/v1.5-rc1-*
   # A and B alternating at every concurrency level of one recording (the strongest design on a
   # shared machine: both sides of a level see the same host); compare pairs them level by level
-  headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \
+  headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \\
       --cpu-pid-a 1234 --cpu-pid-b 5678
   headroom compare runs/il/a-01 runs/il/b-01
   # ... or keep recording ABBA blocks until compare decides (at most 6 runs a side)
@@ -38,13 +38,15 @@ The ramp: --concurrency LOW:HIGH:STEP runs one closed-loop step per level
 fixed total rates instead (vegeta or oha).  Steps run back to back.
 
 CPU: --cpu-pid samples those processes and all their children once a second
+and at every step's launch and end (step_cpu_s in metadata.yml: each step's
+exact CPU seconds, so its CPU per request is not smeared across steps)
 (percent of all the machine's cores; give the server's master PID).  Without it the whole
 machine is sampled, one column per CPU.  The generator's own CPU is recorded
 too, and a warning says when it, not the server, set the ceiling.
 
 Foreign load: every ramp also records, once a second, the machine's CPU used
-by processes other than the sampled server(s), the generator and headroom
-(percent of the whole machine, all cores = 100) and the kernel's steal time,
+by processes other than the sampled server(s), the --exclude-pid processes,
+the generator and headroom (percent of the whole machine, all cores = 100) and the kernel's steal time,
 in hostCpuStats.csv and foreign_cpu in metadata.yml; a warning says when
 other processes used more than 10 % of the machine during the load.
 
@@ -67,9 +69,11 @@ the machine's state; a-01 and b-01 are written as normal run folders with
 the design in metadata (ab.design), and headroom compare uses the level
 pairs as its replicates.  --repeats N records N such recordings (a-01/b-01,
 a-02/b-02, ..., each starting with the other side); --until-decided looks
-after every recording.
+after every recording.  A recording stops at the first level where either
+side stops; the other side keeps the levels it completed.
 
-Sequential (--until-decided): after every ABBA block (2 runs a side) headroom
+Sequential (--until-decided): after every ABBA block (2 runs a side), or
+after every recording with --interleave steps (L = --max-repeats looks), headroom
 compares what it has and stops as soon as the verdict is not inconclusive, or
 at --max-repeats runs a side.  Every look uses the confidence
 1 - (1 - C) / L (Bonferroni over the L = ceil(max-repeats / 2) possible
@@ -133,8 +137,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PID",
-        help="part of the system under test but not sampled as the server (a backend, a database): "
-        "its CPU is not counted as foreign load (repeatable)",
+        help="a process (and its children) of the system under test that is not the server, e.g. a database "
+        "both sides share: its CPU is not counted as foreign load (repeatable, or PID,PID; with --ab too; "
+        "a side's own backend belongs in --cpu-pid-a/-b)",
     )
     p.add_argument("--cpu-interval", default="1s", metavar="DUR", help="CPU sampling interval (default: 1s)")
     p.add_argument(
@@ -197,7 +202,11 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
         help="--ab: alternate whole runs in ABBA order (runs, the default) or A and B within every "
         "load level of one recording (steps: AB at one level, BA at the next; a-01 and b-01 are one recording)",
     )
-    g.add_argument("--repeats", metavar="N", help="--ab: runs per side (default: 2; --interleave steps: 1)")
+    g.add_argument(
+        "--repeats",
+        metavar="N",
+        help="--ab: runs per side (default: 2), or recordings with --interleave steps (default: 1)",
+    )
     g.add_argument(
         "--cpu-pid-a",
         action="append",
@@ -214,13 +223,23 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--label-a", metavar="TEXT", help="--ab: A's label and folder prefix (default: a)")
     g.add_argument("--label-b", metavar="TEXT", help="--ab: B's label and folder prefix (default: b)")
-    g.add_argument("--pause", default="2s", metavar="DUR", help="--ab: idle time between runs (default: 2s)")
+    g.add_argument(
+        "--pause",
+        default="2s",
+        metavar="DUR",
+        help="--ab: idle time between runs or recordings (default: 2s)",
+    )
     g.add_argument(
         "--until-decided",
         action="store_true",
-        help="--ab: after each ABBA block compare A with B; stop when decided or at --max-repeats",
+        help="--ab: after each ABBA block (--interleave steps: each recording) compare A with B; stop when "
+        "decided or at --max-repeats",
     )
-    g.add_argument("--max-repeats", metavar="N", help="--until-decided: at most N runs per side (default: 6)")
+    g.add_argument(
+        "--max-repeats",
+        metavar="N",
+        help="--until-decided: at most N runs per side, or N recordings with --interleave steps (default: 6)",
+    )
     g.add_argument(
         "--confidence",
         metavar="C",
