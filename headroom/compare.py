@@ -1164,7 +1164,8 @@ def _load_warnings(sides, paired: bool = False) -> list[str]:
             "CPU per request is much less affected"
         )
     elif max(mb, mc) > 25:
-        out.append(f"the runs were recorded under heavy foreign load ({max(mb, mc):.0f} % of the machine)")
+        what = "the recording was made" if paired else "the runs were recorded"
+        out.append(f"{what} under heavy foreign load ({max(mb, mc):.0f} % of the machine)")
     return out
 
 
