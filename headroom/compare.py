@@ -400,7 +400,10 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: _Spec, learned: Learned
     se_w = within_run_se(yc[:, ok].mean(axis=0) - yb[:, ok].mean(axis=0))
     if se_w > se:
         se, df = se_w, n - 1
-        nz = NoiseEstimate(nz.sd, nz.df, nz.source + "; widened to the spread of this comparison's steps")
+        # the noise the interval used, stated as such: a run's sd that gives this standard error,
+        # with the steps' df (the JSON once kept the default's sd and df beside the wider interval)
+        sd_w = se_w / math.sqrt(1.0 / len(mb) + 1.0 / len(mc))
+        nz = NoiseEstimate(sd_w, df, nz.source + "; widened to the spread of this comparison's steps")
     d = float(mc.mean() - mb.mean())
     p = 2.0 * t_sf(abs(d) / se, df) if se > 0 else float(d == 0.0)
     gb, gc = float(np.exp(yb[:, ok].mean())), float(np.exp(yc[:, ok].mean()))

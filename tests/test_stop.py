@@ -192,11 +192,15 @@ def test_killed_candidate_is_regressed(runs):
 def test_crash_before_any_response_and_the_reverse(runs):
     m = meta(runs / "crashed")
     st = m["stopped"]
-    assert st["step"] == 3 and st["concurrency"] == 9 and not st["step_kept"]
-    assert len(sections(runs / "crashed" / "perfResults.csv")) == 2 == m["steps"]
-    assert st["errors"] > 0 and st["requests"] == st["errors"]
+    assert st["step"] == 3 and st["concurrency"] == 9 and st["errors"] > 0
+    secs = sections(runs / "crashed" / "perfResults.csv")
     r = headroom("compare", runs / "base", runs / "crashed")
-    assert r.returncode == 1 and f"all {st['errors']:,} requests failed" in r.stdout, r.stdout
+    if not st["step_kept"]:  # the usual case: nine requests in flight before any answer
+        assert len(secs) == 2 == m["steps"] and st["requests"] == st["errors"]
+        assert r.returncode == 1 and f"all {st['errors']:,} requests failed" in r.stdout, r.stdout
+    else:  # on a busy machine a few answers can come back before the ninth request is in flight
+        assert len(secs) == 3 == m["steps"] and st["requests"] == len(secs[-1]) + st["errors"]
+        assert r.returncode == 1 and "stopped answering at concurrency 9" in r.stdout, r.stdout
     r = headroom("compare", runs / "crashed", runs / "base")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: IMPROVED: the baseline stopped answering at concurrency 9" in r.stdout
@@ -262,8 +266,12 @@ def test_open_loop_rate_the_server_cannot_take(binary, tmp_path):
     m = meta(tmp_path / "vc")
     st = m["stopped"]
     secs = sections(tmp_path / "vc" / "perfResults.csv")
-    failed = sum(1 for _, _, c in secs[-1] if c == 0)  # vegeta writes a row with code 0 per failure
-    assert st["step_kept"] and st["errors"] == failed > 0 and st["requests"] == len(secs[-1])
+    # vegeta writes a row with code 0 per failure, so the stopped step is the last section whether
+    # or not the server answered any of its requests before the crash (a matter of timing; metadata's
+    # step_kept says whether it did)
+    failed = sum(1 for _, _, c in secs[-1] if c == 0)
+    assert len(secs) == st["step"] and st["errors"] == failed > 0 and st["requests"] == len(secs[-1])
+    assert st["step_kept"] == (failed < len(secs[-1]))
     r = headroom("compare", tmp_path / "vb", tmp_path / "vc")
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"stopped answering at {st['rate']:g} req/s" in r.stdout
