@@ -33,6 +33,11 @@ VEGETA = shutil.which("vegeta")
 
 
 @pytest.fixture(scope="module")
+def flat(text: str) -> str:
+    """Output with its line wrapping undone: a verdict line wraps where its figures make it long."""
+    return " ".join(text.split())
+
+
 def binary():
     try:
         b = build()
@@ -185,8 +190,8 @@ def test_killed_candidate_is_regressed(runs):
     # the matched step at concurrency 9 carries the failed requests: the error rate is worse too
     err = next(m for m in doc["metrics"] if m["key"] == "error_rate")
     assert err["decision"] == "worse"
-    assert "verdict: REGRESSED: the candidate stopped answering at concurrency 9" in r.stdout
-    assert "STOPPED ANSWERING: candidate" in r.stdout
+    assert "verdict: REGRESSED: the candidate stopped answering at concurrency 9" in flat(r.stdout)
+    assert "STOPPED ANSWERING: candidate" in flat(r.stdout)
 
 
 def test_crash_before_any_response_and_the_reverse(runs):
@@ -197,14 +202,14 @@ def test_crash_before_any_response_and_the_reverse(runs):
     r = headroom("compare", runs / "base", runs / "crashed")
     if not st["step_kept"]:  # the usual case: nine requests in flight before any answer
         assert len(secs) == 2 == m["steps"] and st["requests"] == st["errors"]
-        assert r.returncode == 1 and f"all {st['errors']:,} requests failed" in r.stdout, r.stdout
+        assert r.returncode == 1 and f"all {st['errors']:,} requests failed" in flat(r.stdout), r.stdout
     else:  # on a busy machine a few answers can come back before the ninth request is in flight
         assert len(secs) == 3 == m["steps"] and st["requests"] == len(secs[-1]) + st["errors"]
-        assert r.returncode == 1 and "stopped answering at concurrency 9" in r.stdout, r.stdout
+        assert r.returncode == 1 and "stopped answering at concurrency 9" in flat(r.stdout), r.stdout
     r = headroom("compare", runs / "crashed", runs / "base")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "verdict: IMPROVED: the baseline stopped answering at concurrency 9" in r.stdout
-    assert "the candidate did not: it served" in r.stdout
+    assert "verdict: IMPROVED: the baseline stopped answering at concurrency 9" in flat(r.stdout)
+    assert "the candidate did not: it served" in flat(r.stdout)
 
 
 def test_plans_that_differ_without_a_stop_stay_bad_input(binary, runs):
@@ -248,7 +253,7 @@ def test_interleaved_job_whose_b_crashes(binary, tmp_path):
     assert ma["concurrency"] == [1, 5, 9]  # level 9 runs A first (AB), then B fell over
     r = headroom("compare", "--baseline", tmp_path / "ab" / "a-01", "--candidate", tmp_path / "ab" / "b-01")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "stopped answering at concurrency 9" in r.stdout and "the baseline served" in r.stdout
+    assert "stopped answering at concurrency 9" in flat(r.stdout) and "the baseline served" in flat(r.stdout)
 
 
 @pytest.mark.skipif(VEGETA is None, reason="vegeta not installed")
@@ -274,4 +279,4 @@ def test_open_loop_rate_the_server_cannot_take(binary, tmp_path):
     assert st["step_kept"] == (failed < len(secs[-1]))
     r = headroom("compare", tmp_path / "vb", tmp_path / "vc")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert f"stopped answering at {st['rate']:g} req/s" in r.stdout
+    assert f"stopped answering at {st['rate']:g} req/s" in flat(r.stdout)
