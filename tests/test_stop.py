@@ -32,12 +32,12 @@ HEY = shutil.which("hey")
 VEGETA = shutil.which("vegeta")
 
 
-@pytest.fixture(scope="module")
 def flat(text: str) -> str:
     """Output with its line wrapping undone: a verdict line wraps where its figures make it long."""
     return " ".join(text.split())
 
 
+@pytest.fixture(scope="module")
 def binary():
     try:
         b = build()
