@@ -30,16 +30,17 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import gatling_bin
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
 from ._scan import head_bytes, np_column
+from .gatling_bin import looks_binary
+from .gatling_bin import scan as scan_binary
 
 
 def guess(head: bytes) -> bool:
-    if gatling_bin.looks_binary(head):
+    if looks_binary(head):
         return True
     first = head.split(b"\n", 1)[0]
     return first.startswith(b"RUN\t") or (b"\tREQUEST\t" in head[:4096]) or head.startswith(b"REQUEST\t")
@@ -478,8 +479,8 @@ def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     A binary log (Gatling 3.13+) is read by :func:`.gatling_bin.scan` (``line``: record number).
     """
     path = Path(path)
-    if gatling_bin.looks_binary(head_bytes(path)[:64]):
-        return gatling_bin.scan(path, chunk_bytes=chunk_bytes)
+    if looks_binary(head_bytes(path)[:64]):
+        return scan_binary(path, chunk_bytes=chunk_bytes)
     return _scan(path, chunk_bytes, None)
 
 
@@ -547,8 +548,8 @@ def finish(sc: Scan, rows: Batch) -> Table:
 def read(path: Path, data: bytes | None = None) -> Table:
     """A Gatling simulation.log: its REQUEST records, steps from its USER records
     (``data``: the file's bytes when already read)."""
-    if data is not None and gatling_bin.looks_binary(data[:64]):
-        sc = gatling_bin.scan(Path(path), data=data)
+    if data is not None and looks_binary(data[:64]):
+        sc = scan_binary(Path(path), data=data)
     elif data is None:
         sc = scan(path)
     else:
