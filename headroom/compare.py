@@ -821,21 +821,9 @@ def compare_runs(
     sides = [_as_summaries(s, **kw) for s in (baseline, candidate)]
     labels = _distinct_labels(sides[0] + sides[1])
     side_stops = stops(sides, labels)
-    try:
-        pairs, how = pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
-    except HeadroomError:
-        if not any(x is not None for row in side_stops for x in row):
-            raise  # plans that truly differ (recorded with other flags)
-        pairs, how = _common_pairs(sides)  # a run stopped answering: the levels every run reached
+    pairs, how = _pairs(sides, side_stops)
     mask = _plateau_mask(sides, pairs)
-    has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
-    specs = _specs(objective, has_cpu)
-    design, dnotes = _design(sides, noise_from, specs, pairs, mask, kw)
-    if design.paired:  # every level's pair shares the host: throughput is judged at every level
-        specs = [_all_levels(s) if s.out == "paired_plateau_rps" else s for s in specs]
-    learned, notes = (None, []) if design.paired else _learned(noise_from, specs, pairs, mask, kw)
-    notes += dnotes
-    learned, few = _few_df(learned)
+    specs, design, learned, notes, few = _plan(sides, pairs, mask, objective, noise_from, kw)
     alpha = 1.0 - confidence
     metrics, weights = _decision_metrics(
         sides, pairs, mask, specs, learned, threshold, error_threshold, alpha, design
@@ -847,18 +835,10 @@ def compare_runs(
         metrics, primary, threshold, runs, alpha, int(np.sum(mask)), design.paired
     )
     verdict, reason, needed = _with_stops(sides, side_stops, verdict, reason, needed)
-    if design.paired:
-        nsrc = "interleaved" + (", learned" if design.learned else "")
-    else:
-        nsrc = "learned" if learned is not None else ("repeats" if max(runs) > 1 else "default")
-    noise = Noise(nsrc, runs)
-    how = how + (
-        "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
-    )
+    noise = _noise_of(design, learned, runs)
+    how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
-    both = stop_note(side_stops)
-    if both:
-        notes.append(both)
+    notes += [n for n in (stop_note(side_stops),) if n]
     return Comparison(
         verdict=verdict,
         reason=reason,
@@ -873,10 +853,7 @@ def compare_runs(
         noise=noise,
         objective=objective,
         notes=notes,
-        warnings=[w for side in sides for s in side for w in s.warnings]
-        + _load_warnings(sides, design.paired)
-        + few
-        + _mdc_warnings(metrics, runs, design.paired),
+        warnings=_warnings(sides, design, few, metrics, runs),
         runs_needed=needed,
         primary=primary,
         holm_weights=weights,
@@ -921,6 +898,41 @@ def _all_levels(spec: _Spec) -> _Spec:
     import dataclasses
 
     return dataclasses.replace(spec, pairs="all", name="throughput (paired levels)")
+
+
+def _plan(sides, pairs, mask, objective, noise_from, kw):
+    """(metric specs, design, learned noise, notes, warnings): what is judged and against what noise."""
+    has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
+    specs = _specs(objective, has_cpu)
+    design, dnotes = _design(sides, noise_from, specs, pairs, mask, kw)
+    if design.paired:  # every level's pair shares the host: throughput is judged at every level
+        specs = [_all_levels(s) if s.out == "paired_plateau_rps" else s for s in specs]
+    learned, notes = (None, []) if design.paired else _learned(noise_from, specs, pairs, mask, kw)
+    learned, few = _few_df(learned)
+    return specs, design, learned, notes + dnotes, few
+
+
+def _warnings(sides, design: _Design, few: list[str], metrics: list[Metric], runs) -> list[str]:
+    """The runs' own warnings, foreign load, too few learned df and what this design cannot see."""
+    own = [w for side in sides for s in side for w in s.warnings]
+    return own + _load_warnings(sides, design.paired) + few + _mdc_warnings(metrics, runs, design.paired)
+
+
+def _pairs(sides, side_stops) -> tuple[list[tuple], str]:
+    """The step pairs; a run that stopped answering pairs the levels every run reached."""
+    try:
+        return pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
+    except HeadroomError:
+        if not any(x is not None for row in side_stops for x in row):
+            raise  # plans that truly differ (recorded with other flags)
+        return _common_pairs(sides)
+
+
+def _noise_of(design: _Design, learned: LearnedNoise | None, runs: tuple[int, int]) -> Noise:
+    """Where the comparison's noise came from: the level pairs, learned, repeats or the defaults."""
+    if design.paired:
+        return Noise("interleaved" + (", learned" if design.learned else ""), runs)
+    return Noise("learned" if learned is not None else ("repeats" if max(runs) > 1 else "default"), runs)
 
 
 #: learned noise with fewer degrees of freedom than this is pooled with the default, with a warning
