@@ -209,7 +209,7 @@ def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
 
 def verdict(c) -> Fragment:
     """The comparison verdict, its metrics table, the step pairs and what was not judged."""
-    from .text import _conc, _metric_value, _short_source, big_pct, change_text, interval_text
+    from .text import _metric_value, _short_source, big_pct, change_text, interval_text
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
     rows = []
@@ -235,27 +235,7 @@ def verdict(c) -> Fragment:
         )
     noise = "noise of a level pair" if c.design == "interleaved steps" else "noise per run"
     head = ["metric", "baseline", "candidate", "change", "interval", noise, "detects", "decision"]
-    pair_rows = []
-    for p in c.pairs:
-        b, k = p.baseline, p.candidate
-        ms = lambda v: "&ndash;" if v is None else f"{v * 1e3:.2f}"  # noqa: E731
-        pct = lambda v: "&ndash;" if v is None else f"{v * 100:+.1f} %"  # noqa: E731
-        pair_rows.append(
-            [
-                _E(_conc(p.concurrency)) + (" *" if p.plateau else ""),
-                _num(b["rps"], ",.0f"),
-                _num(k["rps"], ",.0f"),
-                pct(p.change("rps")),
-                ms(b["p99_s"]),
-                ms(k["p99_s"]),
-                pct(p.change("p99_s")),
-                pct(p.change("cpu_s_per_req")),
-                "?" if b["errors"] is None else f"{b['errors']:,}",
-                "?" if k["errors"] is None else f"{k['errors']:,}",
-            ]
-        )
-    pair_head = ["concurrency", "baseline req/s", "candidate req/s", "change", "baseline p99 ms"]
-    pair_head += ["candidate p99 ms", "change", "CPU/request change", "baseline errors", "candidate errors"]
+    pair_head, pair_rows = _pair_table(c)
     notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
     names = (
         f"{_E(', '.join(c.baseline_labels))} (baseline) vs {_E(', '.join(c.candidate_labels))} (candidate)"
@@ -317,3 +297,31 @@ def _df(df: float) -> str:
     if not math.isfinite(df) or df >= 100:
         return f"{df:.0f}" if math.isfinite(df) else "inf"
     return f"{df:.0f}" if abs(df - round(df)) < 1e-9 else f"{df:.1f}"
+
+
+def _pair_table(c) -> tuple[list[str], list[list[str]]]:
+    """The step pairs' header and rows: each baseline step beside the candidate's at its level."""
+    from .text import _conc
+
+    pair_rows = []
+    for p in c.pairs:
+        b, k = p.baseline, p.candidate
+        ms = lambda v: "&ndash;" if v is None else f"{v * 1e3:.2f}"  # noqa: E731
+        pct = lambda v: "&ndash;" if v is None else f"{v * 100:+.1f} %"  # noqa: E731
+        pair_rows.append(
+            [
+                _E(_conc(p.concurrency)) + (" *" if p.plateau else ""),
+                _num(b["rps"], ",.0f"),
+                _num(k["rps"], ",.0f"),
+                pct(p.change("rps")),
+                ms(b["p99_s"]),
+                ms(k["p99_s"]),
+                pct(p.change("p99_s")),
+                pct(p.change("cpu_s_per_req")),
+                "?" if b["errors"] is None else f"{b['errors']:,}",
+                "?" if k["errors"] is None else f"{k['errors']:,}",
+            ]
+        )
+    pair_head = ["concurrency", "baseline req/s", "candidate req/s", "change", "baseline p99 ms"]
+    pair_head += ["candidate p99 ms", "change", "CPU/request change", "baseline errors", "candidate errors"]
+    return pair_head, pair_rows

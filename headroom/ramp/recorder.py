@@ -486,14 +486,8 @@ class Recorder:
                 )
             self._stop(k, level, "server", self.stopped_early, n or 0, n, rows.error_kinds)
             return "empty", None, None
-        non2xx = sum(1 for c in rows.status if not 200 <= c <= 299)
+        non2xx, errors, rowless = self._errors(rows)
         transport = rows.transport_errors
-        if transport is None:
-            errors = rowless = None
-        elif self.engine.name == "vegeta":
-            errors, rowless = non2xx, 0  # vegeta's transport errors are rows with code 0, already non-2xx
-        else:
-            errors, rowless = non2xx + transport, transport
         first = min(rows.start_ns)
         last_end = max(s + round(float(r) * 1e9) for s, r in zip(rows.start_ns, rows.response_time))
         step = Step(
@@ -524,6 +518,16 @@ class Recorder:
             self._stop(k, level, "server", self.stopped_early, len(rows) + rowless, errors, rows.error_kinds)
             return "stopped", step, rows
         return "ok", step, rows
+
+    def _errors(self, rows: StepRows) -> tuple[int, int | None, int | None]:
+        """(non-2xx rows, failed requests, failed requests without a row); None: unknown."""
+        non2xx = sum(1 for c in rows.status if not 200 <= c <= 299)
+        transport = rows.transport_errors
+        if transport is None:
+            return non2xx, None, None
+        if self.engine.name == "vegeta":
+            return non2xx, non2xx, 0  # vegeta's transport errors are rows with code 0, already non-2xx
+        return non2xx, non2xx + transport, transport
 
     def answering(self) -> bool:
         """After a step with failed requests: does the server still answer one GET (any status)?"""
