@@ -232,10 +232,10 @@ def test_a_hang_is_a_stop_with_its_timeouts_counted(binary, runs):
     assert st["concurrency"] == 9 and st["errors"] >= 9 and st["error_kinds"] == {"timeout": st["errors"]}
     r = headroom("compare", runs / "base", runs / "hung")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert (
-        f"stopped answering at concurrency 9 (step 3: all {st['errors']:,} requests failed ({st['errors']:,} timeout))"
-        in " ".join(r.stdout.split())
-    )
+    n, e = st["requests"], st["errors"]
+    # on a busy machine a few answers can come back before the ninth request is in flight
+    failed = f"all {e:,} requests failed" if n == e else f"{e:,} of {n:,} requests failed"
+    assert f"stopped answering at concurrency 9 (step 3: {failed} ({e:,} timeout))" in flat(r.stdout), r.stdout
 
 
 def test_interleaved_job_whose_b_crashes(binary, tmp_path):
