@@ -46,11 +46,15 @@ RHO_MAX = 0.8
 #: follow the data's noise estimate let small estimates both weigh more and reject more)
 DEFAULTS = {"plateau_rps": 0.46, "p50_s": 0.18, "p90_s": 0.52, "p99_s": 0.75, "cpu_s_per_req": 0.067}
 #: the lag-1 correlation is shrunk towards this value with the weight of RHO_PRIOR_DF residuals:
-#: one recording's 10 residuals say little about it (measured on real interleaved A/A
-#: recordings of nginx beside a CPU hog: +0.4 to +0.6 after the bias correction,
-#: data/calibration/interleaved)
+#: one recording's 10 residuals say little about it.  Pooled over the real interleaved A/A
+#: sets beside a CPU hog (data/calibration/interleaved aa, aa-2, go-aa; 80-160 df each) it is
+#: -0.15 to +0.57 after the bias correction, +0.25 on average: +0.45 is on the safe side.
+#: The weight is 4 recordings' worth: with 1 recording's (10) a hog burst over three
+#: neighbouring levels read as a correlation of +0.7 and left 2 df, so a 2x change measured
+#: at -0.75 +- 0.3 (log) stayed "unclear" (go-x2: 6 of 8 caught without the server's CPU;
+#: 8 of 8 with 40, A/A false alarms 0 of 36 either way)
 RHO_PRIOR = 0.45
-RHO_PRIOR_DF = 10.0
+RHO_PRIOR_DF = 40.0
 #: a level pair's log ratio is never taken as known better than this (1 %): latencies are
 #: recorded to 0.1 ms by some generators and CPU time to the kernel's 10 ms tick, so
 #: identical pairs at every level say "below the resolution", not "no noise"

@@ -63,6 +63,10 @@ SETS = {
     "go-x2": ("go", "base", "x2", 8, 2613),
     "go-latency": ("go", "base", "latency", 8, 2614),
     "aa-2": ("nginx", "keepalive", "keepalive", 8, 2621),
+    # recorded after the lag-1 correlation's prior weight was fixed at 40 (held out)
+    "go-aa-3": ("go", "base", "base", 8, 2631),
+    "go-x2-3": ("go", "base", "x2", 8, 2632),
+    "go-cpu20-3": ("go", "base", "cpu20", 8, 2633),
 }
 
 
@@ -117,7 +121,7 @@ def record(name: str) -> int:
     make = rc.Pair if kind == "nginx" else GoPair
     pairs: list = []
     hog = None
-    budget = n * 90 + 120  # s: an 11-level recording of both sides takes about 55 s
+    budget = n * 150 + 120  # s: an 11-level recording of both sides takes 55-100 s
     try:
         a = make(va, work).start()
         pairs.append(a)
