@@ -193,3 +193,141 @@ def test_the_headline_of_the_bundled_pair():
         _gmean([c[k]["cpu_s_per_req"] for k in levels]) / _gmean([b[k]["cpu_s_per_req"] for k in levels]) - 1
     )
     assert round(cpu * 100, 1) == -57.5
+
+
+# -- the intervals, p-values and Holm decisions, recomputed from the figures above ---------------
+
+from scipy import stats as sps  # noqa: E402
+
+DECIDING = ("paired_plateau_rps", "p50_s", "cpu_s_per_req")
+
+
+def _raw_change(key: str, b: dict, c: dict, levels: list[float]) -> float:
+    """log(candidate / baseline) of geometric means over the levels, from the raw files."""
+    field = "rps" if key == "paired_plateau_rps" else key
+    return math.log(_gmean([c[k][field] for k in levels]) / _gmean([b[k][field] for k in levels]))
+
+
+def _check_interval(m: dict, d: float) -> None:
+    """p = 2 t_sf(|d| / se, df) and the interval exp(d +- t_q se) - 1 at the stated level and df."""
+    se, df = m["se_log"], m["noise"]["df"]
+    # compared as the t statistic the p-value stands for: far in the tail p moves a lot with
+    # the sixth digit of the printed standard error
+    assert sps.t.isf(m["pvalue"] / 2, df) == pytest.approx(abs(d) / se, rel=2e-3)
+    q = sps.t.ppf(1 - (1 - m["level"]) / 2, df)
+    assert m["ci"][0] == pytest.approx(math.expm1(d - q * se), rel=2e-3, abs=2e-5)
+    assert m["ci"][1] == pytest.approx(math.expm1(d + q * se), rel=2e-3, abs=2e-5)
+
+
+def test_standard_errors_intervals_and_pvalues(pair):
+    """One run per side: the standard error is the stated noise sd times sqrt(1/1 + 1/1) (or
+    more, when the stated source says it was widened), and p and the interval follow from it."""
+    b, c, doc = pair
+    for key in DECIDING:
+        m = _metric(doc, key)
+        if m["pvalue"] is None:
+            continue
+        levels = [p["concurrency"] for p in doc["pairs"] if key != "paired_plateau_rps" or p["plateau"]]
+        se = m["noise"]["sd"] * math.sqrt(2)
+        if "widened" in m["noise"]["source"]:
+            assert m["se_log"] >= se * (1 - 1e-4)
+        else:
+            assert m["se_log"] == pytest.approx(se, rel=1e-3)
+        _check_interval(m, _raw_change(key, b, c, levels))
+
+
+def _holm(pvalues: dict, weights: dict, alpha: float) -> tuple[set, dict]:
+    """Weighted Holm written plainly: reject the smallest p / w while p <= alpha w / (sum of the rest)."""
+    left, rejected, local = dict(weights), set(), {}
+    while left:
+        k = min(left, key=lambda j: pvalues[j] / left[j])
+        a = alpha * left[k] / sum(left.values())
+        if pvalues[k] > a:
+            break
+        rejected.add(k)
+        local[k] = a
+        del left[k]
+    for k in left:
+        local[k] = alpha * left[k] / sum(left.values())
+    return rejected, local
+
+
+def _check_holm(doc: dict) -> None:
+    weights = doc["settings"]["weights"]
+    metrics = {m["key"]: m for m in doc["metrics"] if m["key"] in weights and m["pvalue"] is not None}
+    w = {k: weights[k] for k in metrics}
+    rejected, local = _holm(
+        {k: m["pvalue"] for k, m in metrics.items()}, w, 1 - doc["settings"]["confidence"]
+    )
+    threshold = doc["settings"]["threshold"]
+    for k, m in metrics.items():
+        assert m["level"] == pytest.approx(1 - local[k], abs=2e-6), k
+        big = abs(m["change"]) >= (threshold if k != "error_rate" else doc["settings"]["error_threshold"])
+        want = {"worse", "better"} if k in rejected and big else {"same", "unclear", "shown"}
+        assert m["decision"] in want, (k, m)
+
+
+def test_holm_decisions(pair):
+    _check_holm(pair[2])
+
+
+IL = ROOT / "data" / "calibration" / "interleaved" / "go-x2"
+
+
+def _il_steps(name: str) -> dict[float, dict]:
+    """Per level of one side of an interleaved recording: raw_steps' throughput and p50, and the
+    CPU seconds the recorder measured over exactly that step (metadata step_cpu_s) per request."""
+    out = raw_steps(f"../calibration/interleaved/go-x2/{name}")
+    meta = yaml.safe_load((IL / name / "metadata.yml").read_text())
+    for k, level in enumerate(meta["concurrency"]):
+        out[float(level)]["cpu_s_per_req"] = meta["step_cpu_s"][k] / meta["step_requests"][k]
+    return out
+
+
+def _paired_se(d: list[list[float]]) -> tuple[float, float]:
+    """The paired standard error as docs/ci.md states it, written out: residuals around each
+    recording's mean; their lag-1 correlation bias-corrected ((K r + 1) / (K - 3)) and shrunk
+    towards +0.45 with 40 residuals' weight, clipped to [0, 0.8]; the AR(1) inflation of a mean of
+    K; df = residual df / inflation; the spread of the recordings' means when that is larger."""
+    ss = df = num = den = 0.0
+    for x in d:
+        e = [v - statistics.fmean(x) for v in x]
+        ss += sum(v * v for v in e)
+        df += len(x) - 1
+        num += sum(a * b for a, b in zip(e, e[1:]))
+        den += sum(a * a for a in e[:-1])
+    k = statistics.fmean(len(x) for x in d)
+    rho = min(0.8, max(0.0, (df * (num / den * k + 1) / (k - 3) + 40 * 0.45) / (df + 40)))
+    n = round(k)
+    vif = 1 + 2 * sum((1 - j / n) * rho**j for j in range(1, n))
+    total = sum(len(x) for x in d)
+    se, eff = math.sqrt(max(ss / df, 1e-4) * vif / total), max(1.0, df / vif)
+    means = [statistics.fmean(x) for x in d]
+    spread = statistics.stdev(means) / math.sqrt(len(d))
+    return (spread, len(d) - 1.0) if spread > se else (se, eff)
+
+
+def test_an_interleaved_comparison_recomputed_from_its_raw_files():
+    """go-x2 recordings 01 and 02 (raw files kept): every level's paired log ratio from the raw
+    rows and the recorder's per-step CPU, then the change, standard error, df, p and interval."""
+    names = ("01", "02")
+    sides = [(_il_steps(f"a-{r}"), _il_steps(f"b-{r}")) for r in names]
+    p = subprocess.run(
+        [sys.executable, "-m", "headroom", "compare", "--baseline", *(IL / f"a-{r}" for r in names),
+         "--candidate", *(IL / f"b-{r}" for r in names), "--json", "-"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["settings"]["design"] == "interleaved steps"
+    for key in DECIDING:
+        field = "rps" if key == "paired_plateau_rps" else key
+        d = [[math.log(c[k][field] / a[k][field]) for k in sorted(a)] for a, c in sides]
+        m = _metric(doc, key)
+        mean = statistics.fmean(v for x in d for v in x)
+        assert math.log1p(m["change"]) == pytest.approx(mean, abs=2e-5), key
+        se, df = _paired_se(d)
+        assert m["se_log"] == pytest.approx(se, rel=2e-3), key
+        assert m["noise"]["df"] == pytest.approx(df, rel=2e-3), key
+        _check_interval(m, mean)
+    _check_holm(doc)
