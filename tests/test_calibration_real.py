@@ -42,14 +42,27 @@ def rate(verdicts, *which):
 
 
 def test_a_a_pairs_rarely_alarm_and_never_with_defaults(sets):
-    default, learned = [], []
-    for name, (a, b) in sets.items():
-        if b:
+    """Out of sample: the default noise (headroom/noise.py) was measured on ``aa``, so its false
+    alarms are counted on the unchanged runs recorded after it (aa-2 and the A runs of cpu25,
+    cpu25-2, x2, x2-2); learned noise comes from the other sets' runs, never the pair's own.
+
+    The pairs within a set share runs: of the 69 default pairs only 13 are disjoint (every run
+    in one pair), so 69 is not 69 independent trials.  Published: no alarm (docs/ci.md).
+    Asserted: no alarm in the 13 disjoint pairs and at most 5 % of all 69; a gate that alarms
+    10 % of the time would pass the disjoint half with probability 0.9^13 = 0.25 only.
+    """
+    default, disjoint, learned = [], [], []
+    for name, (a, _b) in sets.items():
+        if name == "aa":
             continue
         for x, y in itertools.combinations(a, 2):
             default.append(compare_runs(x, y).verdict)
+        disjoint += [compare_runs(x, y).verdict for x, y in zip(a[0::2], a[1::2])]
+    for name, (a, b) in sets.items():
+        for x, y in itertools.combinations(a, 2) if not b else ():
             learned.append(compare_runs(x, y, noise_from=archive(sets, name)).verdict)
-    assert len(default) == 111
+    assert (len(default), len(disjoint), len(learned)) == (69, 13, 111)
+    assert rate(disjoint, "regressed", "improved") == 0
     assert rate(default, "regressed", "improved") <= 0.05
     assert rate(learned, "regressed", "improved") <= 0.05
     assert rate(learned, "no regression", "no change") > 0  # exit 0 is reachable
