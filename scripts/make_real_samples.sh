@@ -5,7 +5,7 @@
 #
 #   scripts/make_real_samples.sh [jmeter] [jmeter_stepping] [gatling] [gatling_binary] [k6] [vegeta] [oha] [ab]
 #
-# (no argument: all but gatling_binary and ab, which were added later: name them).  Tools are fetched by their ordinary clients into
+# (no argument: all but gatling_binary, ab and hey, which were added later: name them).  Tools are fetched by their ordinary clients into
 # $TOOLS (default ~/.cache/headroom-tools): JMeter 5.6.3 jars from Maven
 # Central (scripts/jmeter/pom.xml), Gatling 3.11.5 through gatling-maven-plugin
 # (scripts/gatling/), k6 and vegeta (module github.com/tsenart/vegeta/v12) with `go install`, oha with `cargo install`.
@@ -230,6 +230,28 @@ run_ab() {
   done
   kill "$pid"; wait "$pid" || true
   { dpkg-query -W apache2-utils; ab -V | head -1; } > "$OUT/ab-version.txt"
+}
+
+run_hey() {
+  # hey (Debian) against testserver, two releases: -work 3000 (base) and 6000 (x2); each a ramp of
+  # five 1 s runs at -c 1/2/4/8/16 (-q 200 per worker) appended to one CSV, as throughputramp does
+  local v work c srv pid
+  srv=$WORK/testserver
+  (cd "$HERE/../testserver" && timeout 600 go build -trimpath -o "$srv" .)
+  for v in base:3000 x2:6000; do
+    work=${v#*:}
+    rm -f "$WORK/ts.port"
+    "$srv" -work "$work" -port-file "$WORK/ts.port" -max-lifetime 5m 2> "$WORK/ts.log" &
+    pid=$!
+    for _ in $(seq 50); do [ -s "$WORK/ts.port" ] && break; sleep 0.1; done
+    : > "$WORK/hey-${v%%:*}.csv"
+    for c in 1 2 4 8 16; do
+      timeout 60 hey -z 1s -q 200 -c "$c" -o csv "http://127.0.0.1:$(cat "$WORK/ts.port")/" >> "$WORK/hey-${v%%:*}.csv"
+    done
+    kill "$pid"; wait "$pid" || true
+    gzip -9 -c "$WORK/hey-${v%%:*}.csv" > "$OUT/hey-ramp-${v%%:*}.csv.gz"
+  done
+  dpkg-query -W hey > "$OUT/hey-version.txt"
 }
 
 start_nginx
