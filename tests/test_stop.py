@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import need_tool
 from goserver import GoMissing, GoServer, build
 
 from headroom.ramp.engines import HEY_TEMPLATE, Hey, StepPlan, error_kind, split_hey_trailer
 
 RAMP = ["--concurrency", "1:13:4", "--step-duration", "2s"]
 HEY = shutil.which("hey")
-VEGETA = shutil.which("vegeta")
 
 
 def flat(text: str) -> str:
@@ -235,7 +235,9 @@ def test_a_hang_is_a_stop_with_its_timeouts_counted(binary, runs):
     n, e = st["requests"], st["errors"]
     # on a busy machine a few answers can come back before the ninth request is in flight
     failed = f"all {e:,} requests failed" if n == e else f"{e:,} of {n:,} requests failed"
-    assert f"stopped answering at concurrency 9 (step 3: {failed} ({e:,} timeout))" in flat(r.stdout), r.stdout
+    assert f"stopped answering at concurrency 9 (step 3: {failed} ({e:,} timeout))" in flat(r.stdout), (
+        r.stdout
+    )
 
 
 def test_interleaved_job_whose_b_crashes(binary, tmp_path):
@@ -256,8 +258,9 @@ def test_interleaved_job_whose_b_crashes(binary, tmp_path):
     assert "stopped answering at concurrency 9" in flat(r.stdout) and "the baseline served" in flat(r.stdout)
 
 
-@pytest.mark.skipif(VEGETA is None, reason="vegeta not installed")
 def test_open_loop_rate_the_server_cannot_take(binary, tmp_path):
+    need_tool("vegeta")  # skips, or fails under HEADROOM_REQUIRE_TOOLS=1 (a skipif never failed)
+
     def rec(out, **kw):
         with GoServer(binary=binary, work=2000, delay=0.02, cpu=1, **kw) as srv:
             return headroom(
