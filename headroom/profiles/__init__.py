@@ -1,0 +1,1 @@
+"""CPU profiles per load step (see docs/profiles.md)."""
