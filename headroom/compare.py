@@ -176,6 +176,8 @@ class Comparison:
     holm_weights: dict = field(default_factory=dict)
     design: str = "runs"  # "runs" (run-level test) or "interleaved steps" (paired levels)
     stopped: list = field(default_factory=list)  # headroom.stopped.Stop of every run that stopped answering
+    # where the CPU went: headroom.profiles.diff.ProfileDiff when both sides have step profiles
+    profile_diff: object = None
 
     @property
     def exit_code(self) -> int:
@@ -839,6 +841,7 @@ def compare_runs(
     how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(side_stops),) if n]
+    profile_diff, profile_warnings = _profile_diff(sides, confidence)
     return Comparison(
         verdict=verdict,
         reason=reason,
@@ -853,13 +856,21 @@ def compare_runs(
         noise=noise,
         objective=objective,
         notes=notes,
-        warnings=_warnings(sides, design, few, metrics, runs),
+        warnings=_warnings(sides, design, few, metrics, runs) + profile_warnings,
         runs_needed=needed,
         primary=primary,
         holm_weights=weights,
         design="interleaved steps" if design.paired else "runs",
         stopped=[x for row in side_stops for x in row if x is not None],
+        profile_diff=profile_diff,
     )
+
+
+def _profile_diff(sides, confidence: float) -> tuple[object, list[str]]:
+    """Where the CPU went, when every run has step profiles (``RUN/profiles/``); else None."""
+    from .profiles.compare import side_diff
+
+    return side_diff(sides, confidence)
 
 
 def _common_pairs(sides) -> tuple[list[tuple], str]:
@@ -1359,7 +1370,15 @@ def to_json(c: Comparison) -> dict:
         "warnings": c.warnings,
         # added within schema 3: runs that stopped answering (absent when none did)
         **({"stopped": [x.to_dict() for x in c.stopped]} if c.stopped else {}),
+        # added within schema 3: where the CPU went (absent when the runs have no step profiles)
+        **(_profile_docs(c.profile_diff) if c.profile_diff is not None else {}),
     }
+
+
+def _profile_docs(d) -> dict:
+    from .profiles.compare import diff_docs
+
+    return diff_docs(d)
 
 
 def measure_noise(runs: Sequence[Run | Summary], **kw) -> dict:

@@ -251,19 +251,21 @@ def _fold(rows: list[FunctionChange], b: _Side, c: _Side) -> tuple[list, list]:
         if r.function in explained:
             folded.append(_replace(r, explained_by=explained[r.function]))
             continue
-        callers = tuple(f for f, to in explained.items() if _leads_to(f, r.function, explained))
+        dist = {f: _leads_to(f, r.function, explained) for f in explained}
+        callers = tuple(sorted((f for f, k in dist.items() if k), key=lambda f: (dist[f], f)))
         kept.append(_replace(r, callers=callers))
     return kept, folded
 
 
-def _leads_to(f: str, target: str, explained: dict[str, str]) -> bool:
+def _leads_to(f: str, target: str, explained: dict[str, str]) -> int:
+    """How many pass-through steps lead from ``f`` down to ``target`` (0: none)."""
     seen = set()
     while f in explained and f not in seen:
         seen.add(f)
         f = explained[f]
         if f == target:
-            return True
-    return False
+            return len(seen)
+    return 0
 
 
 def _replace(r: FunctionChange, **kw) -> FunctionChange:

@@ -15,6 +15,7 @@ Anything that is not a CPU profile is refused in one line naming the file.
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from dataclasses import dataclass
 from itertools import chain
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..model import HeadroomError
 
+_BINARY = re.compile(rb"[\x00-\x08\x0e-\x1f]")
 PERF_HZ = 99  # perf record -F 99: one sample every 1/99 s of CPU
 
 #: sample types of Go's other profiles, to say what a file is when it is not CPU
@@ -93,7 +95,8 @@ def raw_bytes(path: str | Path) -> bytes:
 def read_profile(path: str | Path) -> StepProfile:
     """Read a Go pprof CPU profile or a perf collapsed-stacks file (by content, not name)."""
     data = raw_bytes(path)
-    if _looks_collapsed(data):
+    # protobuf has control bytes (small lengths, field tags) in its first bytes; text has none
+    if not _BINARY.search(data[:64]) and _looks_collapsed(data):
         return _read_collapsed(path, data)
     return _read_pprof(path, data)
 
@@ -161,12 +164,13 @@ def _global_ids(names) -> tuple[int, ...]:
 def _location_functions(p, st) -> tuple[list[int], list[tuple[int, ...]]]:
     """Location ids and their global function ids (innermost inlined first)."""
     maps = {m.id: st[m.build_id] or st[m.filename] for m in p.mapping}
+    one = next(iter(maps.values())) if len(maps) == 1 else None  # Go: one static binary
     fn = None
     ids: list[int] = []
     funcs: list[tuple[int, ...]] = []
     get = _SYMBOLS.get
     for location in p.location:
-        key = (maps.get(location.mapping_id, ""), location.address)
+        key = (one if one is not None else maps.get(location.mapping_id, ""), location.address)
         got = get(key)
         if got is None:
             if fn is None:
@@ -188,8 +192,9 @@ def _read_pprof(path, data: bytes) -> StepProfile:
     samples = p.sample
     try:
         loc_ids, loc_funcs = _location_functions(p, st)
-        locs = [s.location_id for s in samples]
-        values = np.array(list(chain.from_iterable(s.value for s in samples)), np.int64)
+        # list() of a repeated field is one bulk copy; iterating it element by element is ~10x slower
+        locs = [list(s.location_id) for s in samples]
+        values = np.array([list(s.value) for s in samples], np.int64)
         values = values.reshape(len(samples), -1)
     except (KeyError, IndexError, ValueError):
         raise _bad(path, "a broken pprof profile (a location names a function it does not have)") from None

@@ -256,3 +256,23 @@ def load(run, folder: str | Path | None = None) -> ProfileSet:
 
 def _at(values: list, k: int):
     return values[k] if k < len(values) else None
+
+
+def grouped_per_request(step: ProfiledStep, functions: list[str]) -> dict[str, float]:
+    """CPU seconds per request of the step split among ``functions`` and "other".
+
+    Each sample goes to the chosen function nearest the root of its stack (a chosen
+    function's callees count as its own, as in its cumulative CPU), else to "other": the
+    parts add up to the step's whole CPU per request, so they can be stacked.
+    """
+    p = step.profile
+    chosen = {f: i for i, f in enumerate(functions)}
+    col = np.array([chosen.get(f, -1) for f in p.functions] or [-1], np.int64)
+    out = np.zeros(len(functions) + 1)
+    cpu = p.stack_samples * (p.period_ns / 1e9) if p.period_ns else p.stack_samples * 0.0
+    for k in range(len(p.offsets) - 1):
+        hit = col[p.frames[p.offsets[k] : p.offsets[k + 1]]]
+        first = np.flatnonzero(hit >= 0)
+        out[hit[first[-1]] if first.size else -1] += cpu[k]
+    r = step.requests_in_profile or float("nan")
+    return {**{f: out[i] / r for f, i in chosen.items()}, "other": out[-1] / r}
