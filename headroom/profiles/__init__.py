@@ -2,7 +2,7 @@
 
     import headroom
     ps = headroom.profiles("runs/candidate")        # a ProfileSet (notebook: a table)
-    d = headroom.profiles.diff("runs/base", "runs/candidate")   # a ProfileDiff, or None
+    d = headroom.profiles.diff_runs("runs/base", "runs/candidate")   # a ProfileDiff, or None
 
 ``headroom.profiles(run)`` takes a Run, a Summary or a run folder and reads
 its ``profiles/`` (see :mod:`headroom.profiles.steps`); the module itself is
@@ -25,14 +25,14 @@ __all__ = [
     "ProfileSet",
     "ProfiledStep",
     "StepProfile",
-    "diff",
+    "diff_runs",
     "diff_profiles",
     "load",
     "read_profile",
 ]
 
 
-def diff(baseline, candidate, *, confidence: float = 0.95) -> ProfileDiff | None:
+def diff_runs(baseline, candidate, *, confidence: float = 0.95) -> ProfileDiff | None:
     """Where the CPU went between runs (each a Run, Summary, folder, ProfileSet or a list of them)."""
     sides = []
     for side in (baseline, candidate):

@@ -19,13 +19,13 @@ def side_diff(sides, confidence: float) -> tuple[ProfileDiff | None, list[str]]:
     for side in sides:
         sets = []
         for s in side:
-            _, folder, _ = run_facts(s)
+            label, folder, _ = run_facts(s)
             if not profile_files(folder / PROFILES_DIR):
                 continue
             try:
                 ps = load(s)
             except HeadroomError as e:
-                warnings.append(f"profiles of {s.label} not used: {e}")
+                warnings.append(f"profiles of {label} not used: {e}")
                 continue
             warnings += list(ps.warnings)
             if ps.steps:

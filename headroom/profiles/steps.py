@@ -34,8 +34,9 @@ TOP = 10
 _BY_STEP = re.compile(r"(?:^|[^a-z])step[-_]?0*(\d+)", re.I)
 _BY_LEVEL = re.compile(r"(?:^|[^a-z])(?:c|concurrency)[-_]?0*(\d+)(?=[^0-9]|$)", re.I)
 _SKIP = re.compile(r"\.(allocs|heap)\.", re.I)  # heap/allocs profiles taken at a step's end
-#: a profile may run this much longer than its step before it is refused as not of that step
-LATE_S = 1.0
+#: a profile may run this much longer than its step (a share of the step, plus seconds)
+#: before it is refused as not a profile of that step
+LATE_SHARE, LATE_S = 0.1, 0.1
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +197,7 @@ def _window_share(prof: StepProfile, start_ns, end_ns, path: Path, k: int) -> fl
     if start_ns is None or end_ns is None or end_ns <= start_ns:
         return 1.0
     wall = (end_ns - start_ns) / 1e9
-    if prof.duration_s is not None and prof.duration_s > wall + LATE_S:
+    if prof.duration_s is not None and prof.duration_s > wall * (1 + LATE_SHARE) + LATE_S:
         raise HeadroomError(
             f"{path}: the profile covers {prof.duration_s:.1f} s but step {k + 1} lasted {wall:.1f} s: "
             "it is not a profile of that step (take seconds=N shorter than the step)"
