@@ -36,7 +36,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s): one, or baseline and candidate")
-    p.add_argument("--profiles", metavar="DIR", help="one run: its step profiles are here (default RUN/profiles)")
+    p.add_argument(
+        "--profiles", metavar="DIR", help="one run: its step profiles are here (default RUN/profiles)"
+    )
     p.add_argument("--top", type=int, default=10, help="functions shown per step or in the diff (default 10)")
     p.add_argument("--confidence", type=float, default=0.95, help="of the diff's intervals (default 0.95)")
     p.add_argument("--json", metavar="FILE", help="write the JSON here ('-': stdout)")

@@ -18,9 +18,12 @@ for that on the total CPU per request).
 
 Cumulative changes run up the call stack (every caller of a function that
 got slower got slower by as much), so a caller whose change is almost all
-(``PASS_THROUGH``) through one callee is folded into that callee's row
+(``PASS_THROUGH``) through one callee, or two thirds of it with the rest
+within its sampling uncertainty, is folded into that callee's row
 (``callers``): the list then starts at the function that holds the change,
-not at ``runtime.goexit``.
+not at ``runtime.goexit``.  Go's runtime trampolines (``runtime.systemstack``,
+``runtime.mcall`` ...) sit on the stacks of unrelated work and are folded
+too.
 """
 
 from __future__ import annotations
@@ -35,6 +38,23 @@ import numpy as np
 from .steps import ProfileSet
 
 PASS_THROUGH = 0.8
+PASS_WITHIN_NOISE = 2 / 3  # ... or this much, the rest within the uncertainty
+#: Go runtime trampolines: on the stacks of unrelated work (a goroutine's start, a switch to
+#: the system stack), so their cumulative change says nothing of their own; folded, never listed
+TRAMPOLINES = frozenset(
+    {
+        "runtime.goexit",
+        "runtime.goexit1",
+        "runtime.systemstack",
+        "runtime.mcall",
+        "runtime.morestack",
+        "runtime.newstack",
+        "runtime.mstart",
+        "runtime.mstart0",
+        "runtime.mstart1",
+        "runtime.asmcgocall",
+    }
+)
 JSON_ROWS = 30
 
 
@@ -244,8 +264,10 @@ def _fold(rows: list[FunctionChange], b: _Side, c: _Side) -> tuple[list, list]:
     explained = {}
     for r in rows:
         callee, v = best.get(r.function, ("", 0.0))
-        if r.change and not r.within_uncertainty and v / r.change >= PASS_THROUGH:
+        if r.change and not r.within_uncertainty and _passes(r, v):
             explained[r.function] = callee
+        elif r.function in TRAMPOLINES:
+            explained[r.function] = "(a runtime trampoline)"
     kept, folded = [], []
     for r in rows:
         if r.function in explained:
@@ -255,6 +277,14 @@ def _fold(rows: list[FunctionChange], b: _Side, c: _Side) -> tuple[list, list]:
         callers = tuple(sorted((f for f, k in dist.items() if k), key=lambda f: (dist[f], f)))
         kept.append(_replace(r, callers=callers))
     return kept, folded
+
+
+def _passes(r: FunctionChange, through: float) -> bool:
+    """Whether the change of ``r`` went through one call (``through`` of it): most of it
+    (PASS_THROUGH), or two thirds (PASS_WITHIN_NOISE) with a remainder within ``r``'s own sampling uncertainty."""
+    share = through / r.change
+    remainder = abs(r.change - through)
+    return share >= PASS_THROUGH or (share >= PASS_WITHIN_NOISE and remainder <= (r.high - r.low) / 2)
 
 
 def _leads_to(f: str, target: str, explained: dict[str, str]) -> int:

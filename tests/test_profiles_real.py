@@ -1,0 +1,148 @@
+"""Real ramps with real profiles: the Go test server in variants of known cause.
+
+Each test records an interleaved A/B job (``headroom ramp --ab --interleave
+steps --pprof-a --pprof-b``: A and B alternate within every level, so both
+see the same machine) of 3 short levels, then reads the comparison's
+``profile_diff``:
+
+* a regexp compiled per request against once: a ``regexp`` function first;
+* a fresh 256 KiB buffer per request against a sync.Pool: allocation / GC first;
+* A/A (two identical servers): nothing beyond the sampling uncertainty.
+
+perf is tested where this machine lets it sample a process, else skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need_tool
+from goserver import GoMissing, GoServer, build
+
+import headroom.profiles as hp
+
+LEVELS, STEP = "1:9:4", "2s"
+ALLOC_GC = re.compile(
+    r"^runtime\.(mallocgc\w*|memclr\w*|gc\w*|scanobject|markroot\w*|sweep\w*|bgsweep|"
+    r"\(\*mheap\)\.\w+|\(\*mcache\)\.\w+|\(\*mcentral\)\.\w+|largeAlloc|makeslice|newobject)$"
+)
+
+
+@pytest.fixture(scope="module")
+def binary():
+    need_tool("hey")
+    try:
+        return build()
+    except GoMissing as e:
+        pytest.skip(str(e))
+
+
+def record_ab(tmp_path: Path, a: GoServer, b: GoServer) -> tuple[Path, Path]:
+    out = tmp_path / "job"
+    cmd = [
+        sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url, "--interleave", "steps",
+        "-o", str(out), "--concurrency", LEVELS, "--step-duration", STEP,
+        "--cpu-pid-a", str(a.pid), "--cpu-pid-b", str(b.pid),
+        "--pprof-a", a.base, "--pprof-b", b.base,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    return out / "a-01", out / "b-01"
+
+
+def compare_json(tmp_path: Path, base: Path, cand: Path) -> dict:
+    target = tmp_path / "compare.json"
+    cmd = [sys.executable, "-m", "headroom", "compare", str(base), str(cand), "--json", str(target)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1, 3), done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(target.read_text())
+
+
+def show(doc: dict, n: int = 5) -> str:
+    return "\n".join(
+        f"  {r['function']}: {r['baseline_cpu_s_per_request'] * 1e6:.2f} -> "
+        f"{r['candidate_cpu_s_per_request'] * 1e6:.2f} us/req ({r['change'] * 1e6:+.2f}, "
+        f"[{r['change_low'] * 1e6:+.2f}, {r['change_high'] * 1e6:+.2f}])"
+        for r in doc["profile_diff"][:n]
+    )
+
+
+def test_regexp_compiled_per_request_is_named_first(binary, tmp_path):
+    with (
+        GoServer(binary=binary, cpu=1, max_lifetime="120s") as a,
+        GoServer(binary=binary, cpu=1, regexp_per_request=True, max_lifetime="120s") as b,
+    ):
+        base, cand = record_ab(tmp_path, a, b)
+    for run in (base, cand):
+        assert sorted(p.name for p in (run / "profiles").iterdir()) == [
+            "step-001-c1.pb.gz", "step-002-c5.pb.gz", "step-003-c9.pb.gz",
+        ]  # fmt: skip
+    doc = compare_json(tmp_path, base, cand)
+    print("\nregexp per request vs once:\n" + show(doc))
+    top = doc["profile_diff"][0]
+    assert top["function"].startswith("regexp."), show(doc)
+    assert not top["within_uncertainty"] and top["change"] > 0
+    assert doc["profile_diff_info"]["levels"] == [1, 5, 9]
+
+
+def test_fresh_buffer_per_request_names_allocation_or_gc(binary, tmp_path):
+    alloc = 256 * 1024
+    with (
+        GoServer(binary=binary, cpu=1, alloc=alloc, pool=True, max_lifetime="120s") as a,
+        GoServer(binary=binary, cpu=1, alloc=alloc, max_lifetime="120s") as b,
+    ):
+        base, cand = record_ab(tmp_path, a, b)
+    doc = compare_json(tmp_path, base, cand)
+    print("\nfresh buffer vs sync.Pool:\n" + show(doc))
+    top = doc["profile_diff"][0]
+    assert ALLOC_GC.match(top["function"]), show(doc)
+    assert not top["within_uncertainty"] and top["change"] > 0
+
+
+def test_a_a_shows_nothing_beyond_the_sampling_uncertainty(binary, tmp_path):
+    with (
+        GoServer(binary=binary, cpu=1, max_lifetime="120s") as a,
+        GoServer(binary=binary, cpu=1, max_lifetime="120s") as b,
+    ):
+        base, cand = record_ab(tmp_path, a, b)
+    doc = compare_json(tmp_path, base, cand)
+    print("\nA/A:\n" + show(doc))
+    beyond = [r["function"] for r in doc["profile_diff"] if not r["within_uncertainty"]]
+    assert beyond == [], show(doc)
+    d = hp.diff_runs(base, cand)
+    assert not d.changed
+
+
+def test_perf_per_step_where_the_machine_allows(binary, tmp_path):
+    from headroom.profiles.perf import why_perf_fails
+
+    if "perf" in __import__("conftest").TOOL_INSTALL:
+        need_tool("perf")
+    elif shutil.which("perf") is None:
+        pytest.skip("perf is not installed (apt-get install linux-perf)")
+    with GoServer(binary=binary, cpu=1, regexp_per_request=True, max_lifetime="120s") as srv:
+        why = why_perf_fails(srv.pid)
+        if why:
+            print(f"perf cannot sample here: {why}")
+            pytest.skip(f"perf cannot sample here: {why}")
+        out = tmp_path / "perf"
+        cmd = [
+            sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "2:4:2",
+            "--step-duration", STEP, "--cpu-pid", str(srv.pid), "--perf-pid", str(srv.pid),
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    files = sorted(p.name for p in (out / "profiles").iterdir())
+    assert files == ["step-001-c2.perf.txt", "step-002-c4.perf.txt"], done.stderr
+    ps = hp(out)
+    assert [s.profile.kind for s in ps.steps] == ["perf", "perf"]
+    top = [t["function"] for t in ps.steps[-1].top(15)]
+    assert any(f.startswith("regexp.") for f in top), top
