@@ -123,3 +123,19 @@ def report_section(d: ProfileDiff, baseline: Sequence[ProfileSet], candidate: Se
         f'<img alt="CPU per request by concurrency" src="data:image/png;base64,{stacked}">'
         f"{diff_table(d)}<ul>{notes}</ul></section>"
     )
+
+
+def comparison_section(comparison, summaries: Sequence) -> str:
+    """The report's profile section for ``headroom report``: '' when the runs have no step profiles.
+
+    ``summaries``: the baseline's and the candidate's Summary (or Run, or folder), in that order.
+    """
+    from .steps import load
+
+    d = getattr(comparison, "profile_diff", None)
+    if d is None or len(summaries) < 2:
+        return ""
+    sets = [load(s) for s in summaries[:2]]
+    if not sets[0].steps or not sets[1].steps:
+        return ""
+    return report_section(d, [sets[0]], [sets[1]])
