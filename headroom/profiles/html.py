@@ -13,6 +13,7 @@ from html import escape
 
 from .diff import FunctionChange, ProfileDiff
 from .steps import ProfileSet
+from .text import levels_text
 
 
 def _us(seconds: float, sign: bool = False) -> str:
@@ -25,21 +26,20 @@ def headline(d: ProfileDiff) -> str:
     if not changed:
         return (
             f"No function's CPU per request changed beyond the sampling uncertainty "
-            f"(concurrency {', '.join(map(str, d.levels))})."
+            f"(concurrency {levels_text(d.levels)})."
         )
     r = changed[0]
-    peak = max(r.by_level, key=lambda v: abs(v[2] - v[1]))
     verb = "grew" if r.change > 0 else "shrank"
     return (
         f"{r.function} {verb} by {abs(r.change) * 1e6:.1f} us per request "
-        f"({_us(r.baseline)} to {_us(r.candidate)} us, interval {_us(r.low, True)} to {_us(r.high, True)}), "
-        f"most at concurrency {peak[0]} ({_us(peak[2] - peak[1], True)} us)."
+        f"({_us(r.baseline)} to {_us(r.candidate)} us, interval {_us(r.low, True)} to {_us(r.high, True)}): "
+        f"{r.load_text()}."
     )
 
 
 def _row(r: FunctionChange) -> str:
     cls = "same" if r.within_uncertainty else ("up" if r.change > 0 else "down")
-    levels = " ".join(f"c{c}:{_us(v - b, True)}" for c, b, v in r.by_level)
+    levels = r.load_text()
     return (
         f'<tr class="{cls}"><td>{escape(r.function)}</td><td>{_us(r.baseline)}</td><td>{_us(r.candidate)}</td>'
         f"<td><b>{_us(r.change, True)}</b></td><td>{_us(r.low, True)} .. {_us(r.high, True)}</td>"
@@ -59,7 +59,7 @@ STYLE = (
 def diff_table(d: ProfileDiff, n: int = 10) -> str:
     head = (
         "<tr><th>function (cumulative)</th><th>baseline us/req</th><th>candidate us/req</th>"
-        f"<th>change</th><th>{d.confidence:.0%} interval</th><th></th><th>change by concurrency</th></tr>"
+        f"<th>change</th><th>{d.confidence:.0%} interval</th><th></th><th>change by load (us/req)</th></tr>"
     )
     return f"<table>{head}{''.join(_row(r) for r in d.cum[:n])}</table>"
 
@@ -106,10 +106,13 @@ def report_section(d: ProfileDiff, baseline: Sequence[ProfileSet], candidate: Se
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
     top = 0.0
     for ax, ps, side in zip(axes, (baseline[0], candidate[0]), ("baseline", "candidate")):
-        cpu_per_request(ps, functions=funcs, title=f"{side}: {ps.label}", ax=ax)
+        cpu_per_request(ps, functions=funcs, title=f"{side}: {ps.label}", legend=False, ax=ax)
         top = max(top, ax.get_ylim()[1])
     for ax in axes:
         ax.set_ylim(0, top)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
+    fig.subplots_adjust(bottom=0.25)
     stacked = _png(fig)
     plt.close(fig)
     ax = diff_bars(d)

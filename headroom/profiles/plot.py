@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 
 from .diff import ProfileDiff
 from .steps import ProfileSet, grouped_per_request
+from .text import levels_text
 
 OTHER = "other"
 PALETTE = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
@@ -45,6 +46,7 @@ def cpu_per_request(
     n: int = 5,
     ymax: float | None = None,
     title: str | None = None,
+    legend: bool = True,
     ax=None,
 ):
     """Stacked CPU microseconds per request against concurrency (one bar per profiled step)."""
@@ -64,7 +66,8 @@ def cpu_per_request(
     ax.set_ylabel("CPU per request (us)")
     ax.set_ylim(0, ymax if ymax is not None else max(bottom, default=1) * 1.08 or 1)
     ax.set_title(title if title is not None else profiles.label, fontsize=10)
-    ax.legend(fontsize=7, loc="upper right", frameon=False, reverse=True)
+    if legend:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return ax
 
 
@@ -80,17 +83,15 @@ def diff_bars(diff: ProfileDiff, *, n: int = 10, ax=None):
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(list(y), [_short(r.function, 44) for r in rows], fontsize=8)
     for k, r in enumerate(rows):
-        peak = max(r.by_level, key=lambda v: abs(v[2] - v[1]), default=None)
-        at = f" (most at c={peak[0]})" if peak and not r.within_uncertainty else ""
         ax.annotate(
-            f"{r.change * 1e6:+.1f} us{at}",
+            f"{r.change * 1e6:+.1f} us",
             (0, k),
-            xytext=(4 if r.change >= 0 else -4, 7),
+            xytext=(4 if r.change >= 0 else -4, 8),
             textcoords="offset points",
             ha="left" if r.change >= 0 else "right",
             fontsize=7,
         )
-    levels = ", ".join(map(str, diff.levels))
+    levels = levels_text(diff.levels)
     ax.set_xlabel(f"change of CPU per request (us), candidate - baseline; concurrency {levels}")
     ax.set_title(
         f"where the CPU went (bars: {diff.confidence:.0%} simultaneous interval; grey: within sampling noise)",

@@ -20,19 +20,29 @@ def _row(r: FunctionChange) -> str:
     mark = "~" if r.within_uncertainty else ("+" if r.change > 0 else "-")
     rel = r.relative
     rel_text = "new" if r.baseline == 0 and r.candidate > 0 else ("" if rel is None else f"{rel:+.0%}")
-    peak = max(r.by_level, key=lambda x: abs(x[2] - x[1]), default=None)
-    at = f"c={peak[0]}" if peak else ""
+    at = " / ".join(f"{v * 1e6:+.1f}" for _, _, v in r.by_load())
     return (
         f"  {mark} {_short(r.function):48s} {_us(r.baseline):>8s} {_us(r.candidate):>8s} "
-        f"{_us(r.change, True):>8s}  [{_us(r.low, True)}, {_us(r.high, True)}] {rel_text:>5s} {at}"
+        f"{_us(r.change, True):>8s}  {'[' + _us(r.low, True) + ', ' + _us(r.high, True) + ']':16s} {rel_text:>5s}  {at}"
     )
+
+
+def levels_text(levels) -> str:
+    """``1, 5, 9`` or, for many levels, ``1..25 (25 levels)``."""
+    levels = list(levels)
+    if len(levels) <= 6:
+        return ", ".join(map(str, levels))
+    return f"{levels[0]}..{levels[-1]} ({len(levels)} levels)"
 
 
 def profile_diff_text(d: ProfileDiff | None, n: int = TOP) -> str:
     """Where the CPU went: the top ``n`` cumulative changes per request ('' when no diff)."""
     if d is None:
         return ""
-    levels = ", ".join(map(str, d.levels))
+    levels = levels_text(d.levels)
+    groups = (
+        " / ".join(f"{lo}-{hi}" if lo != hi else f"{lo}" for lo, hi, _ in d.cum[0].by_load()) if d.cum else ""
+    )
     total = d.candidate_cpu_s_per_request - d.baseline_cpu_s_per_request
     lines = [
         "",
@@ -40,7 +50,7 @@ def profile_diff_text(d: ProfileDiff | None, n: int = TOP) -> str:
         f"  all profiled CPU: {_us(d.baseline_cpu_s_per_request)} -> {_us(d.candidate_cpu_s_per_request)} us "
         f"per request ({_us(total, True)} us)",
         f"    {'function':48s} {'baseline':>8s} {'candidate':>8s} {'change':>8s}  "
-        f"[{d.confidence:.0%} interval]  rel  largest at",
+        f"{d.confidence:.0%} interval         rel  by concurrency {groups}",
     ]
     lines += [_row(r) for r in d.cum[:n]]
     beyond = len(d.changed)
