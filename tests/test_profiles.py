@@ -258,3 +258,53 @@ def test_pprof_endpoint_that_hangs_is_bounded():
         for c in held:
             c.close()
         ln.close()
+
+
+# --------------------------------------------------------------------------
+# text, figures, HTML
+
+
+def test_statistics_do_not_import_matplotlib():
+    import subprocess
+    import sys
+
+    code = (
+        f"import sys, headroom.profiles as hp; d = hp.diff_runs({str(BASE)!r}, {str(REGEXP)!r}); "
+        "from headroom.profiles.text import profile_diff_text; profile_diff_text(d); "
+        "print('matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_text_plot_and_report_section():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from headroom.profiles import plot
+    from headroom.profiles.html import headline, report_section
+    from headroom.profiles.text import profile_diff_text
+
+    a, b = hp(BASE), hp(REGEXP)
+    d = hp.diff_runs(a, b)
+    text = profile_diff_text(d)
+    rows = [x for x in text.splitlines() if x.startswith(("  + ", "  - ", "  ~ "))]
+    assert len(rows) == 10 and "regexp.compile" in rows[0]
+    assert headline(d).startswith(f"{d.cum[0].function} grew by {d.cum[0].change * 1e6:.1f} us per request")
+    ax = plot.diff_bars(d)
+    assert len(ax.patches) == 10 and ax.get_xlim()[0] <= 0
+    ax2 = plot.cpu_per_request(b, functions=["regexp.compile"])
+    # the stacked parts add up to each step's CPU per request
+    heights = {}
+    for p in ax2.patches:
+        x = round(p.get_x() + p.get_width() / 2)
+        heights[x] = heights.get(x, 0) + p.get_height()
+    for s in b.steps:
+        assert heights[s.concurrency] == pytest.approx(s.cpu_s_per_request * 1e6, rel=1e-6)
+    plt.close("all")
+    html = report_section(d, [a], [b])
+    assert html.count("data:image/png;base64,") == 2 and "<script" not in html
+    assert "regexp.compile grew by" in html
+    assert "<table>" in d._repr_html_()

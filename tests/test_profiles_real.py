@@ -146,3 +146,79 @@ def test_perf_per_step_where_the_machine_allows(binary, tmp_path):
     assert [s.profile.kind for s in ps.steps] == ["perf", "perf"]
     top = [t["function"] for t in ps.steps[-1].top(15)]
     assert any(f.startswith("regexp.") for f in top), top
+
+
+class _FlakyPprof:
+    """A stand-in pprof endpoint: the index answers; the first profile is a 500, later ones hang."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        calls = self.calls = []
+        release = self.release = threading.Event()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the http.server API)
+                calls.append(self.path)
+                if self.path.startswith("/debug/pprof/profile"):
+                    if len([c for c in calls if "/profile" in c]) == 1:
+                        self.send_error(500, "profiling failed")
+                        return
+                    release.wait(20)  # never in time
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_failed_or_late_profile_is_a_warning_and_the_load_data_is_written(binary, tmp_path):
+    import yaml
+
+    out = tmp_path / "run"
+    with GoServer(binary=binary, cpu=1, max_lifetime="120s") as srv, _FlakyPprof() as pprof:
+        cmd = [
+            sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "1:2:1",
+            "--step-duration", STEP, "--cpu-pid", str(srv.pid), "--pprof", pprof.url,
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "step 1: profile:" in done.stderr and "answered HTTP 500" in done.stderr
+    assert "step 2: profile: no profile" in done.stderr and "(late)" in done.stderr
+    meta = yaml.safe_load((out / "metadata.yml").read_text())
+    assert meta["steps"] == 2 and all(n > 0 for n in meta["step_requests"])
+    assert meta["profiles"]["taken"] == 0 and meta["profiles"]["failed"] == 2
+    assert (out / "perfResults.csv").stat().st_size > 0
+    assert list((out / "profiles").iterdir()) == []
+
+
+def test_a_404_pprof_endpoint_exits_2_before_the_ramp(binary, tmp_path):
+    out = tmp_path / "run"
+    with GoServer(binary=binary, max_lifetime="60s") as srv:
+        cmd = [
+            sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "1",
+            "--step-duration", STEP, "--pprof", srv.base + "/elsewhere",
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "answered HTTP 404" in lines[0] and "Traceback" not in done.stderr
+    assert not (out / "perfResults.csv").exists()
