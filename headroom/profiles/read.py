@@ -18,7 +18,6 @@ import gzip
 import re
 import zlib
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -189,49 +188,31 @@ def _read_pprof(path, data: bytes) -> StepProfile:
     ci = _cpu_index(path, p, st)
     si = next((i for i, t in enumerate(p.sample_type) if st[t.type] == "samples"), None)
     period = p.period or 0
-    samples = p.sample
     try:
         loc_ids, loc_funcs = _location_functions(p, st)
+        loc = dict(zip(loc_ids, loc_funcs))
         # list() of a repeated field is one bulk copy; iterating it element by element is ~10x slower
-        locs = [list(s.location_id) for s in samples]
-        values = np.array([list(s.value) for s in samples], np.int64)
-        values = values.reshape(len(samples), -1)
-    except (KeyError, IndexError, ValueError):
-        raise _bad(path, "a broken pprof profile (a location names a function it does not have)") from None
-    n = (
-        values[:, si]
-        if si is not None
-        else (values[:, ci] // period if period else np.ones(len(samples), np.int64))
-    )
-    frames, offsets = _expand(path, locs, loc_ids, loc_funcs)
-    used, frames = np.unique(frames, return_inverse=True)  # global ids -> this profile's 0..n-1
-    names = [_NAMES[i] for i in used]
+        stacks = [(list(s.location_id), list(s.value)) for s in p.sample]
+        # one profile holds tens to a few thousand stacks: plain Python beats numpy's per-call cost
+        frames: list[int] = []
+        offsets = [0]
+        counts: list[int] = []
+        cpu: list[int] = []
+        for ids, v in stacks:
+            for lid in ids:
+                frames += loc[lid]
+            offsets.append(len(frames))
+            counts.append(v[si] if si is not None else (v[ci] // period if period else 1))
+            cpu.append(v[ci])
+    except (KeyError, IndexError):
+        raise _bad(path, "a broken pprof profile (a sample names a location it does not have)") from None
+    used = sorted(set(frames))  # global ids -> this profile's 0..n-1
+    local = {g: i for i, g in enumerate(used)}
+    names = [_NAMES[g] for g in used]
     t0 = p.time_nanos or None
     dur = p.duration_nanos / 1e9 if p.duration_nanos else None
-    return _aggregate(path, "pprof", names, frames.ravel(), offsets, n, values[:, ci], period, t0, dur)
-
-
-def _expand(path, locs, loc_ids, loc_funcs) -> tuple[np.ndarray, np.ndarray]:
-    """Function ids of every sample's stack (leaf first) in one array, and offsets per sample."""
-    loc_len = np.fromiter(map(len, loc_funcs), np.int64, len(loc_funcs))
-    funcs = np.array(list(chain.from_iterable(loc_funcs)), np.int64)
-    lookup = np.full(max(loc_ids, default=0) + 1, -1, np.int64)
-    lookup[np.array(loc_ids, np.int64)] = np.arange(len(loc_ids))
-    per_sample = np.fromiter(map(len, locs), np.int64, len(locs))
-    flat_ids = np.array(list(chain.from_iterable(locs)), np.int64)
-    if flat_ids.size and (flat_ids.max() >= lookup.size or (lookup[flat_ids] < 0).any()):
-        raise _bad(path, "a broken pprof profile (a sample names a location it does not have)")
-    li = lookup[flat_ids]
-    if (loc_len == 1).all():  # no inlined frames: one function per location
-        frames = funcs[li] if li.size else np.zeros(0, np.int64)
-        return frames, np.concatenate(([0], np.cumsum(per_sample)))
-    loc_start = np.concatenate(([0], np.cumsum(loc_len)[:-1]))
-    lens = loc_len[li]
-    pos = np.repeat(loc_start[li] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
-    frames = funcs[pos] if pos.size else np.zeros(0, np.int64)
-    sample_of_loc = np.repeat(np.arange(len(locs)), per_sample)
-    nframes = np.bincount(sample_of_loc, weights=lens, minlength=len(locs)).astype(np.int64)
-    return frames, np.concatenate(([0], np.cumsum(nframes)))
+    fr = list(map(local.__getitem__, frames))
+    return _aggregate(path, "pprof", names, fr, offsets, counts, cpu, period, t0, dur)
 
 
 def _read_collapsed(path, data: bytes) -> StepProfile:
@@ -262,37 +243,49 @@ def _read_collapsed(path, data: bytes) -> StepProfile:
             frames.append(i)
         offsets.append(len(frames))
         counts.append(int(count))
-    n = np.array(counts, np.int64)
-    fr, off = np.array(frames, np.int64), np.array(offsets, np.int64)
-    return _aggregate(path, "perf", names, fr, off, n, n * period, period, t0, dur)
+    return _aggregate(
+        path, "perf", names, frames, offsets, counts, [c * period for c in counts], period, t0, dur
+    )
 
 
-def _aggregate(path, kind, names, frames, offsets, n, v, period, t0, dur) -> StepProfile:
-    nf, ns = len(names), len(n)
-    lens = np.diff(offsets)
-    has = lens > 0
-    sample = np.repeat(np.arange(ns), lens)
-    leaf = frames[offsets[:-1][has]]
-    flat_n = np.bincount(leaf, weights=n[has], minlength=nf).astype(np.int64)
-    flat_v = np.bincount(leaf, weights=v[has], minlength=nf)
-    # a function counts once per stack however often it recurses
-    key = np.unique(sample * max(nf, 1) + frames)
-    s_of, f_of = key // max(nf, 1), key % max(nf, 1)
-    cum_n = np.bincount(f_of, weights=n[s_of], minlength=nf).astype(np.int64)
-    cum_v = np.bincount(f_of, weights=v[s_of], minlength=nf)
+def _aggregate(path, kind, names, frames, offsets, counts, cpu, period, t0, dur) -> StepProfile:
+    """Flat and cumulative samples and CPU per function from the stacks (plain lists)."""
+    nf = len(names)
+    flat_n, cum_n = [0] * nf, [0] * nf
+    # Go (and perf) write every sample's CPU as its count times the period: then the
+    # CPU per function is its samples times the period, and only counts need adding up
+    exact = bool(period) and all(x == c * period for c, x in zip(counts, cpu))
+    flat_v, cum_v = ([0] * nf, [0] * nf) if not exact else (None, None)
+    for k, c in enumerate(counts):
+        stack = frames[offsets[k] : offsets[k + 1]]
+        if not stack:
+            continue
+        flat_n[stack[0]] += c
+        for f in set(stack):  # a function counts once per stack however often it recurses
+            cum_n[f] += c
+        if not exact:
+            x = cpu[k]
+            flat_v[stack[0]] += x
+            for f in set(stack):
+                cum_v[f] += x
+    fn, cn = np.array(flat_n, np.int64), np.array(cum_n, np.int64)
+    if exact:
+        fv, cv = fn * (period / 1e9), cn * (period / 1e9)
+    else:
+        fv, cv = np.array(flat_v, np.float64) / 1e9, np.array(cum_v, np.float64) / 1e9
     return StepProfile(
         path=str(path),
         kind=kind,
         functions=tuple(names),
-        flat_samples=flat_n,
-        cum_samples=cum_n,
-        flat_cpu_s=flat_v / 1e9,
-        cum_cpu_s=cum_v / 1e9,
-        frames=frames,
-        offsets=offsets,
-        stack_samples=np.asarray(n, np.int64),
-        samples=int(n.sum()),
-        cpu_s=float(v.sum()) / 1e9,
+        flat_samples=fn,
+        cum_samples=cn,
+        flat_cpu_s=fv,
+        cum_cpu_s=cv,
+        frames=np.array(frames, np.int64),
+        offsets=np.array(offsets, np.int64),
+        stack_samples=np.array(counts, np.int64),
+        samples=sum(counts),
+        cpu_s=sum(cpu) / 1e9,
         period_ns=int(period),
         time_ns=t0,
         duration_s=dur,
