@@ -44,13 +44,13 @@ def binary():
         pytest.skip(str(e))
 
 
-def record_ab(tmp_path: Path, a: GoServer, b: GoServer) -> tuple[Path, Path]:
+def record_ab(tmp_path: Path, a: GoServer, b: GoServer, *extra: str) -> tuple[Path, Path]:
     out = tmp_path / "job"
     cmd = [
         sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url, "--interleave", "steps",
         "-o", str(out), "--concurrency", LEVELS, "--step-duration", STEP,
         "--cpu-pid-a", str(a.pid), "--cpu-pid-b", str(b.pid),
-        "--pprof-a", a.base, "--pprof-b", b.base,
+        "--pprof-a", a.base, "--pprof-b", b.base, *extra,
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
@@ -80,11 +80,20 @@ def test_regexp_compiled_per_request_is_named_first(binary, tmp_path):
         GoServer(binary=binary, cpu=1, max_lifetime="120s") as a,
         GoServer(binary=binary, cpu=1, regexp_per_request=True, max_lifetime="120s") as b,
     ):
-        base, cand = record_ab(tmp_path, a, b)
+        base, cand = record_ab(tmp_path, a, b, "--pprof-heap")
     for run in (base, cand):
-        assert sorted(p.name for p in (run / "profiles").iterdir()) == [
+        names = sorted(p.name for p in (run / "profiles").iterdir())
+        assert [n for n in names if "allocs" not in n] == [
             "step-001-c1.pb.gz", "step-002-c5.pb.gz", "step-003-c9.pb.gz",
         ]  # fmt: skip
+        assert [n for n in names if "allocs" in n] == [
+            "step-001-c1.allocs.pb.gz", "step-002-c5.allocs.pb.gz", "step-003-c9.allocs.pb.gz",
+        ]  # fmt: skip
+    # a Run read by headroom gives the same profiles as its folder
+    import headroom
+
+    via_run = hp(headroom.load_run(cand))
+    assert [s.requests for s in via_run.steps] == [s.requests for s in hp(cand).steps]
     doc = compare_json(tmp_path, base, cand)
     print("\nregexp per request vs once:\n" + show(doc))
     top = doc["profile_diff"][0]

@@ -20,7 +20,7 @@ def side_diff(sides, confidence: float) -> tuple[ProfileDiff | None, list[str]]:
         sets = []
         for s in side:
             label, folder, _ = run_facts(s)
-            if not profile_files(folder / PROFILES_DIR):
+            if folder is None or not profile_files(folder / PROFILES_DIR):
                 continue
             try:
                 ps = load(s)

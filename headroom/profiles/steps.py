@@ -140,12 +140,16 @@ def step_doc(s: ProfiledStep, top: int = TOP) -> dict:
 # finding a run's facts and files
 
 
-def run_facts(run) -> tuple[str, Path, dict]:
-    """(label, folder, metadata fields) of a Run, a Summary or a run folder path."""
+def run_facts(run) -> tuple[str, Path | None, dict]:
+    """(label, folder, metadata fields) of a Run, a Summary or a run folder path.
+
+    The folder is None for a run that was not read from a file (built in memory)."""
     run = getattr(run, "run", run)  # a Summary
     meta = getattr(run, "meta", None)
     if meta is not None:
-        src = Path(meta.source)
+        src = Path(str(meta.source or ""))
+        if not str(meta.source or "") or not src.exists():
+            return meta.label, None, dict(meta.fields)
         return meta.label, (src if src.is_dir() else src.parent), dict(meta.fields)
     folder = Path(run)
     if not folder.is_dir():
@@ -218,6 +222,8 @@ def load(run, folder: str | Path | None = None) -> ProfileSet:
     ``folder``: where the step profiles are (default ``RUN/profiles``).
     """
     label, run_folder, fields = run_facts(run)
+    if folder is None and run_folder is None:
+        return ProfileSet(label, "", (), (f"{label}: not read from a folder: no step profiles",))
     where = Path(folder) if folder is not None else run_folder / PROFILES_DIR
     levels = list(fields.get("concurrency") or [])
     requests = list(fields.get("step_requests") or [])
@@ -252,7 +258,9 @@ def load(run, folder: str | Path | None = None) -> ProfileSet:
         warnings.append(
             f"{run_folder}: metadata.yml gives no step_requests: the profiles cannot be per request"
         )
-    return ProfileSet(label, str(run_folder), tuple(steps[k] for k in sorted(steps)), tuple(warnings))
+    return ProfileSet(
+        label, str(run_folder or where), tuple(steps[k] for k in sorted(steps)), tuple(warnings)
+    )
 
 
 def _at(values: list, k: int):
