@@ -841,8 +841,7 @@ def compare_runs(
     how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(side_stops),) if n]
-    profile_diff, profile_warnings = _profile_diff(sides, confidence)
-    return Comparison(
+    c = Comparison(
         verdict=verdict,
         reason=reason,
         metrics=metrics,
@@ -856,21 +855,24 @@ def compare_runs(
         noise=noise,
         objective=objective,
         notes=notes,
-        warnings=_warnings(sides, design, few, metrics, runs) + profile_warnings,
+        warnings=_warnings(sides, design, few, metrics, runs),
         runs_needed=needed,
         primary=primary,
         holm_weights=weights,
         design="interleaved steps" if design.paired else "runs",
         stopped=[x for row in side_stops for x in row if x is not None],
-        profile_diff=profile_diff,
     )
+    return _with_profiles(c, sides)
 
 
-def _profile_diff(sides, confidence: float) -> tuple[object, list[str]]:
-    """Where the CPU went, when every run has step profiles (``RUN/profiles/``); else None."""
+def _with_profiles(c: Comparison, sides) -> Comparison:
+    """Where the CPU went, when both sides have step profiles (``RUN/profiles/``)."""
+    from dataclasses import replace
+
     from .profiles.compare import side_diff
 
-    return side_diff(sides, confidence)
+    d, warnings = side_diff(sides, c.confidence)
+    return replace(c, profile_diff=d, warnings=c.warnings + warnings) if (d or warnings) else c
 
 
 def _common_pairs(sides) -> tuple[list[tuple], str]:
