@@ -49,3 +49,18 @@ def diff_docs(d: ProfileDiff) -> dict:
         "profile_diff_flat": rows_json(d.flat),
         "profile_diff_info": d.to_json(),
     }
+
+
+def summary_doc(summary) -> dict:
+    """``{"profiles": ...}`` for a summary's JSON when its run has step profiles (else ``{}``).
+
+    Per step ``profile_top`` (``{function, flat_cpu_s_per_request, cum_cpu_s_per_request}``);
+    a bad profile file gives ``{"profiles": {"error": "<one line>"}}`` rather than failing.
+    """
+    _, folder, _ = run_facts(summary)
+    if folder is None or not profile_files(folder / PROFILES_DIR):
+        return {}
+    try:
+        return {"profiles": load(summary).to_json()}
+    except HeadroomError as e:
+        return {"profiles": {"error": str(e)}}
