@@ -9,8 +9,8 @@ def add_ramp_profile_options(parser: argparse.ArgumentParser) -> None:
     """Add --pprof, --pprof-a/--pprof-b, --pprof-heap and --perf-pid to the ramp parser."""
     g = parser.add_argument_group(
         "CPU profiles per step (docs/profiles.md)",
-        "A CPU profile of the server during every step, kept in DIR/profiles/ (one file per step); "
-        "headroom compare then says where the CPU per request went.",
+        "  A CPU profile of the server during every step, kept in DIR/profiles/ (one file\n"
+        "  per step); headroom compare then says where the CPU per request went.",
     )
     g.add_argument(
         "--pprof",
