@@ -176,6 +176,8 @@ class Comparison:
     holm_weights: dict = field(default_factory=dict)
     design: str = "runs"  # "runs" (run-level test) or "interleaved steps" (paired levels)
     stopped: list = field(default_factory=list)  # headroom.stopped.Stop of every run that stopped answering
+    # where the CPU went: headroom.profiles.diff.ProfileDiff when both sides have step profiles
+    profile_diff: object = None
 
     @property
     def exit_code(self) -> int:
@@ -839,7 +841,7 @@ def compare_runs(
     how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
     notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(side_stops),) if n]
-    return Comparison(
+    c = Comparison(
         verdict=verdict,
         reason=reason,
         metrics=metrics,
@@ -860,6 +862,17 @@ def compare_runs(
         design="interleaved steps" if design.paired else "runs",
         stopped=[x for row in side_stops for x in row if x is not None],
     )
+    return _with_profiles(c, sides)
+
+
+def _with_profiles(c: Comparison, sides) -> Comparison:
+    """Where the CPU went, when both sides have step profiles (``RUN/profiles/``)."""
+    from dataclasses import replace
+
+    from .profiles.compare import side_diff
+
+    d, warnings = side_diff(sides, c.confidence)
+    return replace(c, profile_diff=d, warnings=c.warnings + warnings) if (d or warnings) else c
 
 
 def _common_pairs(sides) -> tuple[list[tuple], str]:
@@ -1359,7 +1372,15 @@ def to_json(c: Comparison) -> dict:
         "warnings": c.warnings,
         # added within schema 3: runs that stopped answering (absent when none did)
         **({"stopped": [x.to_dict() for x in c.stopped]} if c.stopped else {}),
+        # added within schema 3: where the CPU went (absent when the runs have no step profiles)
+        **(_profile_docs(c.profile_diff) if c.profile_diff is not None else {}),
     }
+
+
+def _profile_docs(d) -> dict:
+    from .profiles.compare import diff_docs
+
+    return diff_docs(d)
 
 
 def measure_noise(runs: Sequence[Run | Summary], **kw) -> dict:

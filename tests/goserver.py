@@ -127,7 +127,9 @@ class GoServer:
     Knobs map to the server's flags: ``work`` (-work, SHA-256 rounds), ``delay``
     (-delay; seconds as a float or a Go duration string), ``alloc`` (-alloc bytes),
     ``body`` (-body bytes, server default 1024), ``crash_at`` (-crash-at-concurrency),
-    ``hang_at`` (-hang-at-concurrency), ``max_lifetime`` (-max-lifetime, a safety net
+    ``hang_at`` (-hang-at-concurrency), ``regexp_per_request`` (-regexp-per-request: the
+    route regexp compiled on every request), ``pool`` (-pool: the -alloc buffer from a
+    sync.Pool), ``max_lifetime`` (-max-lifetime, a safety net
     for forgotten servers), ``extra_args`` (more flags, verbatim). ``cpu`` pins the
     process to CPUs (an int, an iterable of ints or a taskset list such as "1" or
     "0-1") with ``os.sched_setaffinity`` before it execs, so every Go thread inherits
@@ -148,6 +150,8 @@ class GoServer:
         cpu: int | str | Iterable[int] | None = None,
         *,
         body: int | None = None,
+        regexp_per_request: bool = False,
+        pool: bool = False,
         max_lifetime: float | str = "10m",
         env: Mapping[str, str] | None = None,
         binary: str | os.PathLike | None = None,
@@ -155,6 +159,7 @@ class GoServer:
     ):
         self.work, self.delay, self.alloc, self.body = work, delay, alloc, body
         self.crash_at, self.hang_at = crash_at, hang_at
+        self.regexp_per_request, self.pool = regexp_per_request, pool
         self.extra_args = tuple(extra_args)
         self.cpus = _parse_cpus(cpu)
         self.max_lifetime = max_lifetime
@@ -184,6 +189,10 @@ class GoServer:
             a += ["-crash-at-concurrency", str(int(self.crash_at))]
         if self.hang_at:
             a += ["-hang-at-concurrency", str(int(self.hang_at))]
+        if self.regexp_per_request:
+            a.append("-regexp-per-request")
+        if self.pool:
+            a.append("-pool")
         a += ["-max-lifetime", _duration(self.max_lifetime)]
         return a + list(self.extra_args)
 

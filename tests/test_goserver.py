@@ -312,3 +312,29 @@ def test_go_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(gs, "GO_FALLBACK", gs.Path("/nonexistent/go"))
     with pytest.raises(GoMissing, match="neither on PATH nor at /nonexistent/go"):
         gs.find_go()
+
+
+def test_regexp_per_request_and_pool_flags(binary):
+    """The two profile variants answer like the base server and say so in /metrics."""
+    for kw, labels in (
+        ({}, ('pool="false"', 'regexp_per_request="false"')),
+        (
+            {"regexp_per_request": True, "alloc": 4096, "pool": True},
+            ('pool="true"', 'regexp_per_request="true"'),
+        ),
+    ):
+        with server(binary, **kw) as srv:
+            for ua, match in (
+                ("hey/0.0.1", "true"),
+                ("curl/8.5.0", "true"),
+                ("", "false"),
+                ("hey/0.0.1", "true"),
+            ):
+                c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+                c.request("GET", "/", headers={"User-Agent": ua} if ua else {})
+                r = c.getresponse()
+                body = r.read()
+                c.close()
+                assert r.status == 200 and r.getheader("X-Route-Match") == match and len(body) == 1024
+            info = [k for k in metrics(srv) if k.startswith("testserver_config_info")]
+            assert len(info) == 1 and all(x in info[0] for x in labels), info

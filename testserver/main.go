@@ -27,7 +27,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,6 +80,8 @@ Examples:
   testserver -listen 127.0.0.1:8080 -work 7000   # about 0.5 ms of CPU per request (see README.md)
   testserver -delay 20ms -body 100               # 20 ms latency, almost no CPU
   testserver -alloc 1048576                      # 1 MiB of garbage per request
+  testserver -alloc 262144 -pool                 # the same buffer reused through a sync.Pool
+  testserver -regexp-per-request                 # compiles its route regexp on every request
   testserver -crash-at-concurrency 8             # exits with 3 when 8 requests are in flight
   testserver -hang-at-concurrency 8              # stops answering / when 8 requests are in flight
   GOMAXPROCS=1 taskset -c 1 testserver -port-file /tmp/port -work 4000
@@ -94,7 +98,13 @@ type config struct {
 	hangAt          int64
 	maxLifetime     time.Duration
 	shutdownTimeout time.Duration
+	regexpPerReq    bool
+	pool            bool
 }
+
+// routePattern is matched against every request's User-Agent and path: a
+// pattern of realistic size, so that compiling it costs tens of microseconds.
+const routePattern = `^(?i)(?:hey|vegeta|oha|curl|go-http-client|python-urllib|mozilla)/[0-9]+(?:\.[0-9]+){0,3}(?: \([^)]*\))?(?: [a-z]+/[0-9.]+)*\|/(?:api/v[0-9]+/)?(?:[a-z0-9_-]+/?)*$`
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -109,6 +119,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.crashAt, "crash-at-concurrency", 0, "exit at once with code 3 when `C` requests to / are in flight (0: off)")
 	fs.Int64Var(&c.hangAt, "hang-at-concurrency", 0, "from the moment `C` requests to / are in flight, no request to / ever answers (0: off)")
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", 30*time.Minute, "exit by itself (code 4) after this `duration` (0: never)")
+	fs.BoolVar(&c.regexpPerReq, "regexp-per-request", false, "compile the route regexp on every request (a known regression) instead of once")
+	fs.BoolVar(&c.pool, "pool", false, "take the -alloc buffer from a sync.Pool instead of allocating a fresh one per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, wait this `duration` for requests in flight, then close connections")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
@@ -147,16 +159,49 @@ func allocate(n int) byte {
 	if n == 0 {
 		return 0
 	}
-	b := make([]byte, n)
+	return fillBuffer(make([]byte, n))
+}
+
+// fillBuffer writes one byte in every 64 of b (every cache line, so every
+// page is touched) and returns a checksum; b is not cleared first.
+func fillBuffer(b []byte) byte {
 	var x byte
-	for i := 0; i < n; i += 64 {
+	for i := 0; i < len(b); i += 64 {
 		b[i] = byte(i >> 6)
 		x ^= b[i]
 	}
-	return x ^ b[n-1]
+	return x ^ b[len(b)-1]
+}
+
+// matchRoute matches the request against routePattern, compiled now when
+// perRequest (the regression) or else the copy compiled once at start.
+func (s *server) matchRoute(r *http.Request, perRequest bool) bool {
+	re := s.route
+	if perRequest {
+		re = regexp.MustCompile(routePattern)
+	}
+	return re.MatchString(r.UserAgent() + "|" + r.URL.Path)
+}
+
+// buffer does the -alloc work: a fresh slice per request, or one from the
+// pool (-pool) that goes back after use.
+func (s *server) buffer() byte {
+	n := s.cfg.alloc
+	if n == 0 {
+		return 0
+	}
+	if !s.cfg.pool {
+		return allocate(n)
+	}
+	bp := s.bufs.Get().(*[]byte)
+	x := fillBuffer(*bp)
+	s.bufs.Put(bp)
+	return x
 }
 
 type server struct {
+	route    *regexp.Regexp
+	bufs     sync.Pool
 	cfg      config
 	body     []byte
 	inFlight atomic.Int64
@@ -169,6 +214,8 @@ type server struct {
 
 func newServer(cfg config, reg *prometheus.Registry) *server {
 	s := &server{cfg: cfg, body: make([]byte, cfg.body), stopping: make(chan struct{})}
+	s.route = regexp.MustCompile(routePattern)
+	s.bufs.New = func() any { b := make([]byte, cfg.alloc); return &b }
 	for i := range s.body {
 		s.body[i] = 'a' + byte(i%26)
 	}
@@ -204,6 +251,8 @@ func newServer(cfg config, reg *prometheus.Registry) *server {
 			"body":                 strconv.Itoa(cfg.body),
 			"crash_at_concurrency": strconv.FormatInt(cfg.crashAt, 10),
 			"hang_at_concurrency":  strconv.FormatInt(cfg.hangAt, 10),
+			"regexp_per_request":   strconv.FormatBool(cfg.regexpPerReq),
+			"pool":                 strconv.FormatBool(cfg.pool),
 		},
 	})
 	knobs.Set(1)
@@ -240,7 +289,8 @@ func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.delay > 0 {
 		time.Sleep(s.cfg.delay)
 	}
-	check := allocate(s.cfg.alloc)
+	check := s.buffer()
+	routed := s.matchRoute(r, s.cfg.regexpPerReq)
 	if s.hung.Load() { // the hang began while this request was working
 		s.hang(r)
 	}
@@ -249,6 +299,7 @@ func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.Itoa(len(s.body)))
 	h.Set("X-Work-Sum", hex.EncodeToString(sum[:]))
 	h.Set("X-Alloc-Check", strconv.Itoa(int(check)))
+	h.Set("X-Route-Match", strconv.FormatBool(routed))
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(s.body)
 	}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model import HeadroomError
+from ..profiles.capture import options_from_args
 from .recorder import Recorder, _duration, _pids, _positive, _Signals, check_url, preflight, prepare_output
 
 JOB_FILE = "ab.yml"
@@ -152,6 +153,7 @@ class AbJob:
         # so that a-01 of two jobs are never taken for repeats of one release
         rec.release = s.label if given else f"{self.out.resolve().name}/{key}"
         rec.other_pids = list(dict.fromkeys(rec.other_pids + other.pids))
+        rec.profile_opts = options_from_args(self.args, key)
         return rec
 
     def check(self) -> None:
@@ -249,7 +251,7 @@ def _record_one(job: AbJob, key: str, position: int, signals: _Signals) -> int:
     side = job.side(key)
     n = len(side.runs) + 1
     rec = job.recorder(key, n)
-    rec.extra_metadata = job.ab_metadata(key, position)
+    rec.extra_metadata.update(job.ab_metadata(key, position))
     _say(f"run {position}/{len(job.order)}: {rec.label} ({key.upper()}, {side.url})")
     rec.setup()
     prepare_output(rec.out, job.args.force)
@@ -279,7 +281,7 @@ def _record_pair(job: AbJob, position: int, signals: _Signals) -> int:
     recs = {key: job.recorder(key, position) for key in ("a", "b")}
     levels = len(recs["a"].levels)
     for key, rec in recs.items():
-        rec.extra_metadata = job.ab_metadata(key, position, levels)
+        rec.extra_metadata.update(job.ab_metadata(key, position, levels))
         rec.setup()
     _say(
         f"recording {position}/{len(job.order)}: {recs['a'].label} and {recs['b'].label}, "

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..model import HeadroomError
+from ..profiles.options import add_ramp_profile_options
 from .engines import ENGINES
 from .recorder import Recorder, check_url, prepare_output
 
@@ -18,6 +19,8 @@ examples:
   headroom ramp http://127.0.0.1:8080/ -o runs/open --rate 1000:8000:1000 --engine vegeta
   taskset -c 0 headroom ramp http://127.0.0.1:8080/ -o runs/pinned --cpu-pid 1234   # generator on CPU 0
   headroom compare runs/baseline runs/candidate
+  # a CPU profile of a Go server at every step (net/http/pprof), compared per request
+  headroom ramp http://127.0.0.1:8080/ -o runs/prof --cpu-pid 1234 --pprof http://127.0.0.1:8080
 
   # interleaved A/B: baseline and candidate servers both up, recorded A B B A A B B A
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --repeats 4 -o runs/ab \\
@@ -154,6 +157,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     _add_ab_options(p)
+    add_ramp_profile_options(p)
     return p
 
 

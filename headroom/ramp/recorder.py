@@ -54,6 +54,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..model import HeadroomError, parse_duration
+from ..profiles.capture import ProfileOptions, StepCapture, options_from_args
+from ..profiles.capture import probe as probe_profiles
 from .engines import Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
 from .metadata import HOST_FILE, foreign_summary, foreign_warning, rfc3339_ns
 from .metadata import build as build_metadata
@@ -380,6 +382,9 @@ class Recorder:
         self._step_cpu_s: float | None = None
         self._perf = None
         self.progress = sys.stderr if (args.progress or sys.stderr.isatty()) else None
+        # CPU profiles per step (--pprof, --perf-pid); an A/B job sets each side's own
+        self.profile_opts = ProfileOptions() if getattr(args, "ab", None) else options_from_args(args)
+        self.capture: StepCapture | None = None
 
     # ---- plan of a step
 
@@ -446,7 +451,24 @@ class Recorder:
     def run_step(
         self, k: int, level: int, tmp: Path, signals: _Signals
     ) -> tuple[str, Step | None, StepRows | None]:
-        """Run step k; returns (outcome, step, rows); outcome: ok, aborted, overran, failed, empty."""
+        """Run step k; returns (outcome, step, rows); outcome: ok, aborted, overran, failed, empty.
+
+        With profiles, the step's profile is taken in a thread from the step's launch and
+        waited for (bounded) after it; a missing or late profile is a warning only."""
+        if self.capture is None:
+            return self._run_step(k, level, tmp, signals)
+        self.capture.start(k, level)
+        step = None
+        try:
+            outcome, step, rows = self._run_step(k, level, tmp, signals)
+        finally:
+            self.warnings.extend(self.capture.finish(keep=step is not None))
+            self.extra_metadata.update(self.capture.metadata())
+        return outcome, step, rows
+
+    def _run_step(
+        self, k: int, level: int, tmp: Path, signals: _Signals
+    ) -> tuple[str, Step | None, StepRows | None]:
         plan = self.plan(level)
         workdir = tmp / f"step{k + 1:03d}"
         workdir.mkdir()
@@ -657,6 +679,11 @@ class Recorder:
         w = preflight(self.url)
         if w:
             self.warnings.append(w)
+        if self.profile_opts.any:
+            step_s = None if self.requests_per_step is not None else self.step_duration
+            self.capture = StepCapture(self.profile_opts, self.out, step_s)  # refuses steps too short
+            probe_profiles(self.profile_opts)
+            self.extra_metadata.update(self.capture.metadata())
         self.engine_version = self.engine.version()
         self.host = host_info()
 
