@@ -39,7 +39,7 @@ _EXPORTS = {
     "compare_runs": "compare",
 }
 #: submodules reachable as attributes (``headroom.plot``), imported on first use
-_MODULES = ("plot", "html", "text", "report", "compare", "summary", "io", "model")
+_MODULES = ("plot", "html", "text", "report", "compare", "summary", "io", "model", "profiles")
 
 __all__ = [
     "Comparison",
@@ -56,6 +56,7 @@ __all__ = [
     "load_run",
     "parse_objective",
     "plot",
+    "profiles",
     "reduce_run",
     "to_json",
 ]
@@ -77,7 +78,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors; never executed
-    from . import plot
+    from . import plot, profiles
     from .compare import Comparison, compare_runs
     from .io import load_run, reduce_run
     from .model import HeadroomError, Objective, Run, parse_objective

@@ -24,6 +24,8 @@ TOOL_INSTALL = {
     "go": "https://go.dev/dl/ into /usr/local/go",
     "vegeta": "go install github.com/tsenart/vegeta/v12@latest",
     "oha": "cargo install --locked oha",
+    "perf": "apt-get install linux-perf",
+    "prometheus": "apt-get install prometheus",
 }
 #: where a tool may be installed without being on PATH (Debian's sbin, go install, cargo install)
 TOOL_DIRS = {
