@@ -838,9 +838,7 @@ def compare_runs(
     )
     verdict, reason, needed = _with_stops(sides, side_stops, verdict, reason, needed)
     noise = _noise_of(design, learned, runs)
-    how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
-    notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
-    notes += [n for n in (stop_note(side_stops),) if n]
+    how, notes = _how_and_notes(how, notes, noise, design, sides, side_stops)
     c = Comparison(
         verdict=verdict,
         reason=reason,
@@ -863,6 +861,13 @@ def compare_runs(
         stopped=[x for row in side_stops for x in row if x is not None],
     )
     return _with_profiles(c, sides)
+
+
+def _how_and_notes(how: str, notes: list[str], noise, design: _Design, sides, side_stops):
+    """The pairing line (with the design) and the notes: noise, pairing, plan, load, stops."""
+    how += "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
+    notes = [noise.describe(), f"steps paired {how}", *notes, *_load_notes(sides, design.paired)]
+    return how, notes + [n for n in (stop_note(side_stops),) if n]
 
 
 def _with_profiles(c: Comparison, sides) -> Comparison:

@@ -42,6 +42,8 @@ HTML_RENDERERS: dict[str, tuple[str, str]] = {
     "Summary": ("headroom.html", "capacity_table"),
     "Comparison": ("headroom.html", "verdict"),
     "History": ("headroom.history_view", "history_table"),
+    "ProfileSet": ("headroom.profiles.html", "profile_set_html"),
+    "ProfileDiff": ("headroom.profiles.html", "diff_html"),
 }
 
 

@@ -158,9 +158,9 @@ class ProfileDiff:
         return f"<ProfileDiff {len(self.levels)} level(s), {len(self.changed)} changed; {what}>"
 
     def _repr_html_(self) -> str:
-        from .html import diff_html
+        from ..model import render_html  # by name: the renderer imports this module
 
-        return diff_html(self)
+        return render_html("ProfileDiff", self)
 
     def to_json(self, rows: int = JSON_ROWS) -> dict:
         return {

@@ -99,9 +99,9 @@ class ProfileSet:
         return f"<ProfileSet {self.label}: {len(self.steps)} profiled step(s), concurrency {levels or '-'}>"
 
     def _repr_html_(self) -> str:
-        from .html import profile_set_html
+        from ..model import render_html  # by name: the renderer imports this module
 
-        return profile_set_html(self)
+        return render_html("ProfileSet", self)
 
     def level(self, concurrency: int) -> ProfiledStep | None:
         return next((s for s in self.steps if s.concurrency == concurrency), None)
