@@ -23,7 +23,7 @@ from .formats._checks import (
     mtime_base,
 )
 from .formats._common import Table, check_values
-from .formats._scan import BOM, short
+from .formats._scan import BOM, bare_cr, short
 from .formats.hey import anchor_warning
 from .model import HeadroomError, Requests
 from .runfolder import PERF_NAMES, RunFiles, step_concurrency_from_names
@@ -35,6 +35,11 @@ CSV_FAMILY = ("throughputramp", "hey")
 def detect_format(perf: Path, fmt: str | None) -> str:
     """The format of a request file: ``fmt`` (checked against the content) or detected."""
     head = head_bytes(perf)
+    if bare_cr(head.lstrip(BOM)):
+        raise HeadroomError(
+            f"{perf}:1: lines end in a bare CR (old Mac line ends), so its rows run together: "
+            f"convert it with `tr '\\r' '\\n' < FILE > FILE.new` and read that"
+        )
     if fmt:
         return resolve(fmt, perf, head)
     if any(perf.name.endswith(n) for n in PERF_NAMES):

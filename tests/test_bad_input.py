@@ -228,3 +228,69 @@ def test_report_loads_nothing_from_the_network():
     page_files = list(Path(ROOT / "headroom" / "templates").rglob("*"))
     text = "".join(f.read_text() for f in page_files if f.is_file())
     assert "http" not in text  # our template adds nothing remote; test_report checks the output
+
+
+# -- line ends: CR-only refused in one line for every format; CRLF and mixed CRLF/LF read alike ----
+
+LINE_END_SAMPLES = [
+    RUNS / "nginx-keepalive" / "perfResults.csv.gz",
+    *(ROOT / "tests" / "data" / "formats" / n for n in (
+        "hey-ramp.csv", "jmeter.csv", "jmeter.xml", "k6.csv", "k6.json", "vegeta.csv", "vegeta.json",
+        "gatling-simulation.log", "oha.csv",
+    )),
+]  # fmt: skip
+
+
+def _text_of(path: Path) -> bytes:
+    import gzip
+
+    raw = path.read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+@pytest.mark.parametrize("sample", LINE_END_SAMPLES, ids=lambda p: p.name)
+def test_cr_only_line_ends_are_one_line_and_exit_2(sample, tmp_path):
+    """Every row would run into one: refused at once (a 13 MB throughputramp file used to loop
+    for ever looking for its 13 MB 'header line')."""
+    name = sample.name.removesuffix(".gz")
+    if sample.parent.name == "nginx-keepalive":
+        (tmp_path / "run").mkdir()
+        target = tmp_path / "run" / name
+    else:
+        target = tmp_path / name
+    target.write_bytes(_text_of(sample).replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    r = subprocess.run(
+        [sys.executable, "-m", "headroom", "summary", target.parent if name == "perfResults.csv" else target],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0] == (
+        f"headroom: error: {target}:1: lines end in a bare CR (old Mac line ends), so its rows run "
+        "together: convert it with `tr '\\r' '\\n' < FILE > FILE.new` and read that"
+    )
+    assert len(lines[0]) - len("headroom: error: ") - len(str(target)) <= 300
+
+
+@pytest.mark.parametrize("name", ["jmeter.csv", "k6.csv", "vegeta.csv", "hey-ramp.csv"])
+def test_crlf_and_mixed_line_ends_read_as_lf(name, tmp_path):
+    """Windows line ends, and a file whose second half was appended with Unix ones, give the
+    same summary as the LF original."""
+    lf = _text_of(ROOT / "tests" / "data" / "formats" / name).replace(b"\r\n", b"\n")
+    crlf = lf.replace(b"\n", b"\r\n")
+    half = len(lf) // 2
+    cut = lf.index(b"\n", half) + 1
+    mixed = lf[:cut].replace(b"\n", b"\r\n") + lf[cut:]
+    docs = []
+    for tag, body in (("lf", lf), ("crlf", crlf), ("mixed", mixed)):
+        (tmp_path / tag).mkdir()
+        f = tmp_path / tag / name
+        f.write_bytes(body)
+        r = cli("summary", f, "--json", "-")
+        assert r.returncode == 0, (tag, r.stderr)
+        # hey's times are anchored at the file's modification time: the rest must be equal
+        steps = [
+            {k: v for k, v in st.items() if k not in ("start", "end")} for st in json.loads(r.stdout)["steps"]
+        ]
+        docs.append(json.dumps(steps, sort_keys=True))
+    assert docs[0] == docs[1] == docs[2]

@@ -515,10 +515,22 @@ def sections(data: memoryview, path: Path, release=None) -> tuple[bytes, int, li
     return header, begin, bounds
 
 
+def bare_cr(head: bytes) -> bool:
+    """Whether a text file's first line ends in a bare CR (classic Mac line ends, or CR-only
+    lines mixed with LF ones): its rows would run together."""
+    if not is_text(head):
+        return False  # a binary log (Gatling 3.13+) may hold any byte
+    nl = head.find(b"\n")
+    first = head if nl < 0 else head[:nl]
+    cr = first.find(b"\r")
+    return 0 <= cr < len(first) - 1 or (nl < 0 and cr >= 0)
+
+
 def _find_all(raw, marker: bytes, pos: int, end: int, release) -> list[int]:
     """Offsets just after every ``marker``'s leading newline, 4 MB at a time."""
     out = []
-    window = 1 << 22  # small: the pages searched are let go after each window
+    # small: the pages searched are let go after each window; never shorter than the marker
+    window = max(1 << 22, 2 * len(marker))
     while pos < end:
         stop = min(pos + window, end + 1)
         i = raw.find(marker, pos, stop)
