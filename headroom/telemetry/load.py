@@ -1,0 +1,123 @@
+"""A run's telemetry when it is read: from Prometheus when asked, else from its folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .files import MEM_NAME, read_mem_stats
+from .model import Telemetry
+from .prometheus import PromSource, fetch
+
+
+def load_window(p) -> tuple[int, int]:
+    """First request start to last response of a reduced run's partial (ns)."""
+    spans = [(q.t0, q.t1) for q in p.steps.values() if q.n > 0]
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def mem_stats_path(perf: Path) -> Path | None:
+    """The ``memStats.csv`` beside a request file (``old_memStats.csv`` for an ``old_`` run)."""
+    prefix = "old_" if perf.name.startswith("old_") else ""
+    p = perf.parent / f"{prefix}{MEM_NAME}"
+    return p if p.is_file() else None
+
+
+def server_telemetry(files, fields: dict, p, source: PromSource | None, file_cpu):
+    """(CPU samples, telemetry, metadata fields) of a run being read.
+
+    With ``source`` the CPU and memory come from Prometheus over the load
+    window, and the recorder's exact per-step CPU (``step_cpu_s``) is set
+    aside, so that every figure is the source's.  Without it: the CPU file
+    (``file_cpu()``) and the folder's ``memStats.csv``.
+    """
+    if source is not None:
+        lo, hi = load_window(p)
+        tel = fetch(source, lo, hi)
+        fields = {k: v for k, v in fields.items() if k != "step_cpu_s"}
+        return tel.cpu_samples(), tel, fields
+    cpu = file_cpu()
+    mem = mem_stats_path(Path(files.perf))
+    tel = read_mem_stats(mem) if mem is not None else None
+    return cpu, tel, fields
+
+
+def fetch_and_save(source: PromSource, folder, window: tuple[int, int], *, force: bool = False) -> tuple[Telemetry, list[Path]]:
+    """Fetch the telemetry of ``window`` and save it into ``folder`` (cpuStats.csv, memStats.csv,
+    telemetry.json); an existing cpuStats.csv is kept unless ``force``."""
+    from .files import CPU_NAME, write_cpu_stats, write_info, write_mem_stats
+    from .model import TelemetryError
+
+    folder = Path(folder)
+    tel = fetch(source, *window)
+    written = []
+    if (folder / CPU_NAME).exists() and not force:
+        raise TelemetryError(
+            f"{folder / CPU_NAME}: the run has CPU samples already: give --force to replace them with {source.describe()}'s"
+        )
+    cpu = tel.get("cpu_cores")
+    if cpu is not None:
+        written.append(write_cpu_stats(folder, cpu))
+    mem = write_mem_stats(folder, tel)
+    if mem is not None:
+        written.append(mem)
+    info = {
+        "source": source.url,
+        "queries": {k: s.source.split(" ", 2)[-1] for k, s in tel.series.items()},
+        "window_ns": [int(window[0]), int(window[1])],
+        "step_s": source.step_s,
+    }
+    if cpu is not None:
+        from .files import cpu_file_cores
+
+        info["cpu_cores"] = cpu_file_cores(cpu)
+    written.append(write_info(folder, info))
+    return tel, written
+
+
+def record_time(args, folder, window: tuple[int, int], warn) -> list[Path]:
+    """``headroom ramp --prometheus``: after the recording, fetch the server's telemetry and save
+    it into the run folder.  A failure is a warning (``warn(text)``): the load data is written already."""
+    from .model import TelemetryError
+
+    source = source_from_args(args)
+    if source is None:
+        return []
+    try:
+        return fetch_and_save(source, folder, window, force=True)[1]
+    except TelemetryError as e:
+        warn(f"telemetry not saved: {e}")
+        return []
+
+
+def source_from_args(args) -> PromSource | None:
+    """The Prometheus source the command line asks for (None without ``--prometheus``)."""
+    return sources(
+        getattr(args, "prometheus", None),
+        cpu_query=getattr(args, "cpu_query", None),
+        memory_query=getattr(args, "memory_query", None),
+        matches=list(getattr(args, "prometheus_match", None) or []),
+        step_s=float(getattr(args, "prometheus_step", None) or 1.0),
+        n=1,
+    )[0]
+
+
+def sources(url, *, cpu_query=None, memory_query=None, matches=(), step_s=1.0, n=1) -> list:
+    """One :class:`PromSource` per run (``n`` runs; ``matches``: none, one for all, or one each);
+    ``[None] * n`` without a URL."""
+    from .model import TelemetryError
+
+    if not url:
+        return [None] * n
+    matches = list(matches)
+    if len(matches) not in (0, 1, n):
+        raise TelemetryError(f"--prometheus-match given {len(matches)} times for {n} runs: give it once, or once per run")
+    if len(matches) <= 1:
+        matches = (matches or [None]) * n
+    return [PromSource(url, cpu_query, memory_query, m, step_s) for m in matches]
+
+
+def window_of(run) -> tuple[int, int]:
+    """A read run's load window: first request start to last response (ns)."""
+    st = run.reduced.steps
+    has = st.requests > 0
+    return int(st.start_ns[has].min()), int(st.end_ns[has].max())
