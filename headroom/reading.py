@@ -980,7 +980,9 @@ def run_from_partial(
     from .telemetry.load import server_telemetry
 
     warnings = list(p.warnings)
-    cpu, tel, fields = server_telemetry(files, fields, p, telemetry, lambda: cpu_for(files, fields, cpu_cores, warnings))
+    cpu, tel, fields = server_telemetry(
+        files, fields, p, telemetry, lambda: cpu_for(files, fields, cpu_cores, warnings)
+    )
     errors = int(sum(p.error_codes.values()))
     total = sum(q.n for q in p.steps.values())
     if p.skipped:

@@ -158,7 +158,11 @@ def load_summaries(
         if not read_options:  # a notebook run by hand with the two plain parameters
             read = ReadOptions(cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
         run = reduce_run(
-            path, bucket_s=parse_duration(bucket), label=label or None, telemetry=source, **read.reduce_kwargs()
+            path,
+            bucket_s=parse_duration(bucket),
+            label=label or None,
+            telemetry=source,
+            **read.reduce_kwargs(),
         )
         out.append(
             analyze(

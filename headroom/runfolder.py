@@ -393,11 +393,10 @@ def cpu_for(
     """The run's CPU samples (None without a CPU file), cores from the option or metadata."""
     if files.cpu is None:
         return None
-    cores = cpu_cores
+    # a cpuStats.csv saved by ``headroom telemetry`` says its own cores (metadata's are the recorder's)
+    cores = cpu_cores if cpu_cores is not None else _saved_cores(files.cpu)
     if cores is None and isinstance(fields.get("cpu_cores"), int | float):
         cores = float(fields["cpu_cores"])
-    if cores is None:
-        cores = _saved_cores(files.cpu)
     cpu = read_cpu(files.cpu, cores=cores)
     if cpu.per_cpu is None and cores is None and warnings is not None:
         warnings.append(

@@ -69,15 +69,21 @@ class Prometheus:
     def start(self, timeout: float = 30.0) -> Prometheus:
         self.folder.mkdir(parents=True, exist_ok=True)
         jobs = "".join(
-            JOB.format(job=j, target=t, interval=self.interval, timeout=self.interval) for j, t in self.targets.items()
+            JOB.format(job=j, target=t, interval=self.interval, timeout=self.interval)
+            for j, t in self.targets.items()
         )
         cfg = self.folder / "prometheus.yml"
         cfg.write_text(CONFIG.format(interval=self.interval, jobs=jobs or "  []"))
         log = open(self.folder / "prometheus.log", "w")
         self.proc = subprocess.Popen(
-            [self.binary, f"--config.file={cfg}", f"--storage.tsdb.path={self.storage}",
-             f"--web.listen-address=127.0.0.1:{self.port}", f"--storage.tsdb.retention.time={self.retention}",
-             "--web.enable-admin-api"],  # fmt: skip
+            [
+                self.binary,
+                f"--config.file={cfg}",
+                f"--storage.tsdb.path={self.storage}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--storage.tsdb.retention.time={self.retention}",
+                "--web.enable-admin-api",
+            ],  # fmt: skip
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -88,7 +94,9 @@ class Prometheus:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self.folder / 'prometheus.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"prometheus exited: {(self.folder / 'prometheus.log').read_text()[-2000:]}"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
                     if r.status == 200:

@@ -99,7 +99,9 @@ def read_info(folder: Path) -> dict | None:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise TelemetryError(f"{path}: not readable JSON ({e}): delete it or write it again with headroom telemetry") from None
+        raise TelemetryError(
+            f"{path}: not readable JSON ({e}): delete it or write it again with headroom telemetry"
+        ) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_VERSION:
         raise TelemetryError(f"{path}: schema {doc.get('schema') if isinstance(doc, dict) else '?'} is not {SCHEMA_VERSION}: "
                              "write it again with headroom telemetry")  # fmt: skip
@@ -117,12 +119,18 @@ def read_mem_stats(path: Path) -> Telemetry:
     if lines and lines[0].startswith("#"):
         version = lines[0][len(_HEADER) :].strip()
         if not lines[0].startswith(_HEADER) or version != str(SCHEMA_VERSION):
-            raise TelemetryError(f"{path}:1: not a headroom memStats.csv of schema {SCHEMA_VERSION}: {lines[0][:60]!r}")
+            raise TelemetryError(
+                f"{path}:1: not a headroom memStats.csv of schema {SCHEMA_VERSION}: {lines[0][:60]!r}"
+            )
         first = 1
     if len(lines) <= first:
         raise TelemetryError(f"{path}: empty: no header")
     header = [c.strip() for c in lines[first].split(",")]
-    if header[:2] != ["timestamp", "interval_s"] or "rss_bytes" not in header or set(header[2:]) - set(MEM_KEYS):
+    if (
+        header[:2] != ["timestamp", "interval_s"]
+        or "rss_bytes" not in header
+        or set(header[2:]) - set(MEM_KEYS)
+    ):
         raise TelemetryError(f"{path}:{first + 1}: unexpected header {lines[first][:100]!r}: expected "
                              f"'timestamp,interval_s,{','.join(MEM_KEYS)}'")  # fmt: skip
     cols: dict[str, list] = {k: [] for k in header}
@@ -152,7 +160,9 @@ def _cell(path: Path, line: int, key: str, text: str):
         try:
             return _parse_iso(t)
         except ValueError:
-            raise TelemetryError(f"{path}:{line}: bad timestamp {t[:40]!r} (expected RFC 3339 UTC, ...Z)") from None
+            raise TelemetryError(
+                f"{path}:{line}: bad timestamp {t[:40]!r} (expected RFC 3339 UTC, ...Z)"
+            ) from None
     if t == "":
         if key == "interval_s":
             raise TelemetryError(f"{path}:{line}: empty interval_s")
@@ -184,3 +194,23 @@ def merge(*parts: Telemetry | None) -> Telemetry | None:
     if not out:
         return None
     return Telemetry(out, " + ".join(sources), tuple(warnings))
+
+
+def psutil_telemetry(rows: list[tuple[int, int]], source: str) -> Telemetry | None:
+    """RSS samples ``(time ns, bytes)`` of ``headroom ramp``'s process sampler as telemetry."""
+    if len(rows) < 2:
+        return None
+    t = np.asarray([r[0] for r in rows], np.int64)
+    v = np.asarray([r[1] for r in rows], np.float64)
+    width = int(np.median(np.diff(t)))
+    s = Series("rss_bytes", "bytes", t - width, t, v, source)
+    return Telemetry({"rss_bytes": s}, source)
+
+
+def write_psutil_mem(folder: Path, sampler) -> Path | None:
+    """``memStats.csv`` from a :class:`headroom.ramp.cpu.CpuSampler` that followed server PIDs
+    (``headroom ramp --cpu-pid``); None when it sampled the whole machine."""
+    rows = getattr(sampler, "rss_rows", None) or []
+    pids = sorted(getattr(sampler, "server_pids_seen", ()) or ())
+    tel = psutil_telemetry(rows, f"psutil pid {','.join(map(str, pids[:4]))}")
+    return write_mem_stats(folder, tel) if tel is not None else None

@@ -36,12 +36,26 @@ def server_telemetry(files, fields: dict, p, source: PromSource | None, file_cpu
         fields = {k: v for k, v in fields.items() if k != "step_cpu_s"}
         return tel.cpu_samples(), tel, fields
     cpu = file_cpu()
+    if files.cpu is not None and _saved_by_telemetry(Path(files.cpu)):
+        # the recorder's exact per-step CPU is psutil's, not the saved source's
+        fields = {k: v for k, v in fields.items() if k != "step_cpu_s"}
     mem = mem_stats_path(Path(files.perf))
     tel = read_mem_stats(mem) if mem is not None else None
     return cpu, tel, fields
 
 
-def fetch_and_save(source: PromSource, folder, window: tuple[int, int], *, force: bool = False) -> tuple[Telemetry, list[Path]]:
+def _saved_by_telemetry(cpu: Path) -> bool:
+    from .files import CPU_NAME, read_info
+
+    if cpu.name != CPU_NAME:
+        return False
+    info = read_info(cpu.parent)
+    return info is not None and "cpu_cores" in info
+
+
+def fetch_and_save(
+    source: PromSource, folder, window: tuple[int, int], *, force: bool = False
+) -> tuple[Telemetry, list[Path]]:
     """Fetch the telemetry of ``window`` and save it into ``folder`` (cpuStats.csv, memStats.csv,
     telemetry.json); an existing cpuStats.csv is kept unless ``force``."""
     from .files import CPU_NAME, write_cpu_stats, write_info, write_mem_stats
@@ -110,7 +124,9 @@ def sources(url, *, cpu_query=None, memory_query=None, matches=(), step_s=1.0, n
         return [None] * n
     matches = list(matches)
     if len(matches) not in (0, 1, n):
-        raise TelemetryError(f"--prometheus-match given {len(matches)} times for {n} runs: give it once, or once per run")
+        raise TelemetryError(
+            f"--prometheus-match given {len(matches)} times for {n} runs: give it once, or once per run"
+        )
     if len(matches) <= 1:
         matches = (matches or [None]) * n
     return [PromSource(url, cpu_query, memory_query, m, step_s) for m in matches]

@@ -53,7 +53,9 @@ class Series:
     def clip(self, lo_ns: int, hi_ns: int) -> Series:
         """The intervals that overlap ``(lo_ns, hi_ns]``."""
         keep = (self.end_ns > lo_ns) & (self.start_ns < hi_ns)
-        return Series(self.key, self.unit, self.start_ns[keep], self.end_ns[keep], self.values[keep], self.source)
+        return Series(
+            self.key, self.unit, self.start_ns[keep], self.end_ns[keep], self.values[keep], self.source
+        )
 
 
 #: the series a Telemetry may carry, with their units
@@ -117,7 +119,9 @@ def cpu_samples_of(s: Series) -> CpuSamples:
     )
 
 
-def mean_over(s: Series, start_ns: np.ndarray, length_s: np.ndarray, *, min_coverage: float = 0.5) -> np.ndarray:
+def mean_over(
+    s: Series, start_ns: np.ndarray, length_s: np.ndarray, *, min_coverage: float = 0.5
+) -> np.ndarray:
     """Time-weighted mean of ``s`` over each ``[start, start + length)``; NaN when the known
     intervals cover less than ``min_coverage`` of it."""
     out = np.full(len(start_ns), np.nan)

@@ -97,7 +97,9 @@ def _get(src: PromSource, path: str, params: dict) -> dict:
             msg = doc.get("error", "")
         except ValueError:
             msg = body[:200].decode("utf-8", "replace")
-        raise TelemetryError(f"{src.describe()}: Prometheus refused {params.get('query', path)!r}: {msg}") from None
+        raise TelemetryError(
+            f"{src.describe()}: Prometheus refused {params.get('query', path)!r}: {msg}"
+        ) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise TelemetryError(
@@ -106,13 +108,17 @@ def _get(src: PromSource, path: str, params: dict) -> dict:
     try:
         doc = json.loads(body)
     except ValueError:
-        raise TelemetryError(f"{src.describe()}: the answer is not Prometheus' JSON API (is the URL right?)") from None
+        raise TelemetryError(
+            f"{src.describe()}: the answer is not Prometheus' JSON API (is the URL right?)"
+        ) from None
     if doc.get("status") != "success":
         raise TelemetryError(f"{src.describe()}: {doc.get('errorType', 'error')}: {doc.get('error', '')}")
     return doc["data"]
 
 
-def range_query(src: PromSource, query: str, start_s: float, end_s: float) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+def range_query(
+    src: PromSource, query: str, start_s: float, end_s: float
+) -> list[tuple[dict, np.ndarray, np.ndarray]]:
     """``query_range`` over ``[start_s, end_s]`` at ``src.step_s``, in pieces of at most
     :data:`MAX_POINTS` points: per series (labels, times in s, values)."""
     out: dict[str, tuple[dict, list, list]] = {}
@@ -120,9 +126,15 @@ def range_query(src: PromSource, query: str, start_s: float, end_s: float) -> li
     t = start_s
     while t <= end_s:
         hi = min(end_s, t + span - src.step_s)
-        data = _get(src, "/api/v1/query_range", {"query": query, "start": f"{t:.3f}", "end": f"{hi:.3f}", "step": f"{src.step_s:g}"})
+        data = _get(
+            src,
+            "/api/v1/query_range",
+            {"query": query, "start": f"{t:.3f}", "end": f"{hi:.3f}", "step": f"{src.step_s:g}"},
+        )
         if data.get("resultType") != "matrix":
-            raise TelemetryError(f"{src.describe()}: {query!r} is not a range query result (got {data.get('resultType')})")
+            raise TelemetryError(
+                f"{src.describe()}: {query!r} is not a range query result (got {data.get('resultType')})"
+            )
         for r in data["result"]:
             key = json.dumps(r["metric"], sort_keys=True)
             entry = out.setdefault(key, (r["metric"], [], []))
@@ -142,7 +154,9 @@ def _one_series(src: PromSource, query: str, rows, start_s: float, end_s: float,
             "check the query and its labels (--prometheus-match 'job=\"...\"') in Prometheus' expression browser"
         )
     if len(rows) > 1:
-        labels = "; ".join("{" + ",".join(f'{k}="{v}"' for k, v in sorted(m.items())) + "}" for m, _, _ in rows[:3])
+        labels = "; ".join(
+            "{" + ",".join(f'{k}="{v}"' for k, v in sorted(m.items())) + "}" for m, _, _ in rows[:3]
+        )
         raise TelemetryError(
             f"{src.describe()}: {query!r} returned {len(rows)} series ({labels}): narrow it to one server "
             "with labels (--prometheus-match) or add them up with sum(...)"
@@ -253,7 +267,9 @@ def _unit(key: str) -> str:
     return KEYS[key]
 
 
-def _sample_times(src: PromSource, query: str, t_eval: np.ndarray, start_s: float, end_s: float) -> np.ndarray:
+def _sample_times(
+    src: PromSource, query: str, t_eval: np.ndarray, start_s: float, end_s: float
+) -> np.ndarray:
     """The scrape time of every evaluation, from ``timestamp(QUERY)`` (the evaluation time when
     the query is an aggregate, for which Prometheus returns it)."""
     rows = range_query(src, f"timestamp({query})", start_s, end_s)

@@ -60,7 +60,9 @@ class StepMemory:
         return bool(np.isfinite(self.gc_cpu_share).any() or np.isfinite(self.alloc_bytes_per_req).any())
 
 
-def step_memory(tel: Telemetry | None, start_ns: np.ndarray, end_ns: np.ndarray, goodput_rps: np.ndarray) -> StepMemory | None:
+def step_memory(
+    tel: Telemetry | None, start_ns: np.ndarray, end_ns: np.ndarray, goodput_rps: np.ndarray
+) -> StepMemory | None:
     """Memory and GC of each step ``[start_ns, end_ns]``; None without a memory series."""
     if tel is None or tel.get("rss_bytes") is None:
         return None
@@ -118,13 +120,23 @@ class MemoryComparison:
         return f"<code>{escape(repr(self))}</code>"
 
 
-def compare_memory(base: StepMemory | None, cand: StepMemory | None, base_conc, cand_conc) -> MemoryComparison | None:
+def compare_memory(
+    base: StepMemory | None, cand: StepMemory | None, base_conc, cand_conc
+) -> MemoryComparison | None:
     """RSS of the two runs at the concurrency steps both reached (None when one run has no memory)."""
     if base is None or cand is None:
         return None
     bc = {float(c): i for i, c in enumerate(np.asarray(base_conc, np.float64)) if np.isfinite(c)}
-    pairs = [(bc[float(c)], j) for j, c in enumerate(np.asarray(cand_conc, np.float64)) if np.isfinite(c) and float(c) in bc]
-    pairs = [(i, j) for i, j in pairs if np.isfinite(base.rss_bytes[i]) and np.isfinite(cand.rss_bytes[j]) and base.rss_bytes[i] > 0]
+    pairs = [
+        (bc[float(c)], j)
+        for j, c in enumerate(np.asarray(cand_conc, np.float64))
+        if np.isfinite(c) and float(c) in bc
+    ]
+    pairs = [
+        (i, j)
+        for i, j in pairs
+        if np.isfinite(base.rss_bytes[i]) and np.isfinite(cand.rss_bytes[j]) and base.rss_bytes[i] > 0
+    ]
     if not pairs:
         return None
     bi, cj = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
