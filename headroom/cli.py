@@ -452,16 +452,24 @@ def _compare(args, parser) -> int:
     def load(p, tel=None):
         return reduce_run(p, telemetry=tel, **read)
 
+    base_runs, cand_runs = [load(p, tb) for p in base], [load(p, tc) for p in cand]
     c = compare_runs(
-        [load(p, tb) for p in base],
-        [load(p, tc) for p in cand],
+        base_runs,
+        cand_runs,
         objective=args.objective,
         threshold=args.threshold,
         error_threshold=args.error_threshold,
         noise_from=_noise_from(args.noise_from, load),
         confidence=args.confidence,
     )
-    emit(format_comparison(c), to_json(c), c.warnings, args.json)
+    from .telemetry.steps import compare_run_memory, memory_doc
+    from .text import format_memory_comparison
+
+    mem = compare_run_memory(base_runs, cand_runs)
+    doc = to_json(c)
+    if mem is not None:
+        doc["memory"] = memory_doc(mem)
+    emit(format_comparison(c) + format_memory_comparison(mem), doc, c.warnings, args.json)
     return c.exit_code
 
 

@@ -554,3 +554,16 @@ def memory_lines(s: Summary) -> list[str]:
     note = "; GC % = share of wall time in GC pauses" if gc else ""
     return ["", f"server memory per step (median and max of the samples in the step{note}); from {m.source}",
             *_table(head, rows, "r" * len(head))]  # fmt: skip
+
+
+def format_memory_comparison(m) -> str:
+    """Memory at matched concurrency (a :class:`headroom.telemetry.steps.MemoryComparison`): shown, not judged."""
+    if m is None:
+        return ""
+    noise = "" if m.noise != m.noise else f", step-to-step spread +-{m.noise:.1%}"
+    rows = [[_conc(k), _f(a / 2**20, ",.1f"), _f(b / 2**20, ",.1f"), _f((r - 1) * 100, "+.1f")]
+            for k, a, b, r in zip(m.steps, m.baseline_bytes, m.candidate_bytes, m.ratio)]  # fmt: skip
+    lines = ["", f"server memory at matched concurrency (shown, not judged): RSS x{m.median_ratio:.3f} "
+             f"(median of {len(m.steps)} steps{noise})"]  # fmt: skip
+    lines += _table(["conc", "base RSS MiB", "cand RSS MiB", "change %"], rows, "rrrr")
+    return "\n".join(lines) + "\n"

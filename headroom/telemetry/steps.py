@@ -145,3 +145,52 @@ def compare_memory(
     med = float(np.median(r))
     noise = float(1.4826 * np.median(np.abs(r - med)) / med) if len(r) > 2 else float("nan")
     return MemoryComparison(np.asarray(base_conc, np.float64)[bi], b, c, r, med, noise)
+
+
+def run_memory(run) -> StepMemory | None:
+    """The per-step memory of a read run (from its telemetry and its steps), None without memory."""
+    from . import telemetry_of
+
+    tel = telemetry_of(run)
+    if tel is None or run.reduced is None:
+        return None
+    st = run.reduced.steps
+    dur = (st.end_ns - st.start_ns) / NS
+    with np.errstate(invalid="ignore", divide="ignore"):
+        good = np.where(dur > 0, st.requests / np.where(dur > 0, dur, 1), np.nan)
+    return step_memory(tel, st.start_ns, st.end_ns, good)
+
+
+def compare_run_memory(base_runs, cand_runs) -> MemoryComparison | None:
+    """Memory of the first baseline and first candidate run at matched concurrency (shown, not judged)."""
+    if not base_runs or not cand_runs:
+        return None
+    b, c = base_runs[0], cand_runs[0]
+    conc = [
+        np.array([np.nan if x is None else float(x) for x in r.reduced.steps.concurrency]) for r in (b, c)
+    ]
+    return compare_memory(run_memory(b), run_memory(c), conc[0], conc[1])
+
+
+def memory_doc(m: MemoryComparison | None) -> dict | None:
+    """A memory comparison as JSON (``memory`` of ``headroom compare --json``)."""
+    if m is None:
+        return None
+
+    def num(v):
+        return None if not np.isfinite(v) else float(v)
+
+    return {
+        "judged": False,
+        "median_ratio": num(m.median_ratio),
+        "noise": num(m.noise),
+        "steps": [
+            {
+                "concurrency": num(k),
+                "baseline_rss_bytes": num(a),
+                "candidate_rss_bytes": num(b),
+                "ratio": num(r),
+            }
+            for k, a, b, r in zip(m.steps, m.baseline_bytes, m.candidate_bytes, m.ratio)
+        ],
+    }
