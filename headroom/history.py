@@ -83,7 +83,6 @@ def run_files(path: str | os.PathLike) -> list[Path]:
     """The files a run's summary is computed from: every request file (a folder of one file per
     step or per load generator has several), the CPU samples and the metadata."""
     from .runfolder import locate_run
-
     from .telemetry.load import mem_stats_path
 
     f = locate_run(path)
@@ -112,7 +111,6 @@ def summarize(path: str, settings: Settings) -> dict:
     from .model import parse_objective
     from .stopped import run_stop
     from .summary import analyze, to_json
-
     from .telemetry import PromSource
 
     source = PromSource(**dict(settings.telemetry)) if settings.telemetry else None
