@@ -1,17 +1,20 @@
 """Server telemetry from Prometheus: range queries over a run's load window.
 
-headroom asks Prometheus' HTTP API (``/api/v1/query_range``) for the raw
-counter or gauge at the run's resolution (1 s by default) and, beside it,
-``timestamp(QUERY)``: the time of the scrape each value comes from.  A counter
-becomes a rate here, not in PromQL, so that its intervals are the real ones
-between two scrapes:
+headroom asks Prometheus' HTTP API for the raw counter or gauge over the
+run's load window.  A series selector (the defaults, ``process_cpu_seconds_total{job="api"}``)
+is read as the samples Prometheus stored, at their scrape times (an instant
+query of ``SELECTOR[Ns]``: no look-back, nothing repeated; the default series
+in one request); any other PromQL expression (``sum(...)``) through the
+range-query API (``/api/v1/query_range``) at the run's resolution (1 s by
+default).  A counter becomes a rate here, not in PromQL, so that its
+intervals are the real ones between two samples:
 
 * the rate over ``(t[i-1], t[i]]`` is ``(v[i] - v[i-1]) / (t[i] - t[i-1])``;
 * a value lower than the previous one is a counter reset (the server
   restarted): that interval is missing (the CPU used between the last scrape
   and the restart is unknown), the next one counts from the new value;
-* an evaluation step with no value (a failed scrape, the target down: Prometheus
-  marks the series stale) is a gap, and the interval across it is missing.
+* a pause longer than 1.5 sampling intervals (a failed scrape, the target down:
+  Prometheus marks the series stale) is a gap, and the interval across it is missing.
 
 Missing stays missing (NaN); nothing is carried forward.  A query written
 as a rate already (``rate(...)``, ``irate(...)``) is read as a gauge of cores.
@@ -124,7 +127,7 @@ def range_query(
     out: dict[str, tuple[dict, list, list]] = {}
     span = src.step_s * MAX_POINTS
     t = start_s
-    while t <= end_s:
+    while t < end_s:
         hi = min(end_s, t + span - src.step_s)
         data = _get(
             src,
@@ -170,38 +173,34 @@ def _utc(t: float) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def counter_rate(times_s: np.ndarray, values: np.ndarray, sample_s: np.ndarray, step_s: float):
+def _interval(t: np.ndarray) -> float:
+    """The sampling interval of a series: the median time between its samples (s)."""
+    return float(np.median(np.diff(t))) if len(t) > 1 else 1.0
+
+
+def counter_rate(times_s: np.ndarray, values: np.ndarray):
     """Per-interval rate of a counter: (start_ns, end_ns, rate), NaN across a reset or a gap.
 
-    ``times_s`` are the evaluation times, ``sample_s`` the times of the scrapes
-    the values come from (equal to ``times_s`` when unknown).  Evaluations that
-    repeat a scrape are merged; an evaluation missing (> 1.5 steps after the
-    previous one) or a value lower than the previous one makes the interval NaN.
+    ``times_s`` are the times of the samples (the scrapes, or a range query's
+    evaluations).  A value lower than the previous one (a reset) or a pause
+    longer than 1.5 sampling intervals (a gap) makes that interval NaN.
     """
-    keep = np.ones(len(values), bool)
-    keep[1:] = sample_s[1:] != sample_s[:-1]
-    t_eval, v, t = times_s[keep], values[keep], sample_s[keep]
+    t, v = np.asarray(times_s, np.float64), np.asarray(values, np.float64)
     if len(v) < 2:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
-    dt = np.diff(t)
-    dv = np.diff(v)
+    dt, dv = np.diff(t), np.diff(v)
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(dt > 0, dv / np.where(dt > 0, dt, 1), np.nan)
-    gap = np.diff(t_eval) > 1.5 * step_s + 1e-9
-    # a scrape older than the evaluation by more than a step was repeated by the look-back
-    stale = (t_eval[1:] - t[1:]) > 1.5 * step_s + 1e-9
-    rate[(dv < 0) | gap | stale] = np.nan
+    rate[(dv < 0) | (dt > 1.5 * _interval(t) + 1e-9)] = np.nan
     return (t[:-1] * 1e9).astype(np.int64), (t[1:] * 1e9).astype(np.int64), rate
 
 
-def gauge_intervals(times_s: np.ndarray, values: np.ndarray, sample_s: np.ndarray, step_s: float):
-    """A gauge's samples as intervals: each covers the step before its scrape (NaN if stale)."""
-    keep = np.ones(len(values), bool)
-    keep[1:] = sample_s[1:] != sample_s[:-1]
-    t_eval, v, t = times_s[keep], values[keep].copy(), sample_s[keep]
-    v[(t_eval - t) > 1.5 * step_s + 1e-9] = np.nan
+def gauge_intervals(times_s: np.ndarray, values: np.ndarray):
+    """A gauge's samples as intervals: each covers the sampling interval before it (never more,
+    so that a gap stays a gap)."""
+    t = np.asarray(times_s, np.float64)
     end = (t * 1e9).astype(np.int64)
-    return end - int(step_s * 1e9), end, v
+    return end - int(_interval(t) * 1e9), end, np.asarray(values, np.float64).copy()
 
 
 def _is_counter_named(query: str) -> bool:
@@ -234,26 +233,68 @@ def check_kind(src: PromSource, query: str, values: np.ndarray, kind: str) -> No
         )
 
 
+def raw_samples(
+    src: PromSource, selector: str, start_s: float, end_s: float
+) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    """The samples Prometheus stored for a series selector over ``(start_s, end_s]``, at their
+    scrape times: an instant query of ``SELECTOR[Ns]`` (no look-back, so nothing is repeated)."""
+    width = max(1, int(np.ceil(end_s - start_s)))
+    data = _get(src, "/api/v1/query", {"query": f"{selector}[{width}s]", "time": f"{end_s:.3f}"})
+    out = []
+    for r in data.get("result", []):
+        vals = r.get("values", [])
+        out.append(
+            (r["metric"], np.array([float(x[0]) for x in vals]), np.array([float(x[1]) for x in vals]))
+        )
+    return out
+
+
+def _series_rows(src: PromSource, plan: dict, start_s: float, end_s: float) -> dict[str, list]:
+    """Per series key, the rows its query returned.  The default selectors (one label matcher for
+    all) are read in one query of their raw samples; a bare selector of the user's in one each;
+    any other PromQL expression through the range-query API at ``src.step_s``."""
+    rows: dict[str, list] = {}
+    batch: dict[str, list[str]] = {}  # label part -> keys
+    for key, (query, _kind, _req) in plan.items():
+        m = _BARE.match(query)
+        if m:
+            batch.setdefault((m[2] or "{}").strip("{} "), []).append(key)
+        else:
+            rows[key] = range_query(src, query, start_s, end_s)
+    for labels, keys in batch.items():
+        names = {_BARE.match(plan[k][0])[1]: k for k in keys}
+        if len(names) == 1:
+            sel = plan[keys[0]][0]
+        else:
+            sel = "{" + f'__name__=~"{"|".join(sorted(names))}"' + (f",{labels}" if labels else "") + "}"
+        for k in keys:
+            rows[k] = []
+        for metric, t, v in raw_samples(src, sel, start_s, end_s):
+            metric = dict(metric)
+            k = names.get(metric.pop("__name__", None), keys[0])
+            rows[k].append((metric, t, v))
+    return rows
+
+
 def fetch(src: PromSource, start_ns: int, end_ns: int, *, pad_s: float = 3.0) -> Telemetry:
     """Every series :data:`DEFAULTS` names, over the load window ``[start_ns, end_ns]`` (padded by
     ``pad_s`` so that the first and last intervals are whole).  Required series that are
     missing raise :class:`TelemetryError`; optional ones (Go runtime) are left out."""
-    start_s = np.floor(start_ns / 1e9 - pad_s)
-    end_s = np.ceil(end_ns / 1e9 + pad_s)
+    start_s = float(np.floor(start_ns / 1e9 - pad_s))
+    end_s = float(np.ceil(end_ns / 1e9 + pad_s))
+    plan = {key: src.query_for(key) for key in DEFAULTS}
+    found = _series_rows(src, plan, start_s, end_s)
     series: dict[str, Series] = {}
-    for key in DEFAULTS:
-        query, kind, required = src.query_for(key)
-        rows = range_query(src, query, start_s, end_s)
-        row = _one_series(src, query, rows, start_s, end_s, required)
+    for key, (query, kind, required) in plan.items():
+        row = _one_series(src, query, found.get(key, []), start_s, end_s, required)
         if row is None:
             continue
-        _, t_eval, vals = row
-        t_sample = _sample_times(src, query, t_eval, start_s, end_s)
+        _, t, vals = row
         if kind == "counter":
             check_kind(src, query, vals, kind)
-            a, b, v = counter_rate(t_eval, vals, t_sample, src.step_s)
+            a, b, v = counter_rate(t, vals)
         else:
-            a, b, v = gauge_intervals(t_eval, vals, t_sample, src.step_s)
+            a, b, v = gauge_intervals(t, vals)
         series[key] = Series(key, _unit(key), a, b, v, f"prometheus {src.url} {query}")
     if "gc_cpu_share" in series and not np.isfinite(series["gc_cpu_share"].values).any():
         del series["gc_cpu_share"]
@@ -265,19 +306,6 @@ def _unit(key: str) -> str:
     from .model import KEYS
 
     return KEYS[key]
-
-
-def _sample_times(
-    src: PromSource, query: str, t_eval: np.ndarray, start_s: float, end_s: float
-) -> np.ndarray:
-    """The scrape time of every evaluation, from ``timestamp(QUERY)`` (the evaluation time when
-    the query is an aggregate, for which Prometheus returns it)."""
-    rows = range_query(src, f"timestamp({query})", start_s, end_s)
-    if len(rows) != 1:
-        return t_eval
-    _, te, ts = rows[0]
-    lookup = dict(zip(np.round(te, 3).tolist(), ts.tolist()))
-    return np.array([lookup.get(round(t, 3), t) for t in t_eval.tolist()], np.float64)
 
 
 def _check_cover(src: PromSource, series: dict[str, Series], start_ns: int, end_ns: int) -> None:
