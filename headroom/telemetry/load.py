@@ -39,6 +39,10 @@ def server_telemetry(files, fields: dict, p, source: PromSource | None, file_cpu
     if files.cpu is not None and _saved_by_telemetry(Path(files.cpu)):
         # the recorder's exact per-step CPU is psutil's, not the saved source's
         fields = {k: v for k, v in fields.items() if k != "step_cpu_s"}
+        if cpu is not None:
+            import dataclasses
+
+            cpu = dataclasses.replace(cpu, source=f"{cpu.source} (saved from prometheus)")
     mem = mem_stats_path(Path(files.perf))
     tel = read_mem_stats(mem) if mem is not None else None
     return cpu, tel, fields

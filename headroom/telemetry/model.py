@@ -140,3 +140,36 @@ def points_in(s: Series, lo_ns: int, hi_ns: int) -> np.ndarray:
     """The known values of the intervals that end inside ``(lo_ns, hi_ns]`` (gauge samples of a step)."""
     m = (s.end_ns > lo_ns) & (s.end_ns <= hi_ns) & np.isfinite(s.values)
     return s.values[m]
+
+
+def is_scraped(cpu: CpuSamples | None) -> bool:
+    """Whether CPU samples came from a scraped counter (Prometheus, live or saved by ``headroom telemetry``)."""
+    return cpu is not None and "prometheus" in cpu.source
+
+
+def cpu_inner(cpu: CpuSamples, start_ns: np.ndarray, length_s: np.ndarray) -> np.ndarray:
+    """Mean CPU % of each step from the sample intervals that lie inside it.
+
+    A scraped counter's intervals are the real ones between two scrapes; one that
+    straddles a step's edge mixes the step with what came before or after it (in an
+    interleaved A/B recording: the server idle while the other side runs), so a
+    step is measured over its whole intervals only: the counter's increase from
+    the first scrape inside the step to the last, over the time between them.  A
+    step with no whole interval falls back to the overlap-weighted mean of the
+    intervals that touch it; a missing (NaN) interval counts as not covered.
+    """
+    t = cpu.time_ns.astype(np.int64)
+    a, b, v = t[:-1], t[1:], cpu.pct[1:]
+    s = Series("cpu_pct", "pct", a, b, v, cpu.source)
+    out = np.full(len(start_ns), np.nan)
+    for i, (lo, n) in enumerate(
+        zip(np.asarray(start_ns, np.int64).tolist(), np.asarray(length_s, float).tolist())
+    ):
+        hi = lo + int(n * 1e9)
+        inside = (a >= lo) & (b <= hi) & np.isfinite(v)
+        if inside.any():
+            w = (b[inside] - a[inside]).astype(np.float64)
+            out[i] = float((w * v[inside]).sum() / w.sum())
+        else:
+            out[i] = mean_over(s, np.array([lo]), np.array([n]))[0]
+    return out
