@@ -994,7 +994,9 @@ def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = Tru
                 continue
             t = (ser.end_ns - _load_start_ns(s)) / _NS
             v = ser.values / _MIB
-            cut = np.flatnonzero(ser.start_ns[1:] > ser.end_ns[:-1]) + 1  # a hole between samples
+            # a hole between samples (more than half an interval: not the scrapes' jitter) stays a gap
+            hole = ser.start_ns[1:] - ser.end_ns[:-1]
+            cut = np.flatnonzero(hole > 0.5 * np.median(ser.end_ns - ser.start_ns)) + 1
             ax.plot(np.insert(t, cut, np.nan), np.insert(v, cut, np.nan), style, drawstyle="steps-pre",
                     color=color, lw=1.6 if key == "rss_bytes" else 1.0, label=f"{label}: {name}")  # fmt: skip
             drawn = True
