@@ -22,7 +22,8 @@ from conftest import need_tool
 
 from headroom.cli import main
 
-RAMP = ["--concurrency", "1:4:1", "--step-duration", "4s"]
+#: 5 s steps: a step's CPU from 1 s scrapes stands on its 4 whole intervals inside it
+RAMP = ["--concurrency", "1:4:1", "--step-duration", "5s"]
 
 
 def _proc_rss(pid: int) -> int:
@@ -81,7 +82,7 @@ def test_cpu_per_request_from_prometheus_matches_psutil(recorded, capsys):
     a = np.array([s["cpu_s_per_req"] for s in psutil_doc["steps"]], float)
     b = np.array([s["cpu_s_per_req"] for s in prom_doc["steps"]], float)
     assert np.isfinite(a).all() and np.isfinite(b).all()
-    assert np.all(np.abs(b / a - 1) < 0.10), (a, b)
+    assert np.all(np.abs(b / a - 1) < 0.10), f"Prometheus / psutil per step: {np.round(b / a, 3)}"
 
 
 def test_memory_per_step_and_against_proc(recorded, capsys):
@@ -209,3 +210,47 @@ def test_bad_mem_stats_are_one_line(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "memStats.csv:3" in err and says in err, err
     os.remove(run / "memStats.csv")
+
+
+def test_record_time_psutil_rss_and_prometheus(recorded, tmp_path):
+    """What headroom ramp calls after a recording: psutil's RSS of the --cpu-pid tree (checked
+    against /proc), Prometheus' telemetry beside psutil's CPU, and a warning when Prometheus is down."""
+    from argparse import Namespace
+
+    from prometheus import free_port
+
+    from headroom.ramp.cpu import CpuSampler
+    from headroom.telemetry.files import read_mem_stats
+    from headroom.telemetry.load import record_time
+
+    _, url, pid, _, _ = recorded
+    sampler = CpuSampler([pid], interval_s=0.5)
+    sampler.start()
+    time.sleep(1.6)
+    proc = _proc_rss(pid)
+    sampler.finish()
+    rows = sampler.rss_rows
+    window = (rows[0][0] - 3 * 10**9, rows[-1][0])
+
+    def args(prom):
+        return Namespace(prometheus=prom, prometheus_match=['job="goserver"'], cpu_query=None, memory_query=None,
+                         prometheus_step=1.0)  # fmt: skip
+
+    warns: list[str] = []
+    only_psutil = tmp_path / "psutil"
+    only_psutil.mkdir()
+    assert record_time(args(None), only_psutil, window, warns.append, sampler) == [
+        only_psutil / "memStats.csv"
+    ]
+    rss = read_mem_stats(only_psutil / "memStats.csv").get("rss_bytes").values
+    assert abs(np.median(rss) / proc - 1) < 0.05, (rss, proc)
+    both = tmp_path / "both"
+    both.mkdir()
+    written = record_time(args(url), both, window, warns.append, sampler)
+    assert warns == [] and not (both / "cpuStats.csv").exists()  # psutil's exact CPU is the recorder's
+    tel = read_mem_stats(both / "memStats.csv")
+    assert {"rss_bytes", "heap_inuse_bytes", "alloc_bytes_per_s"} <= set(tel.series) and len(written) == 2
+    down = tmp_path / "down"
+    down.mkdir()
+    written = record_time(args(f"http://127.0.0.1:{free_port()}"), down, window, warns.append, sampler)
+    assert written == [down / "memStats.csv"] and len(warns) == 1 and "cannot reach Prometheus" in warns[0]

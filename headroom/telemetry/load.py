@@ -58,21 +58,22 @@ def _saved_by_telemetry(cpu: Path) -> bool:
 
 
 def fetch_and_save(
-    source: PromSource, folder, window: tuple[int, int], *, force: bool = False
+    source: PromSource, folder, window: tuple[int, int], *, force: bool = False, keep_cpu: bool = False
 ) -> tuple[Telemetry, list[Path]]:
     """Fetch the telemetry of ``window`` and save it into ``folder`` (cpuStats.csv, memStats.csv,
-    telemetry.json); an existing cpuStats.csv is kept unless ``force``."""
+    telemetry.json); an existing cpuStats.csv is refused unless ``force``, or kept as it is
+    with ``keep_cpu`` (the recorder's exact psutil CPU)."""
     from .files import CPU_NAME, write_cpu_stats, write_info, write_mem_stats
     from .model import TelemetryError
 
     folder = Path(folder)
     tel = fetch(source, *window)
     written = []
-    if (folder / CPU_NAME).exists() and not force:
+    if (folder / CPU_NAME).exists() and not force and not keep_cpu:
         raise TelemetryError(
             f"{folder / CPU_NAME}: the run has CPU samples already: give --force to replace them with {source.describe()}'s"
         )
-    cpu = tel.get("cpu_cores")
+    cpu = None if keep_cpu else tel.get("cpu_cores")
     if cpu is not None:
         written.append(write_cpu_stats(folder, cpu))
     mem = write_mem_stats(folder, tel)
@@ -92,19 +93,33 @@ def fetch_and_save(
     return tel, written
 
 
-def record_time(args, folder, window: tuple[int, int], warn) -> list[Path]:
-    """``headroom ramp --prometheus``: after the recording, fetch the server's telemetry and save
-    it into the run folder.  A failure is a warning (``warn(text)``): the load data is written already."""
+def record_time(args, folder, window: tuple[int, int], warn, sampler=None) -> list[Path]:
+    """What ``headroom ramp`` calls after a recording's load data is written.
+
+    * With server PIDs (``--cpu-pid``): the resident memory psutil sampled beside the CPU,
+      as ``memStats.csv`` (``sampler``: the recorder's :class:`headroom.ramp.cpu.CpuSampler`).
+    * With ``--prometheus URL``: the server's telemetry over ``window`` (first request start,
+      last response, ns), saved into the run folder; psutil's exact CPU is kept when the
+      recorder followed the server's PIDs, else Prometheus' server CPU replaces the whole
+      machine's.  Prometheus' memory (with the Go GC) replaces psutil's.
+
+    Never raises: a failure is a warning (``warn(text)``), the load data being written already.
+    """
+    from .files import write_psutil_mem
     from .model import TelemetryError
 
-    source = source_from_args(args)
-    if source is None:
-        return []
+    written = []
+    has_pids = sampler is not None and getattr(sampler, "server", None) is not None
     try:
-        return fetch_and_save(source, folder, window, force=True)[1]
-    except TelemetryError as e:
-        warn(f"telemetry not saved: {e}")
-        return []
+        if has_pids:
+            p = write_psutil_mem(Path(folder), sampler)
+            written += [p] if p is not None else []
+        source = source_from_args(args)
+        if source is not None:
+            written += fetch_and_save(source, folder, window, force=True, keep_cpu=has_pids)[1]
+    except (TelemetryError, OSError) as e:
+        warn(f"server telemetry not saved (the load data is): {e}")
+    return list(dict.fromkeys(written))  # memStats.csv once, when Prometheus' replaced psutil's
 
 
 def source_from_args(args) -> PromSource | None:
