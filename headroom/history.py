@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import SCHEMAS, number
-from .metrics import as_tuples, deciding
+from .metrics import as_tuples, deciding, in_history
 from .model import HeadroomError, Objective, render_html
 
 HISTORY_SCHEMA = SCHEMAS["history"]
@@ -53,9 +53,9 @@ SHORT_SERIES = 5  # fewer releases: no change points; the latest is compared wit
 NOISE_KEYS = ("plateau_rps", "p50_s", "p99_s", "cpu_s_per_req")
 
 #: (key, name, unit, which way is better) of the metrics that decide (headroom.metrics declares them)
-METRICS = as_tuples(deciding())
+METRICS = as_tuples(deciding(history=True))
 #: every metric a release has a value for: the deciding ones and those only shown (memory)
-ALL_METRICS = as_tuples()
+ALL_METRICS = as_tuples(in_history())
 _DECIDING_KEYS = frozenset(k for k, *_ in METRICS)
 
 

@@ -10,7 +10,9 @@ import html
 import math
 
 from .history import History
-from .metrics import METRICS as ALL
+from .metrics import in_history
+
+ALL = in_history()
 
 _E = html.escape
 

@@ -35,6 +35,8 @@ class Metric:
         None where none is assumed.
     decides
         True: a verdict may turn on it; False: shown, never judged.
+    history
+        Whether a history follows it across releases.
     """
 
     key: str
@@ -45,6 +47,7 @@ class Metric:
     noise: float | None = None
     noise_df: int | None = None
     decides: bool = True
+    history: bool = True
 
     def __post_init__(self):
         if self.better not in ("higher", "lower"):
@@ -62,6 +65,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("capacity_rps", "modelled capacity (USL)", "USL cap req/s", "req/s", "higher"),
     Metric("rps_at_objective", "throughput at the objective", "at obj req/s", "req/s", "higher"),
     Metric("p50_s", "p50 latency at matched steps", "p50", "s", "lower", 0.27, 11),
+    Metric(
+        "p90_s", "p90 latency at matched steps", "p90", "s", "lower", 0.31, 11, decides=False, history=False
+    ),
     Metric("p99_s", "p99 latency at matched steps", "p99", "s", "lower", 0.30, 11),
     Metric("cpu_s_per_req", "CPU per request at matched steps", "CPU/req", "s", "lower", 0.06, 11),
     Metric("error_rate", "error rate at matched steps", "errors", "fraction", "lower"),
@@ -71,14 +77,19 @@ METRICS: tuple[Metric, ...] = (
 BY_KEY = {m.key: m for m in METRICS}
 
 
-def deciding() -> tuple[Metric, ...]:
-    """The metrics a verdict may turn on."""
-    return tuple(m for m in METRICS if m.decides)
+def deciding(*, history: bool = False) -> tuple[Metric, ...]:
+    """The metrics a verdict may turn on (``history``: those a history follows)."""
+    return tuple(m for m in METRICS if m.decides and (m.history or not history))
 
 
-def shown() -> tuple[Metric, ...]:
-    """The metrics shown beside a verdict, never judged."""
-    return tuple(m for m in METRICS if not m.decides)
+def shown(*, history: bool = False) -> tuple[Metric, ...]:
+    """The metrics shown beside a verdict, never judged (``history``: those a history follows)."""
+    return tuple(m for m in METRICS if not m.decides and (m.history or not history))
+
+
+def in_history() -> tuple[Metric, ...]:
+    """Every metric a history follows, deciding or shown, in display order."""
+    return tuple(m for m in METRICS if m.history)
 
 
 def metric(key: str) -> Metric:

@@ -125,10 +125,9 @@ def test_metric_declaration_matches_its_readers():
     from headroom.metrics import METRICS, deciding, noise_defaults
 
     # history's deciding metrics and noise.py's defaults are the declaration's
-    assert history.METRICS == tuple((m.key, m.name, m.unit, m.better) for m in deciding())
-    for key, (sd, df) in noise_defaults().items():
-        assert noise.DEFAULTS[key] == (sd, df)
-    assert [m.key for m in METRICS if not m.decides] == ["rss_bytes"]
+    assert history.METRICS == tuple((m.key, m.name, m.unit, m.better) for m in deciding(history=True))
+    assert noise_defaults() == noise.DEFAULTS
+    assert [m.key for m in METRICS if not m.decides and m.history] == ["rss_bytes"]
 
 
 def test_cli_refusals(capsys):
