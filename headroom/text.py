@@ -228,6 +228,7 @@ def format_summary(s: Summary) -> str:
         lines.append(
             f"  CPU: {s.overlap.samples} samples{per} cover {s.overlap.overlap_s:.1f} s of the "
             f"{s.overlap.load_s:.1f} s load window; 100 % = {run.cpu.cores:g} core(s)"
+            + (f"; from {run.cpu.source}" if "prometheus" in run.cpu.source else "")
         )
     lines += ["", "steps (latency in ms; flags: short = too short to trust, client-paced = Little's law)"]
     if t.kind == "rate":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import weakref
 
 from .model import KEYS, SCHEMA_VERSION, Series, Telemetry, TelemetryError, mean_over, points_in
-from .prometheus import PromSource
 
 __all__ = [
     "KEYS",
@@ -46,3 +45,12 @@ def telemetry_of(run) -> Telemetry | None:
     """The telemetry of a run (memory, GC; CPU is ``run.cpu``), None when it has none."""
     t = getattr(run, "telemetry", None)
     return t if t is not None else _ATTACHED.get(run)
+
+
+def __getattr__(name: str):
+    # the Prometheus client (urllib, http.client) is imported when asked for, not by ``import headroom``
+    if name == "PromSource":
+        from .prometheus import PromSource
+
+        return PromSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
