@@ -74,10 +74,18 @@ def _summary(capsys, *argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_cpu_per_request_from_prometheus_matches_psutil(recorded, capsys):
+def test_cpu_per_request_from_prometheus_matches_psutil(recorded, tmp_path, capsys):
+    """A run with no cpuStats.csv (as k6 or JMeter write none) gets its CPU per request from
+    Prometheus, within 10 % of psutil's exact figure of the same run at every step."""
+    import shutil
+
     run, url, _, _, _ = recorded
     psutil_doc = _summary(capsys, run)
-    prom_doc = _summary(capsys, run, "--prometheus", url)
+    bare = tmp_path / "run"
+    shutil.copytree(run, bare)
+    (bare / "cpuStats.csv").unlink()
+    assert _summary(capsys, bare)["cpu"] is None
+    prom_doc = _summary(capsys, bare, "--prometheus", url)
     assert prom_doc["cpu"]["source"].startswith("prometheus")
     a = np.array([s["cpu_s_per_req"] for s in psutil_doc["steps"]], float)
     b = np.array([s["cpu_s_per_req"] for s in prom_doc["steps"]], float)
