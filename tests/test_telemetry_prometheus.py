@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -262,3 +263,42 @@ def test_record_time_psutil_rss_and_prometheus(recorded, tmp_path):
     down.mkdir()
     written = record_time(args(f"http://127.0.0.1:{free_port()}"), down, window, warns.append, sampler)
     assert written == [down / "memStats.csv"] and len(warns) == 1 and "cannot reach Prometheus" in warns[0]
+
+
+def test_gogc_raised_memory_up_collections_down(tmp_path):
+    """Two releases that differ as GOGC does, read from Prometheus: GOGC=400 holds more resident
+    memory (as /proc says too) and collects less often per request."""
+    need_tool("go")
+    need_tool("hey")
+    need_tool("prometheus")
+    from goserver import GoServer
+    from prometheus import Prometheus
+
+    from headroom.telemetry.prometheus import PromSource, fetch
+
+    hey = need_tool("hey")
+    alloc = 256 << 10
+    with (
+        GoServer(work=2000, alloc=alloc, max_lifetime="2m") as base,
+        GoServer(work=2000, alloc=alloc, env={"GOGC": "400"}, max_lifetime="2m") as high,
+    ):
+        with Prometheus(
+            {"base": f"127.0.0.1:{base.port}", "high": f"127.0.0.1:{high.port}"}, tmp_path
+        ) as prom:
+            prom.wait_for_target()
+            got = {}
+            for job, srv in (("base", base), ("high", high)):
+                t0 = time.time_ns()
+                out = subprocess.run(
+                    [hey, "-z", "4s", "-c", "4", srv.url], capture_output=True, text=True, timeout=60
+                )
+                t1 = time.time_ns()
+                n = int(out.stdout.split("[200]")[1].split()[0])
+                time.sleep(2.2)
+                tel = fetch(PromSource(prom.url, match=f'job="{job}"'), t0, t1, pad_s=0)
+                gc = tel.get("gc_cycles_per_s")
+                cycles = float(np.nansum(gc.values * (gc.end_ns - gc.start_ns) / 1e9))
+                got[job] = (float(np.nanmedian(tel.get("rss_bytes").values)), cycles / n, _proc_rss(srv.pid))
+    (rss_b, per_b, proc_b), (rss_h, per_h, proc_h) = got["base"], got["high"]
+    assert rss_h > 1.2 * rss_b and proc_h > 1.2 * proc_b, got
+    assert per_h < 0.6 * per_b, got  # GOGC=400: about a quarter of the collections per request
