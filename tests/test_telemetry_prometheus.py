@@ -302,3 +302,17 @@ def test_gogc_raised_memory_up_collections_down(tmp_path):
     (rss_b, per_b, proc_b), (rss_h, per_h, proc_h) = got["base"], got["high"]
     assert rss_h > 1.2 * rss_b and proc_h > 1.2 * proc_b, got
     assert per_h < 0.6 * per_b, got  # GOGC=400: about a quarter of the collections per request
+
+
+def test_report_with_prometheus_shows_memory(recorded, tmp_path):
+    run, url, _, _, _ = recorded
+    out = tmp_path / "report.html"
+    assert (
+        main(
+            ["report", str(run), "-o", str(out), "--prometheus", url, "--prometheus-match", 'job="goserver"']
+        )
+        == 0
+    )
+    page = out.read_text()
+    assert "Server memory" in page and "RSS median MiB" in page and "GC pause share %" in page
+    assert f"prometheus {url}" in page  # the memory table names its source
