@@ -410,7 +410,8 @@ def to_json(s: Summary) -> dict:
             "load_s": _num(s.overlap.load_s),
             "per_cpu": None if run.cpu.per_cpu is None else int(run.cpu.per_cpu.shape[1]),
             "cores": run.cpu.cores,
-            "source": run.cpu.source,
+            # where a scraped counter came from (a file's CPU is the run's own)
+            **({"source": run.cpu.source} if "prometheus" in run.cpu.source else {}),
         },
         "memory": None if s.memory is None else {"source": s.memory.source, "has_gc": s.memory.has_gc},
         "capacity": capacity_doc(s.capacity),
