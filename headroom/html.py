@@ -189,7 +189,7 @@ def memory_table(s: Summary, *, label: str | None = None) -> Fragment:
     name = _E(label or s.label)
     if m is None:
         return Fragment(
-            f"<p><b>{name}</b>: no memory telemetry (record with <code>--cpu-pid</code>, or read it from "
+            f"<p>No memory telemetry for <b>{name}</b> (record with <code>--cpu-pid</code>, or read it from "
             "Prometheus with <code>--prometheus URL</code>: docs/telemetry.md).</p>"
         )
     head = ["", *(_E(_conc(c)) for c in s.table.concurrency)]
@@ -204,7 +204,7 @@ def memory_table(s: Summary, *, label: str | None = None) -> Fragment:
             ["allocated KiB/req", *(_f(v / 1024, ",.2f") for v in m.alloc_bytes_per_req)],
         ]
     return Fragment(
-        f"<p><b>{name}</b>: columns are the load steps by concurrency; medians and maxima of the samples "
+        f"<p>Memory of <b>{name}</b>: columns are the load steps by concurrency; medians and maxima of the samples "
         f"inside each step; from {_E(m.source)}</p>" + _table(head, [[_E(c) for c in r] for r in rows])
     )
 

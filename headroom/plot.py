@@ -1009,7 +1009,7 @@ def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = Tru
     ax.set_xlabel("seconds since load start")
     ax.set_ylabel("server memory (MiB)")
     ax.grid(True, alpha=0.3)
-    _legend_below(ax, ncol=len(runs))
+    _legend_below(ax, ncol=1)  # two panels side by side: one column each
     return ax
 
 
@@ -1040,7 +1040,7 @@ def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
     ax.set_xlabel("throughput (requests/s, per load step)")
     ax.set_ylabel("server resident memory (MiB)")
     ax.grid(True, alpha=0.3)
-    _legend_below(ax, ncol=len(runs))
+    _legend_below(ax, ncol=1)  # two panels side by side: one column each
     return ax
 
 
