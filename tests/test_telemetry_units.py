@@ -143,3 +143,27 @@ def test_import_loads_no_matplotlib():
     code = "import sys, headroom.telemetry, headroom.metrics; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.strip().lower()) is False
+
+
+def test_history_shows_memory_and_round_trips(tmp_path):
+    """The stored example runs (memStats.csv saved from Prometheus): history shows their RSS, never
+    judges it, and its JSON reads back with it."""
+    from pathlib import Path
+
+    from headroom.history import history, to_json
+    from headroom.history_view import format_history
+    from headroom.serialize import from_json
+    from headroom.telemetry.files import read_mem_stats
+
+    data = Path(__file__).resolve().parent.parent / "data" / "telemetry"
+    runs = [data / "go-gogc100", data / "go-gogc400"]
+    h = history([str(r) for r in runs], cache=None)
+    rss = [r.values["rss_bytes"] for r in h.releases]
+    # independently: the run's memStats.csv samples, whose median sits between the steps' medians' extremes
+    for v, r in zip(rss, runs):
+        raw = read_mem_stats(r / "memStats.csv").get("rss_bytes").values
+        assert np.nanmin(raw) <= v <= np.nanmax(raw)
+    assert rss[1] > 1.5 * rss[0]  # GOGC=400
+    assert "RSS" in format_history(h) and all(c.metric != "rss_bytes" for c in h.change_points)
+    back = from_json(json.loads(json.dumps(to_json(h))))
+    assert [r.values["rss_bytes"] for r in back.releases] == pytest.approx(rss, rel=1e-5)
