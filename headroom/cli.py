@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from ._version import __version__
-from .cli_args import emit
+from .cli_args import emit, telemetry_options, telemetry_sources
 from .cli_args import fraction as _fraction
 from .cli_args import objective as _objective
 from .cli_args import positive_float as _positive_float
@@ -170,6 +170,7 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         "1:40:3 is 1, 4, ..., 40; or a list 1,2,4,8; one level per step",
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    telemetry_options(p)
 
 
 def _analysis_options(p: argparse.ArgumentParser) -> None:
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     _summary_parser(sub)
     _report_parser(sub)
     _compare_parser(sub)
+    _telemetry_parser(sub)
     from .cli_history import add_parser as add_history_parser
     from .ramp import add_parser as add_ramp_parser
 
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             from .ramp import run as run_ramp
 
             return run_ramp(args)
+        if args.command == "telemetry":
+            return _telemetry(args)
         if args.command == "history":
             from .cli_history import run as run_history
 
@@ -382,7 +386,15 @@ def _report_options(args) -> dict:
         "title": args.title,
         "figure_format": args.figure_format,
         "log_latency": bool(args.log_latency),
+        "telemetry": _telemetry_params(args),
     }
+
+
+def _telemetry_params(args) -> list[dict]:
+    """The Prometheus sources of the report's runs as plain dicts (papermill parameters)."""
+    from dataclasses import asdict
+
+    return [asdict(t) for t in telemetry_sources(args, len(args.runs)) if t is not None]
 
 
 def _report(args) -> int:
@@ -435,19 +447,29 @@ def _compare(args, parser) -> int:
 
     read = ReadOptions.from_args(args).reduce_kwargs()
 
-    def load(p):
-        return reduce_run(p, **read)
+    tb, tc = telemetry_sources(args, 2)
 
+    def load(p, tel=None):
+        return reduce_run(p, telemetry=tel, **read)
+
+    base_runs, cand_runs = [load(p, tb) for p in base], [load(p, tc) for p in cand]
     c = compare_runs(
-        [load(p) for p in base],
-        [load(p) for p in cand],
+        base_runs,
+        cand_runs,
         objective=args.objective,
         threshold=args.threshold,
         error_threshold=args.error_threshold,
         noise_from=_noise_from(args.noise_from, load),
         confidence=args.confidence,
     )
-    emit(format_comparison(c), to_json(c), c.warnings, args.json)
+    from .telemetry.steps import compare_run_memory, memory_doc
+    from .text import format_memory_comparison
+
+    mem = compare_run_memory(base_runs, cand_runs)
+    doc = to_json(c)
+    if mem is not None:
+        doc["memory"] = memory_doc(mem)
+    emit(format_comparison(c) + format_memory_comparison(mem), doc, c.warnings, args.json)
     return c.exit_code
 
 
@@ -474,6 +496,7 @@ def _summary(args) -> int:
         client=args.dask,
         bucket_s=args.bucket,
         label=args.label,
+        telemetry=telemetry_sources(args, 1)[0],
         **ReadOptions.from_args(args).reduce_kwargs(),
     )
     s = analyze(
@@ -487,6 +510,51 @@ def _summary(args) -> int:
         target_load_rps=args.target_load,
     )
     emit(format_summary(s), to_json(s), s.warnings, args.json)
+    return 0
+
+
+TELEMETRY_EPILOG = """examples:
+  headroom telemetry runs/k6-v2 --prometheus http://127.0.0.1:9090 --prometheus-match 'job="api"'
+  headroom telemetry runs/v2 --prometheus http://prom:9090 \\
+      --cpu-query 'sum(namedprocess_namegroup_cpu_seconds_total{groupname="api"})' \\
+      --memory-query 'namedprocess_namegroup_memory_bytes{groupname="api",memtype="resident"}'
+
+Writes cpuStats.csv, memStats.csv and telemetry.json into the run folder (docs/telemetry.md);
+afterwards summary, compare, report and history read them without Prometheus.
+"""
+
+
+def _telemetry_parser(sub) -> None:
+    t = sub.add_parser(
+        "telemetry",
+        help="save the server's CPU and memory from Prometheus into a run folder",
+        description="Fetch the server's CPU, resident memory and Go GC over a run's load window from "
+        "Prometheus and save them into the run folder, so that the run reads the same offline.",
+        epilog=TELEMETRY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    t.add_argument("run", metavar="RUN", help="run folder (or a request file in it)")
+    t.add_argument("--force", action="store_true", help="replace a cpuStats.csv the run already has")
+    _input_options(t)
+
+
+def _telemetry(args) -> int:
+    from pathlib import Path
+
+    from .io import reduce_run
+    from .telemetry.load import fetch_and_save, window_of
+
+    source = telemetry_sources(args, 1)[0]
+    if source is None:
+        raise HeadroomError("headroom telemetry needs --prometheus URL (docs/telemetry.md)")
+    path = Path(args.run)
+    folder = path if path.is_dir() else path.parent
+    run = reduce_run(args.run, progress=False, **ReadOptions.from_args(args).reduce_kwargs())
+    tel, written = fetch_and_save(source, folder, window_of(run), force=args.force)
+    for w in tel.warnings:
+        _warn(w)
+    for f in written:
+        print(f"headroom: wrote {f}", file=sys.stderr)
     return 0
 
 

@@ -58,3 +58,54 @@ def emit(text: str, doc: dict, warnings, json_target: str | None) -> None:
         print(f"headroom: warning: {w}", file=sys.stderr)
     if json_target:
         write_json(doc, json_target)
+
+
+def telemetry_options(p: argparse.ArgumentParser) -> None:
+    """--prometheus and its queries: the server's CPU and memory from Prometheus (docs/telemetry.md)."""
+    g = p.add_argument_group("server telemetry from Prometheus (docs/telemetry.md)")
+    g.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the server's CPU and memory from this Prometheus (e.g. http://127.0.0.1:9090) over "
+        "the run's load window, instead of the run's cpuStats.csv / memStats.csv",
+    )
+    g.add_argument(
+        "--cpu-query",
+        metavar="PROMQL",
+        help="the server's CPU seconds, a counter (default: process_cpu_seconds_total{MATCH}); "
+        "rate(...) is read as cores",
+    )
+    g.add_argument(
+        "--memory-query",
+        metavar="PROMQL",
+        help="the server's resident memory in bytes (default: process_resident_memory_bytes{MATCH})",
+    )
+    g.add_argument(
+        "--prometheus-match",
+        metavar="LABELS",
+        action="append",
+        default=[],
+        help="label matchers for the default queries, e.g. 'job=\"api\"' (compare: once, or once per "
+        "run, baseline first)",
+    )
+    g.add_argument(
+        "--prometheus-step",
+        type=positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="resolution of the range queries (default: 1)",
+    )
+
+
+def telemetry_sources(args, n: int) -> list:
+    """One Prometheus source per run (``n`` runs; None each without --prometheus)."""
+    from .telemetry.load import sources
+
+    return sources(
+        getattr(args, "prometheus", None),
+        cpu_query=getattr(args, "cpu_query", None),
+        memory_query=getattr(args, "memory_query", None),
+        matches=list(getattr(args, "prometheus_match", None) or []),
+        step_s=float(getattr(args, "prometheus_step", None) or 1.0),
+        n=n,
+    )

@@ -85,6 +85,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    from .cli_args import telemetry_options
+
+    telemetry_options(p)
     return p
 
 
@@ -121,7 +124,7 @@ def _history_report(h, args, cache) -> None:
 
 def run(args) -> int:
     """Run ``headroom history``; returns the exit code."""
-    from .cli_args import emit
+    from .cli_args import emit, telemetry_sources
     from .history import history, to_json
     from .history_view import format_history
     from .model import HeadroomError
@@ -140,6 +143,7 @@ def run(args) -> int:
         jobs=args.jobs,
         dask=args.dask,
         cpu_cores=args.cpu_cores,
+        telemetry=telemetry_sources(args, 1)[0],
     )
     emit(format_history(h), to_json(h), h.warnings, args.json)
     if args.output:

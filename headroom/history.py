@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ._json import SCHEMAS, number
+from .metrics import as_tuples, deciding, in_history
 from .model import HeadroomError, Objective, render_html
 
 HISTORY_SCHEMA = SCHEMAS["history"]
@@ -51,16 +52,11 @@ SHORT_SERIES = 5  # fewer releases: no change points; the latest is compared wit
 #: the series whose release-to-release noise a history JSON stores for `compare --noise-from`
 NOISE_KEYS = ("plateau_rps", "p50_s", "p99_s", "cpu_s_per_req")
 
-#: (key, name, unit, which way is better)
-METRICS = (
-    ("plateau_rps", "plateau throughput", "req/s", "higher"),
-    ("capacity_rps", "modelled capacity (USL)", "req/s", "higher"),
-    ("rps_at_objective", "throughput at the objective", "req/s", "higher"),
-    ("p50_s", "p50 latency at matched steps", "s", "lower"),
-    ("p99_s", "p99 latency at matched steps", "s", "lower"),
-    ("cpu_s_per_req", "CPU per request at matched steps", "s", "lower"),
-    ("error_rate", "error rate at matched steps", "fraction", "lower"),
-)
+#: (key, name, unit, which way is better) of the metrics that decide (headroom.metrics declares them)
+METRICS = as_tuples(deciding(history=True))
+#: every metric a release has a value for: the deciding ones and those only shown (memory)
+ALL_METRICS = as_tuples(in_history())
+_DECIDING_KEYS = frozenset(k for k, *_ in METRICS)
 
 
 @dataclass(frozen=True)
@@ -69,9 +65,14 @@ class Settings:
 
     objective: str = ""
     cpu_cores: float = 0.0
+    #: a Prometheus source (headroom.telemetry.PromSource as a dict's items) to read CPU and memory from
+    telemetry: tuple = ()
 
     def as_dict(self) -> dict:
-        return {"objective": self.objective, "cpu_cores": self.cpu_cores}
+        d = {"objective": self.objective, "cpu_cores": self.cpu_cores}
+        if self.telemetry:  # only then: the cache keys of runs read without it stay what they were
+            d["telemetry"] = [list(kv) for kv in self.telemetry]
+        return d
 
 
 # --------------------------------------------------------------------------
@@ -82,9 +83,11 @@ def run_files(path: str | os.PathLike) -> list[Path]:
     """The files a run's summary is computed from: every request file (a folder of one file per
     step or per load generator has several), the CPU samples and the metadata."""
     from .runfolder import locate_run
+    from .telemetry.load import mem_stats_path
 
     f = locate_run(path)
-    return [*f.request_files, *(p for p in (f.cpu, f.meta) if p is not None)]
+    mem = mem_stats_path(Path(f.perf))
+    return [*f.request_files, *(p for p in (f.cpu, f.meta, mem) if p is not None)]
 
 
 def cache_key(path: str | os.PathLike, settings: Settings) -> str:
@@ -108,8 +111,10 @@ def summarize(path: str, settings: Settings) -> dict:
     from .model import parse_objective
     from .stopped import run_stop
     from .summary import analyze, to_json
+    from .telemetry import PromSource
 
-    run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False)
+    source = PromSource(**dict(settings.telemetry)) if settings.telemetry else None
+    run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False, telemetry=source)
     obj = parse_objective(settings.objective) if settings.objective else None
     s = analyze(run, objective=obj)
     doc = to_json(s)
@@ -287,6 +292,7 @@ def run_metrics(doc: dict, levels: list[float]) -> dict:
         "p99_s": _geo([s["p99_s"] for s in use]),
         "cpu_s_per_req": _geo([s["cpu_s_per_req"] for s in use]),
         "error_rate": None,
+        "rss_bytes": _geo([s.get("rss_bytes") for s in use]),
     }
     if use and all(s["errors"] is not None for s in use):
         err = sum(s["errors"] for s in use)
@@ -313,7 +319,7 @@ def releases(
     for i, (label, runs) in enumerate(groups.items()):
         per = [run_metrics(d, levels) for d in runs]
         values, ci, bound = {}, {}, {}
-        for key, *_ in METRICS:
+        for key, *_ in ALL_METRICS:
             vals = [p[key] for p in per]
             bound[key] = key == "rps_at_objective" and any(p["_bound"] for p in per)
             if any(v is None for v in vals):
@@ -688,6 +694,7 @@ def history(
     jobs: int = 1,
     dask=None,
     cpu_cores: float | None = None,
+    telemetry=None,
 ) -> History:
     """Capacity across releases and its change points.
 
@@ -709,10 +716,16 @@ def history(
         (a scheduler address or a ``distributed.Client``).
     cpu_cores
         Cores that 100 % in a single-column CPU file stands for.
+    telemetry
+        A :class:`headroom.telemetry.PromSource`: every run's CPU and memory from Prometheus
+        over its load window (part of the cache key).
     """
     if not paths:
         raise HeadroomError("history needs at least one run")
-    settings = Settings(str(objective) if objective else "", float(cpu_cores or 0.0))
+    import dataclasses
+
+    tel = tuple(dataclasses.asdict(telemetry).items()) if telemetry is not None else ()
+    settings = Settings(str(objective) if objective else "", float(cpu_cores or 0.0), tel)
     docs, read = summaries(paths, settings, cache=cache, jobs=jobs, dask=dask)
     return analyse(
         docs,
@@ -755,7 +768,9 @@ def to_json(h: History) -> dict:
                         "ci": None if not r.ci.get(key) else [_n(r.ci[key][0]), _n(r.ci[key][1])],
                         "lower_bound": r.bound.get(key, False),
                     }
-                    for key, *_ in METRICS
+                    for key, *_ in ALL_METRICS
+                    # a shown-only metric (memory) is written where a release has it
+                    if key in _DECIDING_KEYS or r.values.get(key) is not None
                 },
             }
             for r in h.releases

@@ -9,7 +9,10 @@ from __future__ import annotations
 import html
 import math
 
-from .history import METRICS, History
+from .history import History
+from .metrics import in_history
+
+ALL = in_history()
 
 _E = html.escape
 
@@ -24,21 +27,15 @@ def fmt(v, unit: str) -> str:
         return f"{v * 1e6:.1f} us" if v < 1e-3 else f"{v * 1e3:.2f} ms"
     if unit == "fraction":
         return f"{v * 100:.2f} %"
+    if unit == "bytes":
+        return f"{v / 2**20:,.1f} MiB"
     return f"{v:g}"
 
 
 def _cols(h: History) -> list[tuple[str, str, str]]:
-    """The metrics that have a value for some release: (key, short name, unit)."""
-    short = {
-        "plateau_rps": "plateau req/s",
-        "capacity_rps": "USL cap req/s",
-        "rps_at_objective": "at obj req/s",
-        "p50_s": "p50",
-        "p99_s": "p99",
-        "cpu_s_per_req": "CPU/req",
-        "error_rate": "errors",
-    }
-    return [(k, short[k], u) for k, _n, u, _b in METRICS if any(r.values[k] is not None for r in h.releases)]
+    """The metrics that have a value for some release: (key, short name, unit); the shown-only
+    ones (memory) too, never marked as deciding."""
+    return [(m.key, m.short, m.unit) for m in ALL if any(r.values.get(m.key) is not None for r in h.releases)]
 
 
 def _mark(h: History) -> dict[tuple[int, str], str]:
@@ -84,8 +81,8 @@ def format_history(h: History) -> str:
     ]
     if not h.change_points:
         lines.append("  none")
-    names = {k: n for k, n, _u, _b in METRICS}
-    units = {k: u for k, _n, u, _b in METRICS}
+    names = {m.key: m.name for m in ALL}
+    units = {m.key: m.unit for m in ALL}
     for c in h.change_points:
         p = "" if c.pvalue is None else f", p={c.pvalue:.1g}"
         if c.metric == "stopped":  # the server stopped answering: a level, not a metric's change
@@ -135,7 +132,7 @@ def history_table(h: History) -> _Fragment:
             cls = {"!": "worse", "+": "better"}.get(m, "")
             cells += f'<td class="{cls}">{v}{" " + m if m else ""}</td>'
         body += f"<tr><td>{r.index}</td><td>{_E(r.label)}</td>{cells}</tr>"
-    names = {k: n for k, n, _u, _b in METRICS}
+    names = {m.key: m.name for m in ALL}
     names["stopped"] = "stopped answering"
     cps = "".join(
         f"<li><b>{c.index}</b> {_E(c.label)}: {_E(names[c.metric])} "
@@ -159,10 +156,10 @@ def trend(h: History, metric: str, *, ax=None):
     import numpy as np
 
     ax = ax if ax is not None else plt.figure(figsize=(10, 3)).add_subplot()
-    name, unit = next((n, u) for k, n, u, _b in METRICS if k == metric)
+    name, unit = next((m.name, m.unit) for m in ALL if m.key == metric)
     v, lo, hi = h.series(metric)
-    scale = {"s": 1e3, "fraction": 100.0}.get(unit, 1.0)
-    label = {"s": "ms", "fraction": "%"}.get(unit, unit)
+    scale = {"s": 1e3, "fraction": 100.0, "bytes": 2.0**-20}.get(unit, 1.0)
+    label = {"s": "ms", "fraction": "%", "bytes": "MiB"}.get(unit, unit)
     if unit == "s" and np.nanmedian(v) < 1e-3:
         scale, label = 1e6, "us"
     x = np.arange(len(v))

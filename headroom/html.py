@@ -180,6 +180,58 @@ def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
     )
 
 
+def memory_table(s: Summary, *, label: str | None = None) -> Fragment:
+    """The server's memory and GC per step (one row per quantity, one column per step), or a line
+    saying the run has no memory telemetry."""
+    from .text import _conc, _f
+
+    m = s.memory
+    name = _E(label or s.label)
+    if m is None:
+        return Fragment(
+            f"<p>No memory telemetry for <b>{name}</b> (record with <code>--cpu-pid</code>, or read it from "
+            "Prometheus with <code>--prometheus URL</code>: docs/telemetry.md).</p>"
+        )
+    head = ["", *(_E(_conc(c)) for c in s.table.concurrency)]
+    rows = [
+        ["RSS median MiB", *(_f(v / 2**20, ",.1f") for v in m.rss_bytes)],
+        ["RSS max MiB", *(_f(v / 2**20, ",.1f") for v in m.rss_max_bytes)],
+    ]
+    if m.has_gc:
+        rows += [
+            ["Go heap in use MiB", *(_f(v / 2**20, ",.1f") for v in m.heap_inuse_bytes)],
+            ["GC pause share %", *(_f(v * 100, ".2f") for v in m.gc_cpu_share)],
+            ["allocated KiB/req", *(_f(v / 1024, ",.2f") for v in m.alloc_bytes_per_req)],
+        ]
+    return Fragment(
+        f"<p>Memory of <b>{name}</b>: columns are the load steps by concurrency; medians and maxima of the samples "
+        f"inside each step; from {_E(m.source)}</p>" + _table(head, [[_E(c) for c in r] for r in rows])
+    )
+
+
+def memory_comparison(summaries: Sequence[Summary]) -> Fragment:
+    """Resident memory of baseline and candidate at matched concurrency: shown beside the verdict, not judged."""
+    from .telemetry.steps import compare_memory
+    from .text import _conc, _f
+
+    b, c = summaries[0], summaries[1]
+    m = (
+        None
+        if b.memory is None or c.memory is None
+        else compare_memory(b.memory, c.memory, b.table.concurrency, c.table.concurrency)
+    )
+    if m is None:
+        return Fragment("<p>Memory: not compared (a run has no memory telemetry, or no step in common).</p>")
+    noise = "" if m.noise != m.noise else f"; the ratio spreads by &plusmn;{m.noise:.1%} from step to step"
+    rows = [[_E(_conc(k)), _f(a / 2**20, ",.1f"), _f(v / 2**20, ",.1f"), _f((r - 1) * 100, "+.1f")]
+            for k, a, v, r in zip(m.steps, m.baseline_bytes, m.candidate_bytes, m.ratio)]  # fmt: skip
+    return Fragment(
+        f"<p>Memory at matched concurrency (shown, not judged): candidate RSS &times;{m.median_ratio:.3f} "
+        f"the baseline's (median over {len(m.steps)} steps{noise}).</p>"
+        + _table(["concurrency", "baseline RSS MiB", "candidate RSS MiB", "change %"], rows)
+    )
+
+
 #: MIME type under which the report's warnings travel in the executed notebook (read by ``report``).
 WARNINGS_MIME = "application/vnd.headroom.warnings+json"
 

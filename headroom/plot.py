@@ -967,6 +967,83 @@ def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> None:
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
+_MIB = 2**20
+
+
+def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = True, ax=None):
+    """The server's resident memory (MiB) against seconds since load start; the Go heap in use dashed.
+
+    Each sample covers the interval before it (a step line); a missing sample
+    stays a gap.  A run without memory telemetry is named in the legend.
+    """
+    from .telemetry import telemetry_of
+
+    runs = _runs(summaries)
+    labels = run_labels(runs)
+    ax = _ax(ax)
+    drawn = False
+    for s, color, label in zip(runs, _colors(len(runs)), labels):
+        tel = telemetry_of(s.run)
+        rss = tel.get("rss_bytes") if tel is not None else None
+        if rss is None or len(rss) == 0:
+            ax.plot([], [], " ", label=f"{label}: no memory samples")
+            continue
+        for key, style, name in (("rss_bytes", "-", "RSS"), ("heap_inuse_bytes", "--", "Go heap in use")):
+            ser = tel.get(key)
+            if ser is None or (key != "rss_bytes" and not heap):
+                continue
+            t = (ser.end_ns - _load_start_ns(s)) / _NS
+            v = ser.values / _MIB
+            # a hole between samples (more than half an interval: not the scrapes' jitter) stays a gap
+            hole = ser.start_ns[1:] - ser.end_ns[:-1]
+            cut = np.flatnonzero(hole > 0.5 * np.median(ser.end_ns - ser.start_ns)) + 1
+            ax.plot(np.insert(t, cut, np.nan), np.insert(v, cut, np.nan), style, drawstyle="steps-pre",
+                    color=color, lw=1.6 if key == "rss_bytes" else 1.0, label=f"{label}: {name}")  # fmt: skip
+            drawn = True
+        has = s.steps.requests > 0
+        ax.axvspan(0, (s.steps.end_ns[has].max() - _load_start_ns(s)) / _NS, color=color, alpha=0.06, lw=0)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    if not drawn:
+        ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center", color="0.5")
+    ax.set_xlabel("seconds since load start")
+    ax.set_ylabel("server memory (MiB)")
+    ax.grid(True, alpha=0.3)
+    _legend_below(ax, ncol=1)  # two panels side by side: one column each
+    return ax
+
+
+def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
+    """Each load step's median resident memory (MiB; the bar reaches the step's maximum) against
+    its throughput."""
+    runs = _runs(summaries)
+    labels = run_labels(runs)
+    ax = _ax(ax)
+    drawn = False
+    for s, color, label in zip(runs, _colors(len(runs)), labels):
+        m = s.memory
+        if m is None:
+            ax.plot([], [], " ", label=f"{label}: no memory samples")
+            continue
+        x = s.table.goodput_rps
+        y = m.rss_bytes / _MIB
+        up = np.clip(m.rss_max_bytes / _MIB - y, 0, None)
+        ok = np.isfinite(x) & np.isfinite(y)
+        ax.errorbar(x[ok], y[ok], yerr=[np.zeros(int(ok.sum())), up[ok]], fmt="o-", color=color, ms=4,
+                    capsize=2, lw=1.4, label=f"{label}: median RSS per step (bar: max)")  # fmt: skip
+        drawn = drawn or bool(ok.any())
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    if not drawn:
+        ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center", color="0.5")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlabel("throughput (requests/s, per load step)")
+    ax.set_ylabel("server resident memory (MiB)")
+    ax.grid(True, alpha=0.3)
+    _legend_below(ax, ncol=1)  # two panels side by side: one column each
+    return ax
+
+
 REPORT_FIGURES = (
     "headroom",
     "by_concurrency",
@@ -974,6 +1051,7 @@ REPORT_FIGURES = (
     "cpu_over_time",
     "cpu_vs_throughput",
     "latency_over_time",
+    "memory",
 )
 
 
@@ -1005,6 +1083,10 @@ def report_figure(
     elif name == "latency_over_time":
         fig, ax = plt.subplots(figsize=(11, 4))
         latency_over_time(runs, ax=ax, log_latency=log_latency)
+    elif name == "memory":
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+        memory_over_time(runs, ax=left)
+        memory_vs_throughput(runs, ax=right)
     else:
         raise ValueError(f"unknown report figure {name!r}; one of {', '.join(REPORT_FIGURES)}")
     return fig

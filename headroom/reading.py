@@ -863,6 +863,7 @@ def reduce_run(
     steps: str | None = None,
     concurrency: str | None = None,
     client=None,
+    telemetry=None,
 ) -> Run:
     """Read a run of any size, reduced to per-bucket latency histograms.
 
@@ -892,6 +893,9 @@ def reduce_run(
     client
         A ``dask.distributed.Client`` (or its address): reduce the files (or
         a file's sections) as tasks on that cluster; the result is identical.
+    telemetry
+        A :class:`headroom.telemetry.PromSource`: the server's CPU and memory from
+        Prometheus over the run's load window, instead of the run folder's files.
 
     Returns
     -------
@@ -914,7 +918,7 @@ def reduce_run(
             p = reduce_partial(files, settings, c)
     else:
         p = reduce_partial(files, settings, client)
-    return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores)
+    return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores, telemetry=telemetry)
 
 
 #: the name of a run folder's reduced form (headroom.reduce.save_run), read when the folder
@@ -970,11 +974,15 @@ def _connect(address: str):
 
 
 def run_from_partial(
-    p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None
+    p: Partial, files: RunFiles, fields: dict, s: ReadSettings, *, label=None, cpu_cores=None, telemetry=None
 ) -> Run:
     """The reduced run: steps, buckets, histograms, CPU, failed requests and warnings."""
+    from .telemetry.load import server_telemetry
+
     warnings = list(p.warnings)
-    cpu = cpu_for(files, fields, cpu_cores, warnings)
+    cpu, tel, fields = server_telemetry(
+        files, fields, p, telemetry, lambda: cpu_for(files, fields, cpu_cores, warnings)
+    )
     errors = int(sum(p.error_codes.values()))
     total = sum(q.n for q in p.steps.values())
     if p.skipped:
@@ -998,5 +1006,8 @@ def run_from_partial(
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
                    step_concurrency=conc, step_rates=p.step_rates)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
-    return Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
-               warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip
+    run = Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
+              warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip
+    from .telemetry import attach
+
+    return attach(run, tel)

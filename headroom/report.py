@@ -81,6 +81,7 @@ def notebook_parameters(
     title: str = "",
     figure_format: str = "png",
     log_latency: bool = False,
+    telemetry: Sequence[dict] = (),
 ) -> tuple[str, dict]:
     """Which notebook to run for ``runs`` and the papermill parameters to pass it.
 
@@ -109,6 +110,7 @@ def notebook_parameters(
         "figure_format": figure_format,
         "log_latency": bool(log_latency),
         "headroom_version": __version__,
+        "telemetry": [dict(t) for t in telemetry],
     }
     if len(runs) == 1:
         return RUN_NOTEBOOK, {"run_path": str(runs[0]), "label": labels[0], **common}
@@ -133,23 +135,35 @@ def load_summaries(
     cpu_cores: float = 0.0,
     skip_bad_rows: bool = False,
     read_options: dict | None = None,
+    telemetry: Sequence[dict] = (),
 ):
     """Load and analyse runs from notebook parameters (0 / "" mean "default").
 
     ``read_options`` (a :meth:`ReadOptions.to_dict`) carries every reading option of the
     command line; ``cpu_cores`` and ``skip_bad_rows`` stay for notebooks run by hand.
+    ``telemetry``: per run a :class:`headroom.telemetry.PromSource` as a dict (``--prometheus``),
+    one for all runs, or none (the runs' own files).
     """
     from .io import reduce_run
     from .summary import analyze
+    from .telemetry import PromSource
 
     obj = parse_objective(objective) if objective else None
     labels = list(labels) + [""] * (len(paths) - len(labels))
     out = []
-    for path, label in zip(paths, labels):
+    sources = [PromSource(**t) for t in telemetry] or [None]
+    sources = sources * len(paths) if len(sources) == 1 else sources
+    for path, label, source in zip(paths, labels, sources):
         read = ReadOptions.from_dict(read_options)
         if not read_options:  # a notebook run by hand with the two plain parameters
             read = ReadOptions(cpu_cores=cpu_cores or None, skip_bad_rows=skip_bad_rows)
-        run = reduce_run(path, bucket_s=parse_duration(bucket), label=label or None, **read.reduce_kwargs())
+        run = reduce_run(
+            path,
+            bucket_s=parse_duration(bucket),
+            label=label or None,
+            telemetry=source,
+            **read.reduce_kwargs(),
+        )
         out.append(
             analyze(
                 run,

@@ -393,7 +393,8 @@ def cpu_for(
     """The run's CPU samples (None without a CPU file), cores from the option or metadata."""
     if files.cpu is None:
         return None
-    cores = cpu_cores
+    # a cpuStats.csv saved by ``headroom telemetry`` says its own cores (metadata's are the recorder's)
+    cores = cpu_cores if cpu_cores is not None else _saved_cores(files.cpu)
     if cores is None and isinstance(fields.get("cpu_cores"), int | float):
         cores = float(fields["cpu_cores"])
     cpu = read_cpu(files.cpu, cores=cores)
@@ -406,3 +407,18 @@ def cpu_for(
     if cpu.per_cpu is not None and cpu_cores is not None:
         cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)
     return cpu
+
+
+def _saved_cores(cpu: Path) -> float | None:
+    """Cores whose 100 % a cpuStats.csv saved by ``headroom telemetry`` stands for (its telemetry.json)."""
+    if cpu.name != "cpuStats.csv":
+        return None
+    from .telemetry.files import read_info
+
+    info = read_info(cpu.parent)
+    if info is None:
+        return None
+    v = info.get("cpu_cores")
+    if not isinstance(v, int | float) or isinstance(v, bool) or not v > 0:
+        return None
+    return float(v)

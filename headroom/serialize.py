@@ -139,7 +139,8 @@ def comparison_from_json(doc: dict):
 
 def history_from_json(doc: dict):
     """A History from its JSON document (schema 2, or 1)."""
-    from .history import METRICS, ChangePoint, History, LatestCheck, Release
+    from .history import ALL_METRICS as METRICS
+    from .history import ChangePoint, History, LatestCheck, Release
 
     releases = []
     for r in doc["runs"]:

@@ -198,7 +198,7 @@ def step_table(
         completed = np.where(valid, (requests + failed) / np.where(duration > 0, duration, 1.0), np.nan)
         little = good * latency.mean_s / conc
     if cpu is not None:
-        cpu_pct = cpu_over(cpu, steps.start_ns, duration)
+        cpu_pct = _cpu_pct(cpu, steps.start_ns, duration)
         cores = cpu.cores
     else:
         cpu_pct, cores = np.full(n, np.nan), 1.0
@@ -225,6 +225,16 @@ def step_table(
         cpu_cores=cores,
         **_rate_columns(rates, n),
     )
+
+
+def _cpu_pct(cpu: CpuSamples, start_ns: np.ndarray, duration: np.ndarray) -> np.ndarray:
+    """Each step's mean CPU %: a scraped counter's (Prometheus) from its whole intervals inside
+    the step (:func:`headroom.telemetry.model.cpu_inner`), other samples overlap-weighted."""
+    from .telemetry.model import cpu_inner, is_scraped
+
+    if is_scraped(cpu):
+        return cpu_inner(cpu, start_ns, duration)
+    return cpu_over(cpu, start_ns, duration)
 
 
 def _rate_columns(rates: tuple[dict, ...] | None, n: int) -> dict:

@@ -31,6 +31,8 @@ from .model import (
     render_html,
 )
 from .steps import StepTable, step_table
+from .telemetry import telemetry_of
+from .telemetry.steps import StepMemory, step_memory
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +60,8 @@ class Summary:
     overlap: CpuOverlap | None
     capacity: Capacity
     warnings: tuple[str, ...]
+    #: resident memory and Go GC per step (:class:`headroom.telemetry.steps.StepMemory`), None without
+    memory: StepMemory | None = None
 
     @property
     def label(self) -> str:
@@ -135,7 +139,17 @@ def analyze(
         current_load_rps=current_load_rps,
         target_load_rps=target_load_rps,
     )
-    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings))
+    memory = step_memory(telemetry_of(run), steps.start_ns, steps.end_ns, table.goodput_rps)
+    if memory is not None and table is not None:
+        warnings += _memory_warnings(memory, steps.requests)
+    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings), memory)
+
+
+def _memory_warnings(m: StepMemory, requests) -> list[str]:
+    miss = [int(k) for k in np.flatnonzero((np.asarray(requests) > 0) & ~np.isfinite(m.rss_bytes))]
+    if not miss:
+        return []
+    return [f"{m.source}: no memory sample in step(s) {', '.join(map(str, miss[:10]))}: shown as missing"]
 
 
 def _with_rowless(run: Run, n: int) -> np.ndarray | None:
@@ -265,6 +279,13 @@ def _steps_doc(s: Summary) -> list[dict]:
         row["cpu_s_per_req"] = _num(t.cpu_s_per_req[k])
         row["little"] = _num(t.little[k])
         row["flags"] = t.flags(k)
+        if s.memory is not None:
+            m = s.memory
+            row["rss_bytes"] = _num(m.rss_bytes[k])
+            row["rss_max_bytes"] = _num(m.rss_max_bytes[k])
+            row["heap_inuse_bytes"] = _num(m.heap_inuse_bytes[k])
+            row["gc_cpu_share"] = _num(m.gc_cpu_share[k])
+            row["alloc_bytes_per_req"] = _num(m.alloc_bytes_per_req[k])
         if t.intended_rps is not None:  # a rate step: what was planned, what was sent, whether it kept up
             row["kind"] = "rate"
             row["intended_rps"] = _num(t.intended_rps[k])
@@ -389,7 +410,10 @@ def to_json(s: Summary) -> dict:
             "load_s": _num(s.overlap.load_s),
             "per_cpu": None if run.cpu.per_cpu is None else int(run.cpu.per_cpu.shape[1]),
             "cores": run.cpu.cores,
+            # where a scraped counter came from (a file's CPU is the run's own)
+            **({"source": run.cpu.source} if "prometheus" in run.cpu.source else {}),
         },
+        "memory": None if s.memory is None else {"source": s.memory.source, "has_gc": s.memory.has_gc},
         "capacity": capacity_doc(s.capacity),
         "warnings": list(s.warnings),
     }

@@ -228,6 +228,7 @@ def format_summary(s: Summary) -> str:
         lines.append(
             f"  CPU: {s.overlap.samples} samples{per} cover {s.overlap.overlap_s:.1f} s of the "
             f"{s.overlap.load_s:.1f} s load window; 100 % = {run.cpu.cores:g} core(s)"
+            + (f"; from {run.cpu.source}" if "prometheus" in run.cpu.source else "")
         )
     lines += ["", "steps (latency in ms; flags: short = too short to trust, client-paced = Little's law)"]
     if t.kind == "rate":
@@ -254,6 +255,7 @@ def format_summary(s: Summary) -> str:
         _step_rows(s),
         "rrrrrrrrrrrrl",
     )
+    lines += memory_lines(s)
     lines += [
         "",
         f"throughput bins of {s.buckets.bucket_s:g} s buckets (latency in ms; ~: fewer than 10 requests above it)",
@@ -528,3 +530,41 @@ def _df(df: float) -> str:
     if not math.isfinite(df) or df >= 100:
         return f"{df:.0f}" if math.isfinite(df) else "inf"
     return f"{df:.0f}" if abs(df - round(df)) < 1e-9 else f"{df:.1f}"
+
+
+def memory_lines(s: Summary) -> list[str]:
+    """The per-step memory and GC table of a summary (nothing without memory telemetry)."""
+    m = s.memory
+    if m is None:
+        return []
+    t = s.table
+    gc = m.has_gc
+    head = ["step", "conc", "RSS MiB", "RSS max MiB"] + (["heap MiB", "GC %", "alloc KiB/req"] if gc else [])
+    rows = []
+    for k in range(len(t)):
+        row = [
+            str(k),
+            _conc(t.concurrency[k]),
+            _f(m.rss_bytes[k] / 2**20, ",.1f"),
+            _f(m.rss_max_bytes[k] / 2**20, ",.1f"),
+        ]
+        if gc:
+            row += [_f(m.heap_inuse_bytes[k] / 2**20, ",.1f"), _f(m.gc_cpu_share[k] * 100, ".2f"),
+                    _f(m.alloc_bytes_per_req[k] / 1024, ",.2f")]  # fmt: skip
+        rows.append(row)
+    note = "; GC % = share of wall time in GC pauses" if gc else ""
+    return ["", f"server memory per step (median and max of the samples in the step{note}); from {m.source}",
+            *_table(head, rows, "r" * len(head))]  # fmt: skip
+
+
+def format_memory_comparison(m) -> str:
+    """Memory at matched concurrency (a :class:`headroom.telemetry.steps.MemoryComparison`): shown, not judged."""
+    if m is None:
+        return ""
+    noise = "" if m.noise != m.noise else f", step-to-step spread +-{m.noise:.1%}"
+    rows = [[_conc(k), _f(a / 2**20, ",.1f"), _f(b / 2**20, ",.1f"), _f((r - 1) * 100, "+.1f")]
+            for k, a, b, r in zip(m.steps, m.baseline_bytes, m.candidate_bytes, m.ratio)]  # fmt: skip
+    lines = ["", f"server memory at matched concurrency (shown, not judged): RSS x{m.median_ratio:.3f} "
+             f"(median of {len(m.steps)} steps{noise})"]  # fmt: skip
+    lines += _table(["conc", "base RSS MiB", "cand RSS MiB", "change %"], rows, "rrrr")
+    return "\n".join(lines) + "\n"

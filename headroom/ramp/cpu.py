@@ -15,6 +15,10 @@ which is what ``cpuStats.csv`` means (see FORMATS.md).
 * The whole machine (no ``--cpu-pid``): busy share of each CPU from
   ``psutil.cpu_times(percpu=True)`` deltas (what ``psutil.cpu_percent`` does),
   one ``percentage`` column per CPU; 100 % in their mean is all CPUs.
+* Resident memory (``--cpu-pid``): the RSS of the same process tree (sum of
+  ``memory_info().rss``; pages shared between processes count once per process, as
+  ``ps`` shows them), read with the CPU times, in ``memStats.csv``
+  (:func:`headroom.telemetry.files.write_psutil_mem`).
 * The load generator: the current generator process and its descendants, as
   percent of one core, in ``generatorCpuStats.csv``.  The exact CPU time of a
   whole step comes from ``getrusage(RUSAGE_CHILDREN)`` around it (see recorder.py).
@@ -149,10 +153,12 @@ class ProcessTree:
         self._prev: dict[int, tuple[float, float]] = {}  # pid -> (create_time, cpu seconds)
         self.lost: set[int] = set()
         self.counted = 0.0  # CPU seconds handed out by delta() so far
+        self.rss_bytes = 0  # resident memory of the tree at the last read (sum over its processes)
         self._prev = self._read()
 
     def _read(self) -> dict[int, tuple[float, float]]:
         cur: dict[int, tuple[float, float]] = {}
+        rss = 0
         for root in self.roots:
             try:
                 procs = [root, *root.children(recursive=True)]
@@ -163,8 +169,10 @@ class ProcessTree:
                 try:
                     t = p.cpu_times()
                     cur[p.pid] = (p.create_time(), t.user + t.system)
+                    rss += p.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                     continue
+        self.rss_bytes = rss
         return cur
 
     def delta(self) -> float:
@@ -195,6 +203,8 @@ class CpuSampler(threading.Thread):
         self.host = HostLoad(ProcessTree(other_pids) if other_pids else None)
         self.n_cpus = psutil.cpu_count() or 1
         self.server_rows: list[tuple[int, list[float]]] = []
+        #: (time ns, resident bytes of the server's process tree) per sample: memStats.csv
+        self.rss_rows: list[tuple[int, int]] = []
         self.generator_rows: list[tuple[int, float]] = []
         self.server_pids_seen: set[int] = set()
         self._generator: ProcessTree | None = None
@@ -260,6 +270,7 @@ class CpuSampler(threading.Thread):
             # percent of the whole machine (100 % = every core), as cpu_cores in metadata says:
             # a multi-process server can use more than one core
             self.server_rows.append((ts, [100.0 * busy / wall / self.n_cpus]))
+            self.rss_rows.append((ts, self.server.rss_bytes))
         else:
             cur = _per_cpu_busy()
             pct = []
