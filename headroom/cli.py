@@ -205,8 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_history import add_parser as add_history_parser
     from .ramp import add_parser as add_ramp_parser
 
+    from .profiles.cli import add_parser as add_profiles_parser
+
     add_ramp_parser(sub)
     add_history_parser(sub)
+    add_profiles_parser(sub)
     return p
 
 
@@ -352,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_ramp(args)
         if args.command == "telemetry":
             return _telemetry(args)
+        if args.command == "profiles":
+            from .profiles.cli import run as run_profiles
+
+            return run_profiles(args)
         if args.command == "history":
             from .cli_history import run as run_history
 
@@ -469,7 +476,10 @@ def _compare(args, parser) -> int:
     doc = to_json(c)
     if mem is not None:
         doc["memory"] = memory_doc(mem)
-    emit(format_comparison(c) + format_memory_comparison(mem), doc, c.warnings, args.json)
+    from .profiles.text import profile_diff_text
+
+    text = format_comparison(c) + format_memory_comparison(mem) + profile_diff_text(c.profile_diff)
+    emit(text, doc, c.warnings, args.json)
     return c.exit_code
 
 

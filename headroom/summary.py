@@ -416,4 +416,12 @@ def to_json(s: Summary) -> dict:
         "memory": None if s.memory is None else {"source": s.memory.source, "has_gc": s.memory.has_gc},
         "capacity": capacity_doc(s.capacity),
         "warnings": list(s.warnings),
+        # added within the schema: CPU profiles per step (absent when the run has none)
+        **_profiles_doc(s),
     }
+
+
+def _profiles_doc(s: Summary) -> dict:
+    from .profiles.compare import summary_doc
+
+    return summary_doc(s)

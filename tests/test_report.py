@@ -88,7 +88,7 @@ def check_html(page: str, labels, figures: int):
     assert "load_summaries" not in page and "hl-ipython3" not in page
     for label in labels:
         assert label in page
-    assert figures == 6 and _images(page) == figures
+    assert figures == 7 and _images(page) == figures
     # every figure named after its section, for screen readers and when images are blocked
     assert "No description has been provided" not in page
     assert 'alt="Headroom plot: latency against throughput"' in page
@@ -316,7 +316,7 @@ def test_report_as_chromium_shows_it(comparison_page, tmp_path):
     text = _dom_text(dom)
     assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in text
     imgs = result["images"]
-    assert len(imgs) == figures_in("comparison_report.ipynb") == 6
+    assert len(imgs) == figures_in("comparison_report.ipynb") == 7
     assert all(i["complete"] and i["w"] > 100 and i["h"] > 100 and i["shown"] > 100 for i in imgs), imgs
     assert {i["alt"] for i in imgs} >= {"Headroom plot: latency against throughput"}
     assert result["overflow"] == [], result["overflow"][:5]
@@ -331,7 +331,7 @@ def test_report_reads_without_javascript(comparison_page, tmp_path):
     dom, console = chromium_dom(out, tmp_path, javascript=False)
     assert console == [], console
     assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in _dom_text(dom)
-    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 6
+    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 7
     shot = tmp_path / "shot.png"
     chromium_dom(out, tmp_path, javascript=False, shot=shot)
     img = Image.open(shot).convert("L")
@@ -359,7 +359,7 @@ def test_svg_figures_stay_in_one_file(tmp_path):
     assert p.returncode == 0, p.stderr
     page = out.read_text()
     svgs = re.findall(r'<img[^>]+src="data:image/svg\+xml;base64,([^"]+)"', page)
-    assert len(svgs) == figures_in("run_report.ipynb") == 6 and _images(page) == 0
+    assert len(svgs) == figures_in("run_report.ipynb") == 7 and _images(page) == 0
     assert "<script" not in page and not re.search(r'(src|href)="https?://', page)
     decoded = [base64.b64decode(s).decode() for s in svgs]
     assert all("<svg" in d for d in decoded)

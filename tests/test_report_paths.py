@@ -182,7 +182,7 @@ def test_one_run_report_of_each_format(rendered, name):
     page, doc = rendered[name]
     assert "Traceback" not in page and "<script" not in page
     figs = decoded_figures(page)
-    assert len(figs) == 6 and all(w > 50 and h > 50 for _, w, h in figs), figs
+    assert len(figs) == 7 and all(w > 50 and h > 50 for _, w, h in figs), figs
     assert f"<title>Capacity report: {html.escape(doc['label'], quote=False)}" in page
     steps = table(page, "step")
     assert len(steps) == len(doc["steps"]) > 0
@@ -220,7 +220,7 @@ def test_a_rate_ramp_names_its_level_a_rate(rendered):
 def test_two_run_report(rendered, tool):
     page, doc = rendered[f"two-{tool}"]
     figs = decoded_figures(page)
-    assert len(figs) == 6 and all(w > 50 and h > 50 for _, w, h in figs), figs
+    assert len(figs) == 7 and all(w > 50 and h > 50 for _, w, h in figs), figs
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in text
     rows = {r["metric"]: r for r in table(page, "metric")}

@@ -147,6 +147,11 @@ class AbJob:
         s, other = (self.a, self.b) if key == "a" else (self.b, self.a)
         a = copy.copy(self.args)
         a.url, a.cpu_pid, a.label = s.url, [str(p) for p in s.pids], f"{s.label}-{n:02d}"
+        matches = list(getattr(self.args, "prometheus_match", None) or [])
+        if len(matches) == 2:  # one per side: A's, then B's
+            a.prometheus_match = [matches[0 if key == "a" else 1]]
+        elif len(matches) > 2:
+            raise HeadroomError("--prometheus-match: give it once, or twice with --ab (A's, then B's)")
         rec = Recorder(a, self.out / a.label)
         given = (self.args.label_a if key == "a" else self.args.label_b) is not None
         # history groups runs by sha: the side's own label when given; else the job folder and side,

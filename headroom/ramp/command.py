@@ -158,6 +158,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     _add_ab_options(p)
     add_ramp_profile_options(p)
+    from ..cli_args import telemetry_options
+
+    telemetry_options(p)
     return p
 
 

@@ -753,6 +753,16 @@ class Recorder:
             ):
                 shutil.copyfileobj(fi, fo, 1 << 20)
             src.unlink()
+        self._telemetry()
+
+    def _telemetry(self) -> None:
+        """psutil's RSS of the --cpu-pid tree, and --prometheus telemetry: never an error."""
+        from ..telemetry.load import record_time
+
+        if self.steps:
+            window = (min(s.first_start_ns for s in self.steps), max(s.last_end_ns for s in self.steps))
+            for path in record_time(self.args, self.out, window, self.warnings.append, self.sampler):
+                print(f"headroom ramp: wrote {path}", file=sys.stderr)
 
     def record(self, signals: _Signals | None = None) -> int:
         """Record the ramp; ``signals``: an A/B job's handler, already installed (else our own)."""
