@@ -135,7 +135,9 @@ def _sets(root: Path) -> dict[str, tuple[list, list]]:
     load = lambda paths: [analyze(reduce_run(p)) for p in paths]  # noqa: E731
     out = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not any(folder.glob("a-*")):  # not a set of runs (data/calibration/interleaved: calibrate_paired.py)
+        if not any(
+            folder.glob("a-*")
+        ):  # not a set of runs (data/calibration/interleaved: calibrate_paired.py)
             continue
         a, b = load(sorted(folder.glob("a-*"))), load(sorted(folder.glob("b-*")))
         if folder.name.startswith("aa"):

@@ -67,7 +67,9 @@ def row(noise: float, change: str, cpu: str, verdicts: list[str]) -> str:
     lo, hi = bounds(k, n)
     what = "false alarms" if change == "none" else "caught"
     cells = " | ".join(str(c[v]) for v in VERDICTS)
-    return f"| {noise:.0%} | {change} | {cpu} | {n} | {cells} | {k / n:.1%} {what} (95 %: {lo:.1%}-{hi:.1%}) |"
+    return (
+        f"| {noise:.0%} | {change} | {cpu} | {n} | {cells} | {k / n:.1%} {what} (95 %: {lo:.1%}-{hi:.1%}) |"
+    )
 
 
 def main() -> None:

@@ -203,9 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     _compare_parser(sub)
     _telemetry_parser(sub)
     from .cli_history import add_parser as add_history_parser
-    from .ramp import add_parser as add_ramp_parser
-
     from .profiles.cli import add_parser as add_profiles_parser
+    from .ramp import add_parser as add_ramp_parser
 
     add_ramp_parser(sub)
     add_history_parser(sub)

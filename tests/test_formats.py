@@ -347,7 +347,10 @@ def test_format_option_overrides_and_checks(tmp_path):
 
 
 def test_every_registered_format_has_a_sample_and_detects_itself():
-    fmts = {v[0] for v in SAMPLES.values()} | {"throughputramp", "ab"}  # ab: tests/test_ab.py (errors unknown)
+    fmts = {v[0] for v in SAMPLES.values()} | {
+        "throughputramp",
+        "ab",
+    }  # ab: tests/test_ab.py (errors unknown)
     names = set(formats.FORMATS)
     assert names <= fmts | {"hey"}, names - fmts
     for name, (fmt, _) in SAMPLES.items():
