@@ -168,7 +168,9 @@ def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
     """The per-step table of one run, as ``headroom summary`` prints it (``label``: as in :func:`bins_table`)."""
     from .text import _step_rows
 
-    level = "concurrency" if s.table.kind == "concurrency" else "rate req/s"  # a rate ramp's level is its rate
+    level = (
+        "concurrency" if s.table.kind == "concurrency" else "rate req/s"
+    )  # a rate ramp's level is its rate
     head = ["step", level, "at s", "duration s", "requests", "errors", "req/s", "p50 ms", "p99 ms"]
     head += ["max ms", "CPU %", "CPU us/req", "flags"]
     rows = [[_E(c) for c in r] for r in _step_rows(s)]
