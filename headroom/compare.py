@@ -357,14 +357,21 @@ def _specs(objective: Objective | None, has_cpu: bool) -> list[_Spec]:
     names = ["p50", "p90", "p99"] + ([tail] if tail not in ("p50", "p90", "p99") else [])
     for name in names:
         weight = "p50_s" if name == "p50" else ("tail" if name == tail else "")
-        specs.append(
-            _Spec(f"{name}_s", f"{name}_s", f"{percentile_label(name)} latency", "s", "lower", "all", weight)
-        )
+        specs.append(_spec_of(f"{name}_s", weight, f"{percentile_label(name)} latency"))
     if has_cpu:
-        specs.append(
-            _Spec("cpu_s_per_req", "cpu_s_per_req", "CPU per request", "s", "lower", "all", "cpu_s_per_req")
-        )
+        specs.append(_spec_of("cpu_s_per_req", "cpu_s_per_req"))
     return specs
+
+
+def _spec_of(key: str, weight: str, name: str | None = None) -> _Spec:
+    """A per-step metric judged at every matched step, as headroom/metrics.py declares it (a
+    percentile it does not declare, e.g. an objective's p99.9: ``name``, in seconds, lower better)."""
+    from .metrics import BY_KEY
+
+    m = BY_KEY.get(key)
+    if m is None:
+        return _Spec(key, key, name or key, "s", "lower", "all", weight)
+    return _Spec(key, key, m.name.removesuffix(" at matched steps"), m.unit, m.better, "all", weight)
 
 
 @dataclass(frozen=True)

@@ -33,19 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .metrics import noise_defaults
 from .model import HeadroomError
 
 #: metric key -> (sd of a run's log mean between runs of one build, degrees of freedom).
 #: The larger of two measurements on shared 2-core machines: 38 unchanged runs in
 #: data/calibration (21 % throughput, 14 % p50, 31 % p90, 26 % p99, 4.6 % CPU per
 #: request) and 19 interleaved runs on another (27 %, 27 %, -, 27 %, 6 %); docs/ci.md.
-DEFAULTS = {
-    "plateau_rps": (0.27, 11),
-    "p50_s": (0.27, 11),
-    "p90_s": (0.31, 11),
-    "p99_s": (0.30, 11),
-    "cpu_s_per_req": (0.06, 11),
-}
+DEFAULTS = noise_defaults()  # {key: (sd, df)}, declared with each metric in headroom/metrics.py
 DEFAULT_SOURCE = (
     "default for a shared CI machine (measured on 12 real runs of one build, data/calibration/aa)"
 )
