@@ -99,13 +99,6 @@ def telemetry_options(p: argparse.ArgumentParser) -> None:
 
 def telemetry_sources(args, n: int) -> list:
     """One Prometheus source per run (``n`` runs; None each without --prometheus)."""
-    from .telemetry.load import sources
+    from .telemetry.load import sources_from_args
 
-    return sources(
-        getattr(args, "prometheus", None),
-        cpu_query=getattr(args, "cpu_query", None),
-        memory_query=getattr(args, "memory_query", None),
-        matches=list(getattr(args, "prometheus_match", None) or []),
-        step_s=float(getattr(args, "prometheus_step", None) or 1.0),
-        n=n,
-    )
+    return sources_from_args(args, n)

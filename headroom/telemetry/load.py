@@ -124,14 +124,20 @@ def record_time(args, folder, window: tuple[int, int], warn, sampler=None) -> li
 
 def source_from_args(args) -> PromSource | None:
     """The Prometheus source the command line asks for (None without ``--prometheus``)."""
+    return sources_from_args(args, 1)[0]
+
+
+def sources_from_args(args, n: int) -> list:
+    """One Prometheus source per run of ``n`` (None each without ``--prometheus``), from the
+    command line's --prometheus, --cpu-query, --memory-query, --prometheus-match, --prometheus-step."""
     return sources(
         getattr(args, "prometheus", None),
         cpu_query=getattr(args, "cpu_query", None),
         memory_query=getattr(args, "memory_query", None),
         matches=list(getattr(args, "prometheus_match", None) or []),
         step_s=float(getattr(args, "prometheus_step", None) or 1.0),
-        n=1,
-    )[0]
+        n=n,
+    )
 
 
 def sources(url, *, cpu_query=None, memory_query=None, matches=(), step_s=1.0, n=1) -> list:
