@@ -221,6 +221,7 @@ def test_ramp_metadata(ramp_run):
         "cpuStats.csv",
         "generatorCpuStats.csv",
         "hostCpuStats.csv",
+        "memStats.csv",  # the server's RSS (psutil, --cpu-pid tree): tests/test_telemetry_prometheus.py
         "metadata.yml",
         "perfResults.csv",
     ]
