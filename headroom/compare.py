@@ -215,7 +215,7 @@ def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple
     """
     tables = base + cand
     known = all(t.known_concurrency for t in tables)
-    how = "by concurrency" if known else "by step index (concurrency unknown: no ramp parameters in metadata)"
+    how = "by concurrency" if known else _index_pairing(tables)
     levels = [_levels(t) for t in tables]
     common = sorted(set.intersection(*(set(lv) for lv in levels)))
     wanted = max(3, (min(len(lv) for lv in levels) + 1) // 2)
@@ -232,6 +232,17 @@ def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple
         if len(pairs) >= wanted:
             return pairs, "by nearest concurrency (the runs used different concurrency plans)"
     raise HeadroomError(_unmatched(tables, len(base), len(common), wanted))
+
+
+def _index_pairing(tables: list[StepTable]) -> str:
+    """How steps without a concurrency are paired: a rate ramp's by its planned rates."""
+    if not all(t.kind == "rate" for t in tables):
+        return "by step index (concurrency unknown: no ramp parameters in metadata)"
+    n = min(len(t.intended_rps) for t in tables)
+    rates = [np.round(np.asarray(t.intended_rps[:n], float), 3) for t in tables]
+    if all(np.array_equal(r, rates[0], equal_nan=True) for r in rates):
+        return "by step index: open-loop rate ramps with the same planned rates"
+    return "by step index: open-loop rate ramps whose planned rates differ (step k against step k)"
 
 
 def _level_list(levels) -> str:
@@ -940,7 +951,21 @@ def _plan(sides, pairs, mask, objective, noise_from, kw):
 def _warnings(sides, design: _Design, few: list[str], metrics: list[Metric], runs) -> list[str]:
     """The runs' own warnings, foreign load, too few learned df and what this design cannot see."""
     own = [w for side in sides for s in side for w in s.warnings]
-    return own + _load_warnings(sides, design.paired) + few + _mdc_warnings(metrics, runs, design.paired)
+    same = _same_files(sides)
+    out = (
+        same + own + _load_warnings(sides, design.paired) + few + _mdc_warnings(metrics, runs, design.paired)
+    )
+    return list(dict.fromkeys(out))  # a run given twice, or two runs of one file: each warning once
+
+
+def _same_files(sides) -> list[str]:
+    """A warning when the candidate is the baseline itself (the same files): nothing can change."""
+    import os
+
+    given = [[str(s.run.meta.source) for s in side] for side in sides]
+    if sorted(map(os.path.realpath, given[0])) != sorted(map(os.path.realpath, given[1])):
+        return []
+    return [f"the baseline and the candidate are the same run(s) ({', '.join(given[0])}): every change is 0"]
 
 
 def _pairs(sides, side_stops) -> tuple[list[tuple], str]:

@@ -45,7 +45,9 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
     labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
     if not title:
         if len(summaries) == 2:
-            title = f"Capacity comparison: {labels[0]} (baseline) vs {labels[1]} (candidate)"
+            from .text import side_label
+
+            title = f"Capacity comparison: {side_label(labels[0], 'baseline')} vs {side_label(labels[1], 'candidate')}"
         else:
             title = "Capacity report: " + ", ".join(labels)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
@@ -292,8 +294,11 @@ def verdict(c) -> Fragment:
     head = ["metric", "baseline", "candidate", "change", "interval", noise, "detects", "decision"]
     pair_head, pair_rows = _pair_table(c)
     notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
+    from .text import side_label
+
     names = (
-        f"{_E(', '.join(c.baseline_labels))} (baseline) vs {_E(', '.join(c.candidate_labels))} (candidate)"
+        f"{_E(side_label(', '.join(c.baseline_labels), 'baseline'))} vs "
+        f"{_E(side_label(', '.join(c.candidate_labels), 'candidate'))}"
     )
     not_judged = [m for m in c.metrics if m.decides and m.decision == "not judged"]
     why = "".join(f"<li><b>{_E(m.name)}</b>: {_E(m.note)}</li>" for m in not_judged)

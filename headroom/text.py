@@ -54,6 +54,11 @@ def _ranges(idx) -> str:
     return ", ".join(out)
 
 
+def side_label(label: str, side: str) -> str:
+    """``label (baseline)``, unless run_labels already told the side apart that way."""
+    return label if label.endswith(f"({side})") else f"{label} ({side})"
+
+
 def run_labels(runs) -> list[str]:
     """Run labels, made distinct when runs share one (same metadata ``sha``).
 
@@ -408,7 +413,7 @@ def format_comparison(c) -> str:
     cand = ", ".join(c.candidate_labels)
     primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
     lines = [
-        *_wrap(f"headroom compare: {base} (baseline) vs {cand} (candidate)"),
+        *_wrap(f"headroom compare: {side_label(base, 'baseline')} vs {side_label(cand, 'candidate')}"),
         *_wrap(
             f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
             indent="    ",

@@ -1,0 +1,47 @@
+"""What compare says about how it paired and what it was given (issue 30: texts that agree with
+the input): a rate ramp is paired by its planned rates, a run compared with itself is named so
+once, and each warning is said once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+REAL = ROOT / "tests" / "data" / "formats" / "real"
+
+
+def compare(*paths) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "headroom", "compare", *map(str, paths)],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_run_compared_with_itself_says_so_once():
+    f = REAL / "vegeta-rates.csv.gz"
+    r = compare(f, f)
+    out = flat(r.stdout)
+    assert "headroom compare: vegeta-rates (baseline) vs vegeta-rates (candidate)" in out
+    assert "(baseline) (baseline)" not in out
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("headroom: warning:")]
+    assert len(warnings) == len(set(warnings)), warnings
+    first = "headroom: warning: the baseline and the candidate are the same run(s) ("
+    assert warnings[0].startswith(first) and warnings[0].endswith("vegeta-rates.csv.gz): every change is 0")
+    # the vegeta file's 3,720 failed requests of 62,000 (its README: vegeta report of each attack)
+    assert sum("3,720 of 62,000 requests failed" in w for w in warnings) == 1
+
+
+def test_rate_ramps_are_paired_by_their_planned_rates():
+    r = compare(REAL / "vegeta-rates.csv.gz", REAL / "vegeta-rates.csv.gz")
+    assert "steps paired by step index: open-loop rate ramps with the same planned rates" in flat(r.stdout)
+    # vegeta's 250-4,000 req/s against k6's arrival-rate plan: said, not hidden
+    r = compare(REAL / "k6-ramping-arrival-rate.csv.gz", REAL / "vegeta-rates.csv.gz")
+    assert "open-loop rate ramps whose planned rates differ (step k against step k)" in flat(r.stdout)
+    assert "concurrency unknown" not in r.stdout
+    assert "same run(s)" not in r.stderr
