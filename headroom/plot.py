@@ -1004,15 +1004,20 @@ def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = Tru
         ax.axvspan(0, (s.steps.end_ns[has].max() - _load_start_ns(s)) / _NS, color=color, alpha=0.06, lw=0)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    if not drawn:  # no scale to read: the axes would number an empty range
-        ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center", color="0.5")
-        ax.set_xticks([])
-        ax.set_yticks([])
+    if not drawn:
+        _no_memory(ax)
     ax.set_xlabel("seconds since load start")
     ax.set_ylabel("server memory (MiB)")
     ax.grid(True, alpha=0.3)
     _legend_below(ax, ncol=1)  # two panels side by side: one column each
     return ax
+
+
+def _no_memory(ax) -> None:
+    """Empty memory axes: say so, and show no scale (it would number an empty range)."""
+    ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center", color="0.5")
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
@@ -1036,10 +1041,8 @@ def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
         drawn = drawn or bool(ok.any())
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    if not drawn:  # no scale to read: the axes would number an empty range
-        ax.text(0.5, 0.5, "no memory samples", transform=ax.transAxes, ha="center", color="0.5")
-        ax.set_xticks([])
-        ax.set_yticks([])
+    if not drawn:
+        _no_memory(ax)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel("throughput (requests/s, per load step)")
     ax.set_ylabel("server resident memory (MiB)")
