@@ -1383,12 +1383,16 @@ def _pair_doc(p: StepPair) -> dict:
 
 def to_json(c: Comparison) -> dict:
     """The versioned JSON document of a comparison (deterministic)."""
+    from .headline import headline
+
     return {
         "schema": COMPARE_SCHEMA,
         "kind": "comparison",
         "verdict": c.verdict,
         "exit_code": c.exit_code,
         "reason": c.reason,
+        # added within schema 3: the answer in plain words, as the terminal and the report give it
+        "headline": headline(c),
         "runs_needed": c.runs_needed,
         "baseline": c.baseline_labels,
         "candidate": c.candidate_labels,

@@ -36,8 +36,23 @@ def _num(v, fmt: str, unit: str = "") -> str:
     return _E(format(v, fmt) + unit)
 
 
-def header(title: str, summaries: Sequence[Summary], parameters: dict, version: str) -> Fragment:
-    """The report's title block: title, run labels, parameters and tool version.
+def _errors_unknown(run) -> bool:
+    fields = run.meta.fields if run.meta is not None else {}
+    return not run.errors_known or ("errors" in fields and fields["errors"] is None)
+
+
+def _errors_caption(s) -> str:
+    """What '?' in the errors column means, only when the run's errors are unknown."""
+    from .text import unknown_errors_why
+
+    return f"errors '?' = unknown ({_E(unknown_errors_why(s.run))}); " if s.table.errors is None else ""
+
+
+def header(
+    title: str, summaries: Sequence[Summary], parameters: dict | None = None, version: str = ""
+) -> Fragment:
+    """The report's title block: title and run labels (the parameters and version: :func:`parameters`,
+    at the end of the report; the two arguments are accepted and not shown here).
 
     An empty ``title`` gives "Capacity report: LABEL" for one run and
     "Capacity comparison: BASELINE vs CANDIDATE" for two.
@@ -61,11 +76,41 @@ def header(title: str, summaries: Sequence[Summary], parameters: dict, version: 
         + "</li>"
         for role, s, label in zip(roles, summaries, labels)
     )
-    params = ", ".join(f"{_E(str(k))}={_E(repr(v))}" for k, v in parameters.items())
+    return Fragment(f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>")
+
+
+#: report parameters as the command line spells them, and how to show a value
+_OPTIONS = {
+    "objective": ("--objective", "latency objective"),
+    "bucket": ("--bucket", "time bucket of the throughput counts"),
+    "bins": ("--bins", "throughput bins"),
+    "bin_width": ("--bin-width", "width of a throughput bin (req/s)"),
+    "cpu_target": ("--cpu-target", "CPU busy % at which an instance is full"),
+    "figure_format": ("--figure-format", "figure format"),
+    "log_latency": ("--log-latency", "logarithmic latency axes"),
+}
+
+
+def parameters(params: dict, version: str) -> Fragment:
+    """The report's settings as a small table (option, meaning, value) and the headroom version."""
+    rows = []
+    for key, value in params.items():
+        option, meaning = _OPTIONS.get(key, (f"--{key.replace('_', '-')}", ""))
+        shown = {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+        rows.append([f"<code>{_E(option)}</code>", _E(meaning), _E(str(shown))])
     return Fragment(
-        f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>"
-        f"<p><small>parameters: {params}<br>headroom {_E(version)}</small></p>"
+        _table(["option", "meaning", "value"], rows, wrap=(1,))
+        + f"<p><small>headroom {_E(version)}</small></p>"
     )
+
+
+def headline(c) -> Fragment:
+    """The comparison's answer, one sentence per question (:func:`headroom.headline.headline`)."""
+    from .headline import headline as sentences
+
+    colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
+    items = "".join(f"<li>{_E(x)}</li>" for x in sentences(c))
+    return Fragment(f'<div class="headline {colour}"><ul>{items}</ul></div>')
 
 
 def _table(head: list[str], rows: list[list[str]], cls: str = "headroom", wrap: Sequence[int] = ()) -> str:
@@ -142,9 +187,12 @@ def bins_table(s: Summary, *, label: str | None = None) -> Fragment:
     lat = s.bins.latency
     names = [p[0] for p in PERCENTILES]
     head = "".join(f"<th>{percentile_label(n)}</th>" for n in names)
-    body = ""
+    body, empty = "", 0
     for i in range(len(s.bins)):
         n = int(lat.requests[i])
+        if n == 0:  # no time bucket fell in this bin: a row of dashes says nothing
+            empty += 1
+            continue
         cells = [
             f"{s.bins.rps_lo[i]:,.0f}&ndash;{s.bins.rps_hi[i]:,.0f}",
             _num(s.bins.rps[i], ",.0f"),
@@ -163,6 +211,7 @@ def bins_table(s: Summary, *, label: str | None = None) -> Fragment:
         + "<th>max</th><th>CPU %</th></tr></thead><tbody>"
         + body
         + "</tbody></table>"
+        + (f"<p><small>{empty} bin(s) without requests left out.</small></p>" if empty else "")
     )
 
 
@@ -178,7 +227,7 @@ def steps_table(s: Summary, *, label: str | None = None) -> Fragment:
     rows = [[_E(c) for c in r] for r in _step_rows(s)]
     cores = f"; CPU: 100 % = {s.table.cpu_cores:g} core(s)" if s.run.cpu is not None else ""
     return Fragment(
-        f"<p><b>{_E(label or s.label)}</b>: errors '?' = unknown (no status column); flags: short = too short "
+        f"<p><b>{_E(label or s.label)}</b>: {_errors_caption(s)}flags: short = too short "
         f"to trust, client-paced = clients spent time outside requests (Little's law){cores}</p>"
         + _table(head, rows, wrap=(12,))
         + _stop_caption(s)
@@ -264,8 +313,10 @@ def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
     return out
 
 
-def verdict(c) -> Fragment:
-    """The comparison verdict, its metrics table, the step pairs and what was not judged."""
+def verdict(c, line: bool = True) -> Fragment:
+    """The comparison verdict, its metrics table, the step pairs and what was not judged.
+
+    ``line=False`` leaves out the one-line verdict (the report shows :func:`headline` above it)."""
     from .text import _metric_value, _short_source, big_pct, change_text, interval_text
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
@@ -303,7 +354,11 @@ def verdict(c) -> Fragment:
     not_judged = [m for m in c.metrics if m.decides and m.decision == "not judged"]
     why = "".join(f"<li><b>{_E(m.name)}</b>: {_E(m.note)}</li>" for m in not_judged)
     return Fragment(
-        f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
+        (
+            f'<p><b>Verdict: <span class="{colour}">{_E(c.verdict.upper())}</span></b> &mdash; {_E(c.reason)}</p>'
+            if line
+            else ""
+        )
         + f"<p><small>{names}</small></p>"
         + _table(head, rows, wrap=(5, 7))
         + (
@@ -334,14 +389,16 @@ def verdict(c) -> Fragment:
 
 def run_table(run) -> Fragment:
     """A small table describing a loaded run (what ``Run._repr_html_`` shows)."""
+    from .text import format_name, unknown_errors_why
+
     cpu = run.cpu
     rows = [
         ("label", _E(run.label)),
         ("source", _E(str(run.meta.source))),
-        ("format", _E(run.format)),
+        ("format", _E(format_name(run.format))),
         ("steps", f"{run.n_steps:,}"),
         ("requests", f"{run.n_requests:,} successful"),
-        ("errors", "unknown (no status column)" if not run.errors_known else f"{run.errors:,}"),
+        ("errors", f"unknown ({_E(unknown_errors_why(run))})" if _errors_unknown(run) else f"{run.errors:,}"),
         (
             "CPU samples",
             "none" if cpu is None else f"{len(cpu):,} ({_E(cpu.source)}; 100 % = {cpu.cores:g} core(s))",

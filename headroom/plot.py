@@ -492,7 +492,7 @@ def _finish_headroom(ax, runs, labels, grids, *, x_top: float, y: tuple[float, f
             else f"{cut[0][1]:,} ({cut[0][1] / cut[0][2]:.2%})"
         )
         xlabel += f"\nrequests above {_fmt_ms(y_top * 1e3)} ms not shown: {who}" + (
-            "" if log else "; log_latency=True shows them"
+            "" if log else "; --log-latency (log_latency=True) shows them"
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency (ms" + (", log scale)" if log else ")"))

@@ -400,9 +400,8 @@ def cpu_for(
     cpu = read_cpu(files.cpu, cores=cores)
     if cpu.per_cpu is None and cores is None and warnings is not None:
         warnings.append(
-            f"{files.cpu}: one CPU column and no core count: 100 % is taken as one core "
-            "(--cpu-cores N or metadata cpu_cores: N says how many cores 100 % stands for; "
-            "the Cloud Foundry cpumonitor's file is the whole machine)"
+            f"{files.cpu}: no core count: 100 % taken as one core (--cpu-cores N, or cpu_cores: N in "
+            "metadata.yml; Cloud Foundry's cpumonitor measures the whole machine)"
         )
     if cpu.per_cpu is not None and cpu_cores is not None:
         cpu = CpuSamples(cpu.time_ns, cpu.pct, cpu.per_cpu, float(cpu.per_cpu.shape[1]), cpu.source)

@@ -152,12 +152,23 @@ def _memory_warnings(m: StepMemory, requests) -> list[str]:
     return [f"{m.source}: no memory sample in step(s) {', '.join(map(str, miss[:10]))}: shown as missing"]
 
 
+def format_name(fmt: str) -> str:
+    """A reader's format as ``--format`` spells it (e.g. hey's start-time CSV is ``hey``)."""
+    from .formats import ALIASES
+
+    return ALIASES.get(fmt) or fmt
+
+
 def _with_rowless(run: Run, n: int) -> np.ndarray | None:
     """The run's failed rows per step plus the failed requests ``headroom ramp`` counted that have no
     row (connection refused, reset, timeout: ``step_rowless_errors``, or for older recordings
-    ``step_errors`` minus ``step_non2xx``), when the metadata gives them for every step."""
+    ``step_errors`` minus ``step_non2xx``), when the metadata gives them for every step.  None
+    (unknown) when there is no status column or the metadata says ``errors: null``: one truth per
+    run, so no table shows 0 where the comparison says unknown."""
     errs = run.step_errors
     fields = run.meta.fields if run.meta is not None else {}
+    if "errors" in fields and fields["errors"] is None:
+        return None  # the recorder could not count every failure (hey -z keeps no transport errors)
     v = fields.get("step_rowless_errors")
     if v is None:
         e, nx = fields.get("step_errors"), fields.get("step_non2xx")
@@ -392,7 +403,7 @@ def to_json(s: Summary) -> dict:
         "kind": "summary",
         "label": run.label,
         "source": run.meta.source,
-        "format": run.format,
+        "format": format_name(run.format),
         "requests": {
             "total": None if errors is None else kept + errors,
             "successful": kept,

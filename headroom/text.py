@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .scalability import MIN_R2
-from .summary import Summary
+from .summary import Summary, format_name
 
 
 def _f(v, fmt: str, dash: str = "-") -> str:
@@ -188,6 +188,13 @@ def cpu_target_text(cap, cores: str) -> str:
     return "unknown: no CPU data"
 
 
+def unknown_errors_why(run) -> str:
+    """Why a run's error count is unknown, in a few words."""
+    if run.errors_known:
+        return "transport errors not recorded"
+    return "no status column"
+
+
 def _step_rows(s: Summary) -> list[list[str]]:
     t, steps = s.table, s.steps
     has = steps.requests > 0
@@ -219,12 +226,17 @@ def format_summary(s: Summary) -> str:
     """The human-readable report of ``headroom summary`` (fits 100 columns)."""
     run, bins, t = s.run, s.bins, s.table
     steps = s.steps
-    lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({run.format})"]
+    lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({format_name(run.format)})"]
     has = steps.requests > 0
     dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
-    errs = "errors unknown (no status column)" if t.errors is None else f"{int(t.errors.sum()):,} errors"
-    lines.append(
-        f"  requests: {int(t.requests.sum()):,} successful, {errs}, over {dur:.1f} s in {len(t)} steps"
+    errs = (
+        f"errors unknown ({unknown_errors_why(run)})"
+        if t.errors is None
+        else f"{int(t.errors.sum()):,} errors"
+    )
+    lines += _wrap(
+        f"  requests: {int(t.requests.sum()):,} successful, {errs}, over {dur:.1f} s in {len(t)} steps",
+        indent="    ",
     )
     if s.overlap is None:
         lines.append("  CPU: no cpuStats file")
@@ -268,8 +280,12 @@ def format_summary(s: Summary) -> str:
     lat = bins.latency
     rows = []
     shown = ("p50", "p90", "p99", "p999")
+    empty = 0
     for i in range(len(bins)):
         n = int(lat.requests[i])
+        if n == 0:  # a bin no time bucket fell in: a row of dashes says nothing
+            empty += 1
+            continue
         row = [
             f"{bins.rps_lo[i]:,.0f}-{bins.rps_hi[i]:,.0f}",
             _f(bins.rps[i], ",.0f"),
@@ -286,6 +302,8 @@ def format_summary(s: Summary) -> str:
         rows,
         "lrrrrrrrrr",
     )
+    if empty:
+        lines.append(f"  ({empty} bin(s) without requests left out)")
     lines += ["", "capacity (from the steps; [interval] from a bootstrap of the model's residuals)"]
     kv = capacity_rows(s)
     w = max(len(a) for a, _ in kv) if kv else 0
@@ -412,8 +430,11 @@ def format_comparison(c) -> str:
     base = ", ".join(c.baseline_labels)
     cand = ", ".join(c.candidate_labels)
     primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
+    from .headline import headline, next_sentence
+
     lines = [
         *_wrap(f"headroom compare: {side_label(base, 'baseline')} vs {side_label(cand, 'candidate')}"),
+        *(line for sentence in headline(c) for line in _wrap(f"  > {sentence}", indent="    ")),
         *_wrap(
             f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
             indent="    ",
@@ -450,13 +471,9 @@ def format_comparison(c) -> str:
     lines += _noise_rows(c)
     lines += _pair_lines(c)
     lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
-    if c.runs_needed:  # the reason says how many; this says how
-        how = (
-            "headroom ramp --ab URL_A URL_B --interleave steps --repeats N"
-            if c.design == "interleaved steps"
-            else "headroom ramp --ab URL_A URL_B --repeats N"
-        )
-        lines += _wrap(f"next: record them with {how}")
+    nxt = next_sentence(c)
+    if nxt:
+        lines += _wrap(nxt[0].lower() + nxt[1:])
     why: dict[str, list[str]] = {}
     for m in c.metrics:
         if m.decides and m.decision == "not judged":

@@ -102,7 +102,9 @@ def test_run_report_html(tmp_path):
     page = out.read_text()
     check_html(page, ["nginx-1.22.1-keepalive"], figures_in("run_report.ipynb"))
     assert "<title>Capacity report: nginx-1.22.1-keepalive</title>" in page
-    assert re.search(r"objective=(&#x27;|')p99&lt;=5ms", page) and "headroom 0.1.0" in page
+    # the parameters: a table at the end, spelled as the command line spells them
+    assert re.search(r"<code>--objective</code></td><td[^>]*>[^<]*</td><td>p99&lt;=5ms</td>", page)
+    assert "headroom 0.1.0" in page and "log_latency=" not in page
     executed = nbformat.read(keep, as_version=4)
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
     # one set of numbers: the report's capacity table shows what `summary --json` says
@@ -153,7 +155,7 @@ def test_comparison_report_html_and_escaping(tmp_path):
             cwd=ROOT,
         ).stdout
     )["verdict"]
-    assert f'Verdict: <span class="better">{verdict.upper()}</span>' in page
+    assert '<div class="headline better">' in page and f"{verdict.upper()} (exit 0): " in page
     assert "<script>alert(1)" not in page
 
 
@@ -314,7 +316,12 @@ def test_report_as_chromium_shows_it(comparison_page, tmp_path):
     out, doc = comparison_page
     result, dom = probe(out.read_text(), tmp_path)
     text = _dom_text(dom)
-    assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in text
+    # the answer first, in the words of the JSON's headline (and so of the terminal)
+    assert doc["headline"][2].startswith(
+        f"{doc['verdict'].upper()} (exit {doc['exit_code']}): {doc['reason']}"
+    )
+    assert all(sentence in text for sentence in doc["headline"])
+    assert dom.index('class="headline') < dom.index("<img")  # before the first figure
     imgs = result["images"]
     assert len(imgs) == figures_in("comparison_report.ipynb") == 7
     assert all(i["complete"] and i["w"] > 100 and i["h"] > 100 and i["shown"] > 100 for i in imgs), imgs
@@ -330,7 +337,7 @@ def test_report_reads_without_javascript(comparison_page, tmp_path):
     out, doc = comparison_page
     dom, console = chromium_dom(out, tmp_path, javascript=False)
     assert console == [], console
-    assert f"Verdict: {doc['verdict'].upper()} — {doc['reason']}" in _dom_text(dom)
+    assert all(sentence in _dom_text(dom) for sentence in doc["headline"])
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 7
     shot = tmp_path / "shot.png"
     chromium_dom(out, tmp_path, javascript=False, shot=shot)
@@ -365,7 +372,8 @@ def test_svg_figures_stay_in_one_file(tmp_path):
     assert all("<svg" in d for d in decoded)
     assert sum("<image" in d for d in decoded) == 1  # the headroom plot's density, an embedded bitmap
     assert not any(re.search(r'xlink:href="(?!data:|#)', d) for d in decoded)  # nothing from outside
-    assert re.search(r"figure_format=(&#x27;|')svg", page) and re.search(r"log_latency=True", page)
+    assert re.search(r"<code>--figure-format</code></td><td[^>]*>[^<]*</td><td>svg</td>", page)
+    assert re.search(r"<code>--log-latency</code></td><td[^>]*>[^<]*</td><td>on</td>", page)
     p = cli("report", RUNS / "nginx-keepalive", "-o", out, "--figure-format", "gif")
     assert p.returncode == 2 and "invalid choice: 'gif'" in p.stderr
 
@@ -433,8 +441,14 @@ def test_report_warnings_reach_the_caller(tmp_path):
     from headroom import analyze, load_run
 
     seen = []
-    report.render([str(RUNS / "nginx-keepalive")], tmp_path / "r.html", on_warning=seen.append)
-    s = analyze(load_run(RUNS / "nginx-keepalive"))
+    run = tmp_path / "run"  # the bundled run without its core count: a warning
+    shutil.copytree(RUNS / "nginx-keepalive", run)
+    meta = run / "metadata.yml"
+    meta.write_text(
+        "".join(ln for ln in meta.read_text().splitlines(True) if not ln.startswith("cpu_cores:"))
+    )
+    report.render([str(run)], tmp_path / "r.html", on_warning=seen.append)
+    s = analyze(load_run(run))
     assert s.warnings and seen == [f"{s.label}: {w}" for w in s.warnings]
     page = (tmp_path / "r.html").read_text()
     assert "application/vnd.headroom" not in page  # HTML export shows the list, not the JSON
