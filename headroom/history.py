@@ -464,6 +464,40 @@ def change_points(
     return found
 
 
+UNCONFIRMED_PVALUE = 0.05  # a proposed change this likely is listed as not confirmed
+
+
+def unconfirmed(y: Sequence[float], kept: list[int], *, threshold: float) -> list[tuple]:
+    """Changes binary segmentation proposed that were not kept, of at least ``threshold``:
+    [(index, change, pvalue, releases after it)], so that a large step is never passed over in
+    silence (e.g. a drop with only two releases after it, too few for Welch's test at MAX_PVALUE)."""
+    ly = np.log(np.asarray(y, dtype=np.float64))
+    n = len(ly)
+    if n < 4:
+        return []
+    out = []
+    for i in _candidates(ly):
+        if i in kept:
+            continue
+        lo = max([k for k in kept if k < i], default=0)
+        hi = min([k for k in kept if k > i], default=n)
+        before, after = ly[lo:i], ly[i:hi]
+        change = math.exp(after.mean() - before.mean()) - 1
+        if abs(change) < threshold or min(len(before), len(after)) < 2:
+            continue  # one release on a side: the latest-release check covers the last one
+        p = _welch_p(before, after)
+        if p < UNCONFIRMED_PVALUE:  # likely real, short of the strict level: said, not passed over
+            out.append((i, change, p, hi - i))
+    return out
+
+
+def _unconfirmed_note(name: str, label: str, index: int, change: float, p: float, after: int) -> str:
+    return (
+        f"{name} {change:+.1%} from release {index} ({label}): not confirmed (Welch's p = {p:.2g}, "
+        f"needs < {MAX_PVALUE:g}; {after} release(s) after it)"
+    )
+
+
 @dataclass(frozen=True)
 class LatestCheck:
     """A short series' latest release against the previous ones, with the compare statistics."""
@@ -569,6 +603,8 @@ class History:
     warnings: list[str] = field(default_factory=list)
     latest: LatestCheck | None = None  # set for a series shorter than SHORT_SERIES
     noise: dict = field(default_factory=dict)  # metric -> {"sd", "df"}: release-to-release noise
+    #: one line per large change binary segmentation proposed but the test did not confirm
+    unconfirmed: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -629,26 +665,29 @@ def analyse(
 ) -> History:
     """Releases and change points from summary documents (see the module docstring)."""
     rel, note = releases(docs, order=order, run_noise=run_noise)
-    cps = []
+    cps, doubts = [], []
     latest = latest_check(rel, threshold) if len(rel) < SHORT_SERIES else None
-    for key, _name, _unit, better in [] if latest is not None else METRICS:
+    for key, name, _unit, better in [] if latest is not None else METRICS:
         vals = [r.values[key] for r in rel]
         keep = [i for i, v in enumerate(vals) if v is not None and v > 0]
         if len(keep) < 2:
             continue
-        found = change_points(
-            [vals[i] for i in keep], better=better, threshold=threshold, run_noise=run_noise
-        )
+        series = [vals[i] for i in keep]
+        found = change_points(series, better=better, threshold=threshold, run_noise=run_noise)
         for j, change, pvalue, source, before, after in found:
             i = keep[j]  # back to the release index (missing points were dropped, never filled)
             worse = change > 0 if better == "lower" else change < 0
             direction = "regressed" if worse else "improved"
             cps.append(ChangePoint(i, rel[i].label, key, change, direction, before, after, pvalue, source))
+        for j, change, p, after in unconfirmed(series, [f[0] for f in found], threshold=threshold):
+            doubts.append(_unconfirmed_note(name, rel[keep[j]].label, keep[j], change, p, after))
     cps += stop_points(rel)
     cps.sort(key=lambda c: (c.index, c.metric))
     warnings = [f"{d['label']}: {w}" for d in docs for w in d.get("warnings", [])]
     noise = series_noise(rel, cps)
-    return History(rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest, noise)
+    return History(
+        rel, cps, threshold, run_noise, objective, order, note, runs_read, warnings, latest, noise, doubts
+    )
 
 
 def _stop_words(stop: dict, level: float, worse: bool) -> str:
@@ -791,6 +830,8 @@ def to_json(h: History) -> dict:
         ],
         "latest": None if h.latest is None else {"verdict": h.latest.verdict, "reason": h.latest.reason},
         "noise": {k: {"sd": _n(v["sd"]), "df": v["df"]} for k, v in h.noise.items()},
+        # added within schema 2: large changes proposed but not confirmed (absent when none)
+        **({"unconfirmed": list(h.unconfirmed)} if h.unconfirmed else {}),
         "exit_code": h.exit_code,
         "warnings": h.warnings,
     }

@@ -42,11 +42,31 @@ def _mark(h: History) -> dict[tuple[int, str], str]:
     return {(c.index, c.metric): ("!" if c.direction == "regressed" else "+") for c in h.change_points}
 
 
-def short_labels(labels: list[str], width: int = 24) -> list[str]:
-    """Labels cut to ``width`` characters for the terminal, unless that makes two of them alike."""
-    cut = [lb if len(lb) <= width else lb[: width - 1] + "~" for lb in labels]
-    distinct = len(set(cut)) == len(set(labels))
-    return cut if distinct else list(labels)
+def short_labels(labels: list[str], width: int = 32) -> list[str]:
+    """Labels cut to ``width`` characters for the terminal, only as far as every label stays
+    distinct: the end kept (versions, build numbers, -on/-off), else the middle cut out, else the
+    start kept; the full labels when no cut keeps them apart."""
+    if all(len(lb) <= width for lb in labels):
+        return list(labels)
+    head = (width - 1) // 2
+    cuts = (
+        lambda lb: "~" + lb[len(lb) - width + 1 :],
+        lambda lb: lb[:head] + "~" + lb[len(lb) - (width - 1 - head) :],
+        lambda lb: lb[: width - 1] + "~",
+    )
+    for cut in cuts:
+        out = [lb if len(lb) <= width else cut(lb) for lb in labels]
+        if len(set(out)) == len(set(labels)):
+            return out
+    return list(labels)
+
+
+def _read_line(h: History) -> str:
+    """How many runs were read and how many came from the cache (only when some did)."""
+    runs = sum(len(r.paths) for r in h.releases)
+    if h.runs_read >= runs:
+        return f"{runs} run(s) read"
+    return f"{h.runs_read} run(s) read, {runs - h.runs_read} from the cache"
 
 
 def format_history(h: History) -> str:
@@ -54,7 +74,7 @@ def format_history(h: History) -> str:
     cols = _cols(h)
     marks = _mark(h)
     lines = [
-        f"headroom history: {len(h.releases)} releases ({h.runs_read} run(s) read, the rest from the cache)",
+        f"headroom history: {len(h.releases)} releases ({_read_line(h)})",
         f"  {h.note}; threshold {h.threshold:.0%}, noise floor {h.run_noise:.0%} per run",
         "",
     ]
@@ -88,10 +108,11 @@ def format_history(h: History) -> str:
         if c.metric == "stopped":  # the server stopped answering: a level, not a metric's change
             lines.append(f"  {c.index:>3} {short[c.index]}: {c.direction.upper()}: {c.source}")
             continue
-        lines.append(
+        lines += _wrap_verdict(
             f"  {c.index:>3} {short[c.index]}: {names[c.metric]} {c.change * 100:+.1f}% "
             f"({fmt(c.before, units[c.metric])} -> {fmt(c.after, units[c.metric])}) {c.direction.upper()} "
-            f"[{c.source}{p}]"
+            f"[{c.source}{p}]",
+            indent="        ",
         )
     if h.latest is not None:
         short_note = "fewer than 5 releases, too short for change points (the latest is compared below)"
@@ -99,14 +120,16 @@ def format_history(h: History) -> str:
             lines.append(f"  and no others: {short_note}")
         else:
             lines[-1] = f"  none: {short_note}"
+    for doubt in h.unconfirmed:
+        lines += _wrap_verdict(f"    ? {doubt}", indent="      ")
     lines += ["", *_wrap_verdict(f"verdict: {h.verdict}")]
     return "\n".join(lines) + "\n"
 
 
-def _wrap_verdict(line: str) -> list[str]:
+def _wrap_verdict(line: str, indent: str = "  ") -> list[str]:
     import textwrap
 
-    return textwrap.wrap(line, width=100, subsequent_indent="  ", break_on_hyphens=False)
+    return textwrap.wrap(line, width=100, subsequent_indent=indent, break_on_hyphens=False)
 
 
 class _Fragment(str):
@@ -141,12 +164,15 @@ def history_table(h: History) -> _Fragment:
         f"<small>({_E(c.source)})</small></li>"
         for c in h.change_points
     )
+    doubts = "".join(f"<li><small>{_E(d)}</small></li>" for d in h.unconfirmed)
+    colour = "worse" if h.exit_code == 1 else ""
     return _Fragment(
-        '<table class="headroom"><thead><tr><th>#</th><th>release</th>'
+        f'<p style="font-size:17px"><b>Verdict</b> <span class="{colour}">(exit {h.exit_code})</span>: '
+        f"{_E(h.verdict)}</p>"
+        + f"<p>Change points (! regression, + improvement):</p><ul>{cps or '<li>none</li>'}{doubts}</ul>"
+        + '<table class="headroom"><thead><tr><th>#</th><th>release</th>'
         + head
         + f"</tr></thead><tbody>{body}</tbody></table>"
-        + f"<p>Change points (! regression, + improvement):</p><ul>{cps or '<li>none</li>'}</ul>"
-        + f"<p><b>Verdict</b>: {_E(h.verdict)}</p>"
     )
 
 

@@ -176,4 +176,5 @@ def history_from_json(doc: dict):
         warnings=list(doc["warnings"]),
         latest=None if latest is None else LatestCheck(latest["verdict"], latest["reason"]),
         noise={k: dict(v) for k, v in (doc.get("noise") or {}).items()},
+        unconfirmed=list(doc.get("unconfirmed") or []),
     )

@@ -67,7 +67,12 @@ SETS = {
     "go-aa-3": ("go", "base", "base", 8, 2631),
     "go-x2-3": ("go", "base", "x2", 8, 2632),
     "go-cpu20-3": ("go", "base", "cpu20", 8, 2633),
+    # shorter steps, more levels (the same ~1 min a recording): A and B of a level closer in time
+    "x2-1s": ("nginx", "keepalive", "no-keepalive", 8, 2641),
+    "aa-1s": ("nginx", "keepalive", "keepalive", 8, 2642),
 }
+#: sets recorded with other step lengths or levels than STEP and CONC
+TIMING = {"x2-1s": ("1:31:2", "1s"), "aa-1s": ("1:31:2", "1s")}
 
 
 class GoPair:
@@ -130,7 +135,8 @@ def record(name: str) -> int:
         hog = rc.start_hog(seed, budget, work, SERVER_CPU)
         cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url]
         cmd += ["--interleave", "steps", "--repeats", str(n), "-o", str(dest)]
-        cmd += ["--concurrency", CONC, "--step-duration", STEP, "--pause", PAUSE]
+        conc, step = TIMING.get(name, (CONC, STEP))
+        cmd += ["--concurrency", conc, "--step-duration", step, "--pause", PAUSE]
         cmd += ["--description", describe(name), "--progress"]
         cmd += [f"--cpu-pid-a={p}" for p in a.pids] + [f"--cpu-pid-b={p}" for p in b.pids]
         print("record_interleaved:", " ".join(cmd), file=sys.stderr, flush=True)

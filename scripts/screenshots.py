@@ -107,6 +107,42 @@ def headroom_figure(out: Path) -> Path:
     return path
 
 
+#: the first screen a reader sees (1400 x 900): the answer must be readable there without scrolling
+HISTORY = [
+    "nginx-no-keepalive",
+    "nginx-keepalive",
+    "nginx-keepalive-repeat",
+    "nginx-ka-aa1-a",
+    "nginx-ka-aa1-b",
+    "nginx-ka-aa2-a",
+    "nginx-ka-aa2-b",
+    "nginx-large-buffering-off",
+    "nginx-large-buffering-on",
+]
+
+
+def first_screens(exe: str, out: Path) -> list[Path]:
+    """The comparison report and a nine-run history report, first screen only."""
+    from PIL import Image
+
+    jobs = {
+        "comparison-first-screen": ["report", *REPORTS["comparison-report"], "--objective", "p99<=5ms"],
+        "history-first-screen": ["history", *(f"data/runs/{r}" for r in HISTORY), "--cache", "none"],
+    }
+    done = []
+    with tempfile.TemporaryDirectory(prefix="headroom-first-") as tmp:
+        for name, args in jobs.items():
+            page = Path(tmp) / f"{name}.html"
+            subprocess.run([sys.executable, "-m", "headroom", *args, "-o", str(page)], check=True, cwd=ROOT)
+            png = out / f"{name}.png"
+            shoot(exe, page, png, 1400, 900)
+            Image.open(png).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(
+                png, optimize=True
+            )
+            done.append(png)
+    return done
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNGs")
@@ -134,6 +170,8 @@ def main() -> int:
                 )
             if args.keep:
                 shutil.copy(page, out / page.name)
+    for path in first_screens(exe, out):
+        print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: first screen, 1400 x 900")
     fig = headroom_figure(out)
     print(
         f"{fig.relative_to(ROOT) if fig.is_relative_to(ROOT) else fig}: {fig.stat().st_size / 1024:,.0f} KB"

@@ -234,10 +234,13 @@ def test_long_labels_are_never_cut_into_ambiguity():
     from headroom.history_view import short_labels
 
     same_start = ["release-2026-11-24-build-0001", "release-2026-11-24-build-0002"]
-    assert short_labels(same_start) == same_start  # cut to 24 they would read the same
+    out = short_labels(same_start, width=24)  # cut at the end they would read the same: the end is kept
+    assert len(set(out)) == 2 and out[0].endswith("build-0001") and all(len(x) <= 24 for x in out)
     distinct = ["a-very-long-release-name-number-one", "another-quite-long-release-name"]
-    out = short_labels(distinct)
+    out = short_labels(distinct, width=24)
     assert all(len(x) <= 24 for x in out) and len(set(out)) == 2
+    alike = ["x" * 30 + "-a" + "y" * 30, "x" * 30 + "-b" + "y" * 30]  # differ only deep inside
+    assert short_labels(alike, width=24) == alike  # no cut keeps them apart: shown whole
 
 
 def test_any_step_file_of_a_run_is_in_the_cache_key(tmp_path):
