@@ -69,15 +69,26 @@ def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 
     drop = (18 + 15 * lines_below) / 72
     transform = ax.transAxes + ScaledTranslation(0, -drop, ax.figure.dpi_scale_trans)
     extra = {} if handles is None else {"handles": handles, "labels": labels}
+    shown = labels if labels is not None else ax.get_legend_handles_labels()[1]
     return ax.legend(
         **extra,
         loc="upper center",
         bbox_to_anchor=(0.5, 0),
         bbox_transform=transform,
-        ncol=ncol,
+        ncol=_fitting_columns(ax, shown, ncol, fontsize),
         fontsize=fontsize,
         frameon=False,
     )
+
+
+def _fitting_columns(ax, labels, ncol: int, fontsize: float) -> int:
+    """At most ``ncol`` legend columns, as many as fit under the Axes' width (a legend wider than its
+    Axes runs into the neighbouring panel)."""
+    if not labels:
+        return 1
+    width_in = ax.get_position().width * ax.figure.get_size_inches()[0]
+    longest = max(len(str(x)) for x in labels) * fontsize * 0.55 / 72 + 0.6  # text + handle and gap
+    return int(max(1, min(ncol, len(labels), width_in // longest)))
 
 
 def _step_values(t, name: str) -> np.ndarray:
@@ -244,9 +255,9 @@ def _draw_usl(ax, s: Summary, *, color, label: str) -> set[str]:
         m.rps_at(n),
         m.latency_s_at(n) * 1e3,
         color=color,
-        lw=3.5,
-        alpha=0.45,
-        zorder=3,
+        lw=2.6,
+        alpha=0.5,
+        zorder=4.5,  # above the p50 lines it runs beside (translucent: they show through), below the dots
         solid_capstyle="butt",
         label=f"{label} USL model (mean latency)",
     )
@@ -357,7 +368,7 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
             Line2D([], [], color=g, marker="o", mfc="white", ls="none"),
             "hollow: < 10 requests above it",
         ),
-        ("usl", Line2D([], [], color=g, lw=3.5, alpha=0.45), "USL model: mean latency (Little's law)"),
+        ("usl", Line2D([], [], color=g, lw=2.6, alpha=0.5), "USL model: mean latency (Little's law)"),
         (
             "retrograde",
             Line2D([], [], color=g, lw=1, ls=(0, (3, 2))),
@@ -919,10 +930,22 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         ax.axhline(thr, color="0.4", ls=":", lw=1)
         ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
         m = next((m for m in comparison.metrics if m.key == mkey), None)
+        fits = _clip_to_bars(ax, ch, thr, m)
         if m is not None and m.change is not None and m.ci is not None:
             span = xs[plateau] if mkey == "paired_plateau_rps" and plateau.any() else xs
             lo, hi = span.min() - width, span.max() + width
-            ax.fill_between([lo, hi], m.ci[0] * 100, m.ci[1] * 100, color="0.3", alpha=0.15, lw=0)
+            if fits:  # a band only where it ends on the axis; past it a band would read as background
+                ax.fill_between([lo, hi], m.ci[0] * 100, m.ci[1] * 100, color="0.3", alpha=0.15, lw=0)
+            # the interval as a bracket at the axis' right edge, also when it runs off the axis
+            ax.errorbar(
+                [0.985],
+                [m.change * 100],
+                yerr=[[(m.change - m.ci[0]) * 100], [(m.ci[1] - m.change) * 100]],
+                color="0.1",
+                lw=1.6,
+                capsize=5,
+                transform=ax.get_yaxis_transform(),  # x in axes fractions, y in per cent
+            )
             ax.plot(
                 [lo, hi],
                 [m.change * 100] * 2,
@@ -933,7 +956,6 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
             )
         elif m is not None:
             ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
-        _clip_to_bars(ax, ch, thr, m)
         ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10)
         ax.set_ylabel("change (%)")
         ax.set_xlabel(xlabel)
@@ -941,11 +963,12 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         _legend_below(ax, ncol=1)
 
 
-def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> None:
-    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval.
+def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> bool:
+    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval;
+    True when the interval ends inside the axis.
 
     With the shared-machine noise an interval can span several hundred per cent and
-    would flatten every bar; the band then runs off the axis and a note says where it ends.
+    would flatten every bar; it then runs off the axis and a note says where it ends.
     """
     vals = [v for v in ch if np.isfinite(v)] + [thr, -thr]
     if m is not None and m.change is not None:
@@ -953,7 +976,8 @@ def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> None:
     lo, hi = min(vals), max(vals)
     pad = 0.15 * (hi - lo)
     ax.set_ylim(lo - pad, hi + pad)
-    if m is not None and m.ci is not None and (m.ci[0] * 100 < lo - pad or m.ci[1] * 100 > hi + pad):
+    off = m is not None and m.ci is not None and (m.ci[0] * 100 < lo - pad or m.ci[1] * 100 > hi + pad)
+    if off:
         ax.text(
             0.99,
             0.98,
@@ -964,6 +988,7 @@ def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> None:
             fontsize=8,
             color="0.3",
         )
+    return not off
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
