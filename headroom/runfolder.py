@@ -28,7 +28,11 @@ META_NAMES = ("metadata.yml", "metadata.yaml")
 MAX_METADATA_BYTES = 1 << 20
 MAX_METADATA_DEPTH = 32
 
-_NOT_REQUESTS = re.compile(r"^(cpuStats|generatorCpuStats|metadata|README|\.)", re.IGNORECASE)
+_NOT_REQUESTS = re.compile(
+    r"^(cpuStats|generatorCpuStats|hostCpuStats|memStats|metadata|README|\.)"
+    r"|\.(md|rst|html?|png|jpe?g|gif|svg|pdf|ipynb|py|ya?ml)$",  # documents, pictures, notebooks, code
+    re.IGNORECASE,
+)
 # Go's Time.String(): "2016-12-15 15:00:47.575579693 -0800 PST [m=+0.001]".
 _GO_STRING_RE = re.compile(
     r"^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d{1,9})?) ([+-]\d\d)(\d\d)(?: [A-Za-z0-9+-]+)?(?: m=[+-]\d+(?:\.\d+)?)?$"
@@ -68,7 +72,7 @@ def display_path(p: Path) -> Path:
 
 def _request_files(folder: Path) -> list[Path]:
     """Request files of a folder without perfResults.csv, in natural order."""
-    files = [f for f in folder.iterdir() if f.is_file() and not _NOT_REQUESTS.match(f.name)]
+    files = [f for f in folder.iterdir() if f.is_file() and not _NOT_REQUESTS.search(f.name)]
 
     def natural(f: Path):
         return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", f.name)]
@@ -116,8 +120,8 @@ def _locate_folder(p: Path) -> RunFiles:
         cpu, meta = _first_existing(p, "", CPU_NAMES), _first_existing(p, "", META_NAMES)
         return RunFiles(files[0], cpu, meta, p.resolve().name, tuple(files))
     raise HeadroomError(
-        f"{p}: no perfResults.csv or perfResults.csv.gz in this folder "
-        "(nor old_perfResults.csv): is this a throughputramp run folder?"
+        f"{p}: not a run folder: no perfResults.csv or perfResults.csv.gz in this folder and no "
+        "load-generator file (documents, pictures and notebooks are not read)"
     )
 
 

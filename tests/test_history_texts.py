@@ -85,3 +85,15 @@ def test_labels_are_cut_only_to_distinct_names():
     same_start = ["release-candidate-number-0001", "release-candidate-number-0002"]
     assert short_labels(same_start, width=20)[0].endswith("0001")
     assert short_labels(["short"], width=24) == ["short"]
+
+
+def test_a_folder_that_is_not_a_run_says_so(tmp_path):
+    """`summary docs` (a folder of documents and pictures) is not a run: one line saying so, exit 2,
+    not an 'unknown format' blamed on the first document."""
+    p = subprocess.run(
+        [sys.executable, "-m", "headroom", "summary", "docs"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 300
+    assert lines[0].startswith("headroom: error: docs: not a run folder") and ".md" not in lines[0]
