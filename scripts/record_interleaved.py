@@ -70,6 +70,10 @@ SETS = {
     # shorter steps, more levels (the same ~1 min a recording): A and B of a level closer in time
     "x2-1s": ("nginx", "keepalive", "no-keepalive", 8, 2641),
     "aa-1s": ("nginx", "keepalive", "keepalive", 8, 2642),
+    # recorded with the server's run-queue waits per step (schedstat): is it a fair covariate?
+    "go-aa-4": ("go", "base", "base", 8, 2651),
+    "go-latency-4": ("go", "base", "latency", 8, 2652),
+    "go-x2-4": ("go", "base", "x2", 8, 2653),
 }
 #: sets recorded with other step lengths or levels than STEP and CONC
 TIMING = {"x2-1s": ("1:31:2", "1s"), "aa-1s": ("1:31:2", "1s")}

@@ -193,6 +193,61 @@ class ProcessTree:
         return sorted(self._prev)
 
 
+def _schedstat(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of ``pid``: (ns on a CPU, ns waiting on a run queue), from /proc/PID/task/TID/schedstat."""
+    out: dict[int, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                run, wait, _slices = f.read().split()
+            out[int(tid)] = (int(run), int(wait))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class RunDelay:
+    """How long the server's threads waited for a CPU while they could run, over a step.
+
+    Linux's per-thread schedstat (``/proc/PID/task/TID/schedstat``: time on a CPU and time
+    runnable but waiting on a run queue), summed over the ``--cpu-pid`` trees' threads between
+    :meth:`start` and :meth:`stop`.  The waiting share, wait / (run + wait), measures how much
+    the machine's other work held the server back during the step, whatever the server's own
+    demand.  A thread that exits during the step loses its counts (rare for servers).
+    """
+
+    def __init__(self, tree: ProcessTree | None):
+        self.tree = tree
+        self._start: dict[tuple[int, int], tuple[int, int]] = {}
+        self.available = tree is not None and os.path.exists("/proc/self/task")
+
+    def _read(self) -> dict[tuple[int, int], tuple[int, int]]:
+        cur: dict[tuple[int, int], tuple[int, int]] = {}
+        for pid in self.tree.pids() if self.tree is not None else []:
+            for tid, v in _schedstat(pid).items():
+                cur[(pid, tid)] = v
+        return cur
+
+    def start(self) -> None:
+        if self.available:
+            self._start = self._read()
+
+    def stop(self) -> tuple[float, float] | None:
+        """(seconds on a CPU, seconds waiting for one) of the tree's threads since :meth:`start`."""
+        if not self.available:
+            return None
+        run = wait = 0
+        for key, (r, w) in self._read().items():
+            r0, w0 = self._start.get(key, (0, 0))  # a thread born during the step: all of it is new
+            run += max(0, r - r0)
+            wait += max(0, w - w0)
+        return run / 1e9, wait / 1e9
+
+
 class CpuSampler(threading.Thread):
     """Samples the server's CPU (processes or per-CPU) and the generator's, once per interval."""
 

@@ -107,6 +107,15 @@ def build(rec) -> dict:
             "step_start_times": [rfc3339_ns(s.launch_ns) for s in steps],
             "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
             "step_cpu_s": [None if s.cpu_s is None else round(s.cpu_s, 4) for s in steps],
+            # the server's threads per step (Linux schedstat): on a CPU, and runnable but waiting
+            **(
+                {
+                    "step_sched_run_s": [None if s.sched is None else round(s.sched[0], 4) for s in steps],
+                    "step_sched_wait_s": [None if s.sched is None else round(s.sched[1], 4) for s in steps],
+                }
+                if any(s.sched is not None for s in steps)
+                else {}
+            ),
             "requests": sum(s.requests for s in steps),
             "step_rowless_errors": [s.rowless_errors for s in steps],
             "step_error_kinds": [s.error_kinds for s in steps] if any(s.error_kinds for s in steps) else None,

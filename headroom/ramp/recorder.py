@@ -241,6 +241,8 @@ class Step:
     cpu_s: float | None = None  # the server's CPU seconds from launch to exit (None: not sampled)
     rowless_errors: int | None = 0  # failed requests without a row in perfResults.csv (None: unknown)
     error_kinds: dict | None = None  # failed requests by kind (refused, reset, timeout, ...)
+    #: (seconds on a CPU, seconds waiting on a run queue) of the server's threads (None: not measured)
+    sched: tuple[float, float] | None = None
 
     @property
     def throughput(self) -> float:
@@ -380,6 +382,7 @@ class Recorder:
         self.affinity = _affinity()
         self.sampler = None
         self._step_cpu_s: float | None = None
+        self._step_sched: tuple[float, float] | None = None
         self._perf = None
         self.progress = sys.stderr if (args.progress or sys.stderr.isatty()) else None
         # CPU profiles per step (--pprof, --perf-pid); an A/B job sets each side's own
@@ -412,6 +415,7 @@ class Recorder:
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(workdir / "out", "wb") as out, open(workdir / "err", "wb") as err:
             cpu0 = self.sampler.mark()
+            self._delay.start()
             t0 = time.monotonic()
             launch_ns = time.time_ns()
             proc = subprocess.Popen(
@@ -446,6 +450,7 @@ class Recorder:
         gen_cpu_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         self.sampler.set_generator(None, gen_cpu_s)
         self._step_cpu_s = self.sampler.mark() - cpu0
+        self._step_sched = self._delay.stop()
         return outcome, rc, launch_ns, end_ns, wall, gen_cpu_s
 
     def run_step(
@@ -528,6 +533,7 @@ class Recorder:
             generator_cpu_pct=100.0 * gen_cpu_s / wall if wall > 0 else 0.0,
             warnings=[f"{what}: {w}" for w in rows.warnings],
             cpu_s=self._step_cpu_s,
+            sched=self._step_sched,
             rowless_errors=rowless,
             error_kinds=rows.error_kinds or None,
         )
@@ -673,9 +679,10 @@ class Recorder:
 
     def setup(self) -> None:
         """Check the PIDs and the server, and note versions, before anything is written."""
-        from .cpu import CpuSampler
+        from .cpu import CpuSampler, RunDelay
 
         self.sampler = CpuSampler(self.pids, self.cpu_interval, other_pids=self.other_pids)
+        self._delay = RunDelay(self.sampler.server)  # the server's run-queue waits, per step
         w = preflight(self.url)
         if w:
             self.warnings.append(w)
