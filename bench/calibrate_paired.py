@@ -49,8 +49,16 @@ CHANGES = {
 }
 
 
+#: what only a recorder that follows the server's processes writes: CPU and run-queue waits per step
+SERVER_FIELDS = ("step_cpu_s", "step_sched_run_s", "step_sched_wait_s")
+
+
 def no_cpu(run):
-    return dataclasses.replace(run, cpu=None)
+    """The run as a load generator alone records it (k6, JMeter, ...): no CPU, no schedstat."""
+    if run.meta is None:
+        return dataclasses.replace(run, cpu=None)
+    fields = {k: v for k, v in run.meta.fields.items() if k not in SERVER_FIELDS}
+    return dataclasses.replace(run, cpu=None, meta=dataclasses.replace(run.meta, fields=fields))
 
 
 def upper95(k: int, n: int) -> float:

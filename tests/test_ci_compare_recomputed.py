@@ -331,3 +331,81 @@ def test_an_interleaved_comparison_recomputed_from_its_raw_files():
         assert m["noise"]["df"] == pytest.approx(df, rel=2e-3), key
         _check_interval(m, mean)
     _check_holm(doc)
+
+
+def _adjusted_se(d: list[list[float]], x: list[list[float]]) -> tuple[float, float, float]:
+    """The run-queue adjustment as docs/ci.md states it, written out: the slope of the pairs' log
+    ratios on x = log((1 - w_B) / (1 - w_A)) within recordings; slope * x taken off every pair;
+    then the paired standard error of the adjusted pairs with one df fewer, plus the slope's
+    uncertainty carried by the mean x.  Returns (mean, se, df)."""
+    sxy = sxx = 0.0
+    for dr, xr in zip(d, x):
+        md, mx = statistics.fmean(dr), statistics.fmean(xr)
+        sxy += sum((a - md) * (b - mx) for a, b in zip(dr, xr))
+        sxx += sum((b - mx) ** 2 for b in xr)
+    slope = sxy / sxx
+    adj = [[a - slope * b for a, b in zip(dr, xr)] for dr, xr in zip(d, x)]
+    ss = df = num = den = 0.0
+    for v in adj:
+        e = [a - statistics.fmean(v) for a in v]
+        ss += sum(a * a for a in e)
+        df += len(v) - 1
+        num += sum(a * b for a, b in zip(e, e[1:]))
+        den += sum(a * a for a in e[:-1])
+    df -= 1  # the slope
+    k = statistics.fmean(len(v) for v in adj)
+    rho = min(0.8, max(0.0, (df * (num / den * k + 1) / (k - 3) + 40 * 0.45) / (df + 40)))
+    n = round(k)
+    vif = 1 + 2 * sum((1 - j / n) * rho**j for j in range(1, n))
+    total = sum(len(v) for v in adj)
+    s2 = max(ss / df, 1e-4)
+    xbar = statistics.fmean(b for xr in x for b in xr)
+    se = math.sqrt(s2 * vif / total + xbar**2 * s2 * vif / sxx)
+    mean = statistics.fmean(a for v in adj for a in v)
+    means = [statistics.fmean(v) for v in adj]
+    spread = statistics.stdev(means) / math.sqrt(len(adj))
+    return (mean, spread, len(adj) - 1.0) if spread > se else (mean, se, max(1.0, df / vif))
+
+
+AA4 = ROOT / "data" / "calibration" / "interleaved" / "go-aa-4"
+
+
+def _wait_shares(folder) -> list[float]:
+    meta = yaml.safe_load((folder / "metadata.yml").read_text())
+    return [w / (r + w) for r, w in zip(meta["step_sched_run_s"], meta["step_sched_wait_s"])]
+
+
+def test_the_run_queue_adjustment_recomputed_from_the_raw_files():
+    """go-aa-4 recordings 01 and 02 (raw files and the recorder's schedstat kept): throughput and
+    p50 of every level from the raw rows, adjusted by each pair's CPU-share ratio, then the
+    change, standard error and df; CPU per request is never adjusted."""
+    names = ("01", "02")
+    sides = [
+        (
+            raw_steps(f"../calibration/interleaved/go-aa-4/a-{r}"),
+            raw_steps(f"../calibration/interleaved/go-aa-4/b-{r}"),
+        )
+        for r in names
+    ]
+    shares = [(_wait_shares(AA4 / f"a-{r}"), _wait_shares(AA4 / f"b-{r}")) for r in names]
+    p = subprocess.run(
+        [sys.executable, "-m", "headroom", "compare", "--baseline", *(AA4 / f"a-{r}" for r in names),
+         "--candidate", *(AA4 / f"b-{r}" for r in names), "--json", "-"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    doc = json.loads(p.stdout)
+    assert doc["settings"]["design"] == "interleaved steps"
+    x = [[math.log((1 - wb) / (1 - wa)) for wa, wb in zip(sa, sb)] for sa, sb in shares]
+    for key, field in (("paired_plateau_rps", "rps"), ("p50_s", "p50_s")):
+        d = [[math.log(c[k][field] / a[k][field]) for k in sorted(a)] for a, c in sides]
+        mean, se, df = _adjusted_se(d, x)
+        m = _metric(doc, key)
+        assert "run-queue waits" in m["noise"]["source"], key
+        assert math.log1p(m["change"]) == pytest.approx(mean, abs=2e-5), key
+        assert m["se_log"] == pytest.approx(se, rel=2e-3), key
+        assert m["noise"]["df"] == pytest.approx(df, rel=2e-3), key
+        _check_interval(m, mean)
+        raw = statistics.fmean(v for r in d for v in r)
+        assert abs(raw - mean) > 1e-4  # the adjustment moved it: the two are not the same test
+    assert "run-queue" not in _metric(doc, "cpu_s_per_req")["noise"]["source"]
+    _check_holm(doc)
