@@ -141,78 +141,152 @@ def _cpu_index(path, p, st) -> int:
     raise _bad(path, f"{what} ({names}), not a CPU profile: give /debug/pprof/profile, not heap or allocs")
 
 
-#: (build id or file of the mapping, address) -> global function ids (innermost inlined first).
-#: Step profiles of one binary share their addresses, so after the first profile a location
-#: is one dictionary look-up, without reading its lines and functions again.
-_SYMBOLS: dict[tuple, tuple[int, ...]] = {}
-_NAMES: list[str] = []  # global function id -> name
-_NAME_ID: dict[str, int] = {}
-
-
-def _global_ids(names) -> tuple[int, ...]:
-    out = []
-    for name in names:
-        i = _NAME_ID.get(name)
-        if i is None:
-            i = _NAME_ID[name] = len(_NAMES)
-            _NAMES.append(name)
-        out.append(i)
-    return tuple(out)
-
-
-def _location_functions(p, st) -> tuple[list[int], list[tuple[int, ...]]]:
-    """Location ids and their global function ids (innermost inlined first)."""
-    maps = {m.id: st[m.build_id] or st[m.filename] for m in p.mapping}
-    one = next(iter(maps.values())) if len(maps) == 1 else None  # Go: one static binary
-    fn = None
-    ids: list[int] = []
-    funcs: list[tuple[int, ...]] = []
-    get = _SYMBOLS.get
-    for location in p.location:
-        key = (one if one is not None else maps.get(location.mapping_id, ""), location.address)
-        got = get(key)
-        if got is None:
-            if fn is None:
-                fn = {f.id: st[f.name] or st[f.system_name] or f"0x{f.id:x}" for f in p.function}
-            got = _global_ids([fn[ln.function_id] for ln in location.line] or [f"0x{location.address:x}"])
-            if key[0] and key[1]:  # symbolized against a known binary: the same in every profile
-                _SYMBOLS[key] = got
-        ids.append(location.id)
-        funcs.append(got)
-    return ids, funcs
-
-
 def _read_pprof(path, data: bytes) -> StepProfile:
+    """A pprof profile from its columns (:func:`headroom.profiles.proto.columns`); a profile
+    whose columns do not fit, or that does not decode at all, is walked message by message
+    (:func:`_read_pprof_walk`), which gives the same result or says what is wrong."""
+    from google.protobuf.message import DecodeError
+
+    from .proto import Unfit, columns
+
+    if not data:
+        raise _bad(path, "empty file; not a profile")
+    try:
+        c = columns(data)
+    except (DecodeError, Unfit):
+        return _read_pprof_walk(path, data)
+    head = c.header
+    ci = _cpu_index(path, head, head.string_table)
+    try:
+        return _from_columns(path, c, ci)
+    except Unfit:
+        return _read_pprof_walk(path, data)
+
+
+def _index_of(ids: np.ndarray, wanted: np.ndarray, path) -> np.ndarray:
+    """Positions in ``ids`` of every id in ``wanted`` (the last of equal ids, as a dict keeps it)."""
+    n = len(ids)
+    if n and ids[0] == 1 and ids[-1] == n and (ids[1:] - ids[:-1] == 1).all():  # 1..n, as Go writes
+        at = (wanted - np.uint64(1)).view(np.int64)  # id 0 wraps around to -1: out of range
+        if at.size and not 0 <= at.min() <= at.max() < n:
+            raise _bad(path, "a broken pprof profile (a sample names a location it does not have)")
+        return at
+    order = np.argsort(ids, kind="stable")
+    pos = np.searchsorted(ids[order], wanted, side="right") - 1
+    if (pos < 0).any() or (ids[order[pos]] != wanted).any():
+        raise _bad(path, "a broken pprof profile (a sample names a location it does not have)")
+    return order[pos]
+
+
+def _function_keys(c, table: list[str]) -> np.ndarray:
+    """Per function the string table index of its name; a function without a name gets its
+    system name, else a ``0x<id>`` name appended to ``table`` (as the walk names them)."""
+    from .proto import Unfit  # loaded already (by _read_pprof)
+
+    name, nst = c.function_name, len(table)
+    if len(name) and not 0 <= name.min() <= name.max() < nst or table.count("") != 1:
+        raise Unfit("a name outside the string table, or empty strings besides the first")
+    keys = name.copy()
+    for f in np.flatnonzero(name == 0).tolist():  # Go names every function: rarely taken
+        sys_at = c.function_system_name
+        if len(sys_at) != len(name) or not 0 <= sys_at[f] < nst:
+            raise Unfit("system names left out or outside the string table")
+        keys[f] = sys_at[f] if sys_at[f] else len(table)
+        if not sys_at[f]:
+            table.append(f"0x{int(c.function_id[f]):x}")
+    return keys
+
+
+def _line_names(path, c, st) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(name id of every line, lines per location, names): a location without lines is one line
+    named by its address; name ids count in order of first appearance in the location table."""
+    table = list(st)
+    fkeys = _function_keys(c, table)
+    keys = fkeys[_index_of(c.function_id, c.line_function, path)]
+    lines = c.location_lines
+    if not lines.all():  # unsymbolized locations: one line each, named by the address
+        bare = np.flatnonzero(lines == 0)
+        keys = np.insert(keys, (np.cumsum(lines) - lines)[bare], len(table) + np.arange(bare.size))
+        table += [f"0x{int(a):x}" for a in c.location_address[bare]]
+        lines = np.where(lines == 0, 1, lines)
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the names in order of first appearance
+    names = list(map(table.__getitem__, uniq[order].tolist()))
+    rank = np.empty(len(uniq), np.int64)
+    rank[order] = np.arange(len(uniq))
+    if len(set(names)) < len(names):  # one name at several string indices: the first counts
+        ids: dict[str, int] = {}
+        rank = np.array([ids.setdefault(x, len(ids)) for x in names], np.int64)[rank]
+        names = list(ids)
+    return rank[inverse], lines, names
+
+
+def _from_columns(path, c, ci: int) -> StepProfile:
+    """The stacks of every sample in function names, from the columns, without a Python loop
+    over samples, locations or lines."""
+    from .proto import Unfit  # loaded already (by _read_pprof)
+
+    head = c.header
+    st = head.string_table
+    si = next((i for i, t in enumerate(head.sample_type) if st[t.type] == "samples"), None)
+    period = head.period or 0
+    ns, width = len(c.sample_depth), len(head.sample_type)
+    if len(c.sample_values) != ns * width:  # a sample without all its values: the walk says so
+        raise Unfit("a sample does not give one value per sample type")
+    values = c.sample_values.reshape(ns, width)
+    cpu = values[:, ci]
+    counts = values[:, si] if si is not None else (cpu // period if period else np.ones(ns, np.int64))
+    line_name, lines, names = _line_names(path, c, st)
+    li = _index_of(c.location_id, c.sample_locations, path)  # location of every sample frame
+    per = lines[li]  # its lines: the frames it stands for
+    ends = np.cumsum(per)
+    at = np.repeat((np.cumsum(lines) - lines)[li] - (ends - per), per) + np.arange(ends[-1] if ends.size else 0)
+    frames = line_name[at]
+    offsets = np.concatenate(([0], ends))[np.concatenate(([0], np.cumsum(c.sample_depth)))]
+    used = np.flatnonzero(np.bincount(frames, minlength=len(names)))  # this profile's functions
+    local = np.zeros(len(names), np.int64)
+    local[used] = np.arange(len(used))
+    t0 = head.time_nanos or None
+    dur = head.duration_nanos / 1e9 if head.duration_nanos else None
+    return _aggregate(
+        path, "pprof", [names[i] for i in used.tolist()], local[frames], offsets, counts, cpu, period, t0, dur
+    )
+
+
+def _read_pprof_walk(path, data: bytes) -> StepProfile:
+    """A pprof profile the straightforward way: the library's message objects, one by one."""
     p = _decode(path, data)
     st = p.string_table
     ci = _cpu_index(path, p, st)
     si = next((i for i, t in enumerate(p.sample_type) if st[t.type] == "samples"), None)
     period = p.period or 0
+    ids: dict[str, int] = {}
     try:
-        loc_ids, loc_funcs = _location_functions(p, st)
-        loc = dict(zip(loc_ids, loc_funcs))
-        # list() of a repeated field is one bulk copy; iterating it element by element is ~10x slower
-        stacks = [(list(s.location_id), list(s.value)) for s in p.sample]
-        # one profile holds tens to a few thousand stacks: plain Python beats numpy's per-call cost
+        fn = {f.id: st[f.name] or st[f.system_name] or f"0x{f.id:x}" for f in p.function}
+        loc = {}
+        for x in p.location:  # name ids in order of first appearance in the location table
+            names = [fn[ln.function_id] for ln in x.line] or [f"0x{x.address:x}"]
+            loc[x.id] = [ids.setdefault(name, len(ids)) for name in names]
         frames: list[int] = []
         offsets = [0]
         counts: list[int] = []
         cpu: list[int] = []
-        for ids, v in stacks:
-            for lid in ids:
+        for s in p.sample:
+            v = list(s.value)
+            for lid in s.location_id:
                 frames += loc[lid]
             offsets.append(len(frames))
             counts.append(v[si] if si is not None else (v[ci] // period if period else 1))
             cpu.append(v[ci])
     except (KeyError, IndexError):
         raise _bad(path, "a broken pprof profile (a sample names a location it does not have)") from None
-    used = sorted(set(frames))  # global ids -> this profile's 0..n-1
+    used = sorted(set(frames))
     local = {g: i for i, g in enumerate(used)}
-    names = [_NAMES[g] for g in used]
+    every = list(ids)
     t0 = p.time_nanos or None
     dur = p.duration_nanos / 1e9 if p.duration_nanos else None
-    fr = list(map(local.__getitem__, frames))
-    return _aggregate(path, "pprof", names, fr, offsets, counts, cpu, period, t0, dur)
+    fr = [local[g] for g in frames]
+    return _aggregate(path, "pprof", [every[g] for g in used], fr, offsets, counts, cpu, period, t0, dur)
 
 
 def _read_collapsed(path, data: bytes) -> StepProfile:
@@ -249,30 +323,30 @@ def _read_collapsed(path, data: bytes) -> StepProfile:
 
 
 def _aggregate(path, kind, names, frames, offsets, counts, cpu, period, t0, dur) -> StepProfile:
-    """Flat and cumulative samples and CPU per function from the stacks (plain lists)."""
+    """Flat and cumulative samples and CPU per function from the stacks (arrays or lists)."""
     nf = len(names)
-    flat_n, cum_n = [0] * nf, [0] * nf
+    frames = np.asarray(frames, np.int64)
+    offsets = np.asarray(offsets, np.int64)
+    counts = np.asarray(counts, np.int64)
+    cpu = np.asarray(cpu, np.int64)
+    depth = np.diff(offsets)
+    has = depth > 0
+    leaf = frames[offsets[:-1][has]]
+    # a function counts once per stack however often it recurses: (stack, function) pairs, once
+    pairs = np.sort(np.repeat(np.arange(len(depth), dtype=np.int64), depth) * max(nf, 1) + frames)
+    pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))] if pairs.size else pairs
+    cum_f, cum_k = pairs % max(nf, 1), pairs // max(nf, 1)
+
+    def add(where, what) -> np.ndarray:  # sums of integers, exact below 2**53
+        return np.rint(np.bincount(where, weights=what, minlength=nf)).astype(np.int64)
+
+    fn, cn = add(leaf, counts[has]), add(cum_f, counts[cum_k])
     # Go (and perf) write every sample's CPU as its count times the period: then the
-    # CPU per function is its samples times the period, and only counts need adding up
-    exact = bool(period) and all(x == c * period for c, x in zip(counts, cpu))
-    flat_v, cum_v = ([0] * nf, [0] * nf) if not exact else (None, None)
-    for k, c in enumerate(counts):
-        stack = frames[offsets[k] : offsets[k + 1]]
-        if not stack:
-            continue
-        flat_n[stack[0]] += c
-        for f in set(stack):  # a function counts once per stack however often it recurses
-            cum_n[f] += c
-        if not exact:
-            x = cpu[k]
-            flat_v[stack[0]] += x
-            for f in set(stack):
-                cum_v[f] += x
-    fn, cn = np.array(flat_n, np.int64), np.array(cum_n, np.int64)
-    if exact:
+    # CPU per function is its samples times the period
+    if period and np.array_equal(cpu, counts * period):
         fv, cv = fn * (period / 1e9), cn * (period / 1e9)
     else:
-        fv, cv = np.array(flat_v, np.float64) / 1e9, np.array(cum_v, np.float64) / 1e9
+        fv, cv = add(leaf, cpu[has]) / 1e9, add(cum_f, cpu[cum_k]) / 1e9
     return StepProfile(
         path=str(path),
         kind=kind,
@@ -281,11 +355,11 @@ def _aggregate(path, kind, names, frames, offsets, counts, cpu, period, t0, dur)
         cum_samples=cn,
         flat_cpu_s=fv,
         cum_cpu_s=cv,
-        frames=np.array(frames, np.int64),
-        offsets=np.array(offsets, np.int64),
-        stack_samples=np.array(counts, np.int64),
-        samples=sum(counts),
-        cpu_s=sum(cpu) / 1e9,
+        frames=frames,
+        offsets=offsets,
+        stack_samples=counts,
+        samples=int(counts.sum()),
+        cpu_s=int(cpu.sum()) / 1e9,
         period_ns=int(period),
         time_ns=t0,
         duration_s=dur,
