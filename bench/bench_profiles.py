@@ -85,10 +85,18 @@ def bench_set(name: str, runs: list[Path], repeat: int) -> float:
     base = statistics.median(t["bare"])
     size = sum(f.stat().st_size for f in files)
     print(f"{name}: {len(files)} profiles, {size / 1e3:.0f} kB gzip; {shape(files)}")
-    for label, key in (("bare parse (gunzip + protobuf)", "bare"), ("read", "read"), ("load runs (per request)", "load")):
+    for label, key in (
+        ("bare parse (gunzip + protobuf)", "bare"),
+        ("read", "read"),
+        ("load runs (per request)", "load"),
+    ):
         med = statistics.median(t[key])
         ratios = sorted(x / y for x, y in zip(t[key], t["bare"]))
-        spread = f"(repeats {ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f})" if key != "bare" else ""
+        spread = (
+            f"(repeats {ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f})"
+            if key != "bare"
+            else ""
+        )
         print(f"  {label:32s} {med * 1e3:8.1f} ms   {med / base:5.2f}x bare {spread}")
     return statistics.median(t["read"])
 

@@ -191,22 +191,10 @@ ProfileView = CLASSES["ProfileView"]
 #: function id 0 (no function has it).  Serialized by the library, like everything else.
 _END_SAMPLE = CLASSES["SampleColumns"](location_id=[0]).SerializeToString()
 _END_LOCATION = CLASSES["LocationColumns"](line=CLASSES["LineColumns"](function_id=[0])).SerializeToString()
-_EMPTY = np.zeros(0, np.uint64)
 
 
 class Unfit(Exception):
     """The columns do not split into one record per element: walk the messages instead."""
-
-
-def split(column, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(the values of a column without its 0 terminators, how many belong to each of n records)."""
-    col = np.array(column, np.uint64)
-    ends = np.flatnonzero(col == 0)
-    if len(ends) != n:
-        raise Unfit(f"{len(ends)} terminators for {n} records")
-    lengths = ends.copy()
-    lengths[1:] -= ends[:-1] + 1
-    return col[col != 0], lengths
 
 
 def one_each(column, n: int) -> np.ndarray:
@@ -221,46 +209,44 @@ def one_each(column, n: int) -> np.ndarray:
 class Columns:
     """A profile's samples, locations and functions as arrays (uint64, as on the wire).
 
-    Ragged fields are flat with a length per record: sample k's location ids are
-    ``sample_locations[sum(sample_depth[:k]):][:sample_depth[k]]``; the same for
-    ``line_function``/``location_lines``.  ``sample_values`` holds every sample's values
-    one after the other (int64); ``function_system_name`` is as long as the profile
-    wrote it (Go writes one per function; others leave it out where it is 0)."""
+    ``sample_locations`` holds the location ids of sample 0, a 0, those of sample 1,
+    a 0 ...; ``line_function`` the function ids of location 0's lines (innermost
+    first), a 0, location 1's, a 0 ...: one 0 per record, :func:`ends` finds them.
+    ``sample_values`` holds every sample's values one after the other (int64)."""
 
     header: object  # the ProfileView message: sample_type, string_table, period, times
     sample_locations: np.ndarray
-    sample_depth: np.ndarray
     sample_values: np.ndarray
     location_id: np.ndarray
-    location_address: np.ndarray
-    location_lines: np.ndarray
     line_function: np.ndarray
     function_id: np.ndarray
     function_name: np.ndarray  # string table indices (int64)
-    function_system_name: np.ndarray
+
+
+def ends(column: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the n terminators (0) of a column, or :class:`Unfit`."""
+    at = np.flatnonzero(column == 0)
+    if len(at) != n:
+        raise Unfit(f"{len(at)} terminators for {n} records")
+    return at
 
 
 def columns(data: bytes) -> Columns:
     """The columns of an (un-gzipped) profile; DecodeError when the bytes are no profile,
-    :class:`Unfit` when a column does not split into its records."""
+    :class:`Unfit` when a singular field's column does not give one value per record."""
     head = ProfileView.FromString(data)
     ns, nl = len(head.sample), len(head.location)
-    s = CLASSES["SampleColumns"].FromString(_END_SAMPLE.join(head.sample) + _END_SAMPLE) if ns else None
-    loc = CLASSES["LocationColumns"].FromString(_END_LOCATION.join(head.location) + _END_LOCATION)
+    s = CLASSES["SampleColumns"].FromString(_END_SAMPLE.join(head.sample) + _END_SAMPLE if ns else b"")
+    loc = CLASSES["LocationColumns"].FromString(
+        _END_LOCATION.join(head.location) + _END_LOCATION if nl else b""
+    )
     fn = head.function
-    nf = len(fn.id)
-    sl, sd = split(s.location_id, ns) if ns else (_EMPTY, _EMPTY.astype(np.int64))
-    lf, ll = split(loc.line.function_id, nl)
     return Columns(
         header=head,
-        sample_locations=sl,
-        sample_depth=sd,
-        sample_values=np.array(s.value, np.int64) if ns else _EMPTY.astype(np.int64),
+        sample_locations=np.array(s.location_id, np.uint64),
+        sample_values=np.array(s.value, np.int64),
         location_id=one_each(loc.id, nl),
-        location_address=one_each(loc.address, nl),
-        location_lines=ll,
-        line_function=lf,
+        line_function=np.array(loc.line.function_id, np.uint64),
         function_id=np.array(fn.id, np.uint64),
-        function_name=one_each(fn.name, nf).view(np.int64),
-        function_system_name=np.array(fn.system_name, np.int64),
+        function_name=one_each(fn.name, len(fn.id)).view(np.int64),
     )

@@ -163,62 +163,66 @@ def _read_pprof(path, data: bytes) -> StepProfile:
         return _read_pprof_walk(path, data)
 
 
-def _index_of(ids: np.ndarray, wanted: np.ndarray, path) -> np.ndarray:
-    """Positions in ``ids`` of every id in ``wanted`` (the last of equal ids, as a dict keeps it)."""
+def _positions(ids: np.ndarray, wanted: np.ndarray, path) -> np.ndarray:
+    """Positions in ``ids`` of every id in ``wanted``, -1 for its 0 terminators (the last of
+    equal ids, as a dict keeps it); an id that is not there is a broken profile."""
     n = len(ids)
-    if n and ids[0] == 1 and ids[-1] == n and (ids[1:] - ids[:-1] == 1).all():  # 1..n, as Go writes
-        at = (wanted - np.uint64(1)).view(np.int64)  # id 0 wraps around to -1: out of range
-        if at.size and not 0 <= at.min() <= at.max() < n:
-            raise _bad(path, "a broken pprof profile (a sample names a location it does not have)")
-        return at
-    order = np.argsort(ids, kind="stable")
-    pos = np.searchsorted(ids[order], wanted, side="right") - 1
-    if (pos < 0).any() or (ids[order[pos]] != wanted).any():
+    at = wanted.view(np.int64) - 1
+    if not (n and ids[-1] == n and (ids == np.arange(1, n + 1, dtype=np.uint64)).all()):
+        order = np.argsort(ids, kind="stable")  # ids other than 1..n (Go writes 1..n)
+        found = np.searchsorted(ids[order], wanted, side="right") - 1
+        ok = (found >= 0) & (ids[order[found]] == wanted)
+        at = np.where(ok, order[found], np.where(wanted == 0, -1, n))
+    if at.size and not -1 <= at.min() <= at.max() < n:
         raise _bad(path, "a broken pprof profile (a sample names a location it does not have)")
-    return order[pos]
+    return at
 
 
-def _function_keys(c, table: list[str]) -> np.ndarray:
-    """Per function the string table index of its name; a function without a name gets its
-    system name, else a ``0x<id>`` name appended to ``table`` (as the walk names them)."""
+def _frames(path, c, fi: np.ndarray, ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(function of every frame of every sample, leaf first; where each sample's frames start),
+    from ``fi``: the function of every line, -1 after each location's lines."""
+    from .proto import Unfit, ends  # loaded already (by _read_pprof)
+
+    nl = len(c.location_id)
+    last = np.empty(nl + 1, np.int64)  # where each location's lines end; and a location of none
+    last[:nl] = ends(fi + 1, nl)
+    lines = last.copy()
+    lines[1:nl] -= last[: nl - 1] + 1
+    lines[nl] = 0
+    if nl and not lines[:nl].min():  # a location without lines: named by its address, by the walk
+        raise Unfit("an unsymbolized location")
+    li = _positions(c.location_id, c.sample_locations, path)  # location of every sample slot, -1: end
+    per = lines[li]  # frames of each slot (none for the -1 that ends a sample)
+    upto = np.cumsum(per)
+    start = (last - lines)[li] - upto + per  # slot's first line, less the frames before it
+    frames = fi[np.repeat(start, per) + np.arange(upto[-1] if upto.size else 0)]
+    offsets = np.zeros(ns + 1, np.int64)
+    offsets[1:] = upto[ends(li + 1, ns)]
+    return frames, offsets
+
+
+def _names(c, st, fi: np.ndarray, frames: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The names of the functions in ``frames``, in order of their first line in the location
+    table (as the walk numbers them), and ``frames`` as indices into them."""
     from .proto import Unfit  # loaded already (by _read_pprof)
 
-    name, nst = c.function_name, len(table)
-    if len(name) and not 0 <= name.min() <= name.max() < nst or table.count("") != 1:
-        raise Unfit("a name outside the string table, or empty strings besides the first")
-    keys = name.copy()
-    for f in np.flatnonzero(name == 0).tolist():  # Go names every function: rarely taken
-        sys_at = c.function_system_name
-        if len(sys_at) != len(name) or not 0 <= sys_at[f] < nst:
-            raise Unfit("system names left out or outside the string table")
-        keys[f] = sys_at[f] if sys_at[f] else len(table)
-        if not sys_at[f]:
-            table.append(f"0x{int(c.function_id[f]):x}")
-    return keys
-
-
-def _line_names(path, c, st) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(name id of every line, lines per location, names): a location without lines is one line
-    named by its address; name ids count in order of first appearance in the location table."""
-    table = list(st)
-    fkeys = _function_keys(c, table)
-    keys = fkeys[_index_of(c.function_id, c.line_function, path)]
-    lines = c.location_lines
-    if not lines.all():  # unsymbolized locations: one line each, named by the address
-        bare = np.flatnonzero(lines == 0)
-        keys = np.insert(keys, (np.cumsum(lines) - lines)[bare], len(table) + np.arange(bare.size))
-        table += [f"0x{int(a):x}" for a in c.location_address[bare]]
-        lines = np.where(lines == 0, 1, lines)
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # the names in order of first appearance
-    names = list(map(table.__getitem__, uniq[order].tolist()))
-    rank = np.empty(len(uniq), np.int64)
-    rank[order] = np.arange(len(uniq))
-    if len(set(names)) < len(names):  # one name at several string indices: the first counts
-        ids: dict[str, int] = {}
-        rank = np.array([ids.setdefault(x, len(ids)) for x in names], np.int64)[rank]
-        names = list(ids)
-    return rank[inverse], lines, names
+    nf = len(c.function_id)
+    seen = np.maximum.accumulate(fi)  # Go numbers functions as their first lines come
+    if fi.size and (seen[0] != 0 or seen[-1] != nf - 1 or (seen[1:] - seen[:-1] > 1).any()):
+        raise Unfit("functions not numbered in order of their first line")
+    at = c.function_name
+    if nf and not 0 < at.min() <= at.max() < len(st):
+        raise Unfit("a function without a name, or a name outside the string table")
+    every = list(map(list(st).__getitem__, at.tolist()))
+    if "" in every or len(set(every)) < nf:  # empty names, or one name twice: the walk's way
+        raise Unfit("empty or repeated function names")
+    count = np.bincount(frames, minlength=nf)
+    if count.all():  # every function is in some sample (Go's are)
+        return every, frames
+    used = np.flatnonzero(count)
+    local = np.zeros(nf, np.int64)
+    local[used] = np.arange(len(used))
+    return list(map(every.__getitem__, used.tolist())), local[frames]
 
 
 def _from_columns(path, c, ci: int) -> StepProfile:
@@ -230,27 +234,18 @@ def _from_columns(path, c, ci: int) -> StepProfile:
     st = head.string_table
     si = next((i for i, t in enumerate(head.sample_type) if st[t.type] == "samples"), None)
     period = head.period or 0
-    ns, width = len(c.sample_depth), len(head.sample_type)
+    ns, width = len(head.sample), len(head.sample_type)
     if len(c.sample_values) != ns * width:  # a sample without all its values: the walk says so
         raise Unfit("a sample does not give one value per sample type")
     values = c.sample_values.reshape(ns, width)
     cpu = values[:, ci]
     counts = values[:, si] if si is not None else (cpu // period if period else np.ones(ns, np.int64))
-    line_name, lines, names = _line_names(path, c, st)
-    li = _index_of(c.location_id, c.sample_locations, path)  # location of every sample frame
-    per = lines[li]  # its lines: the frames it stands for
-    ends = np.cumsum(per)
-    at = np.repeat((np.cumsum(lines) - lines)[li] - (ends - per), per) + np.arange(ends[-1] if ends.size else 0)
-    frames = line_name[at]
-    offsets = np.concatenate(([0], ends))[np.concatenate(([0], np.cumsum(c.sample_depth)))]
-    used = np.flatnonzero(np.bincount(frames, minlength=len(names)))  # this profile's functions
-    local = np.zeros(len(names), np.int64)
-    local[used] = np.arange(len(used))
+    fi = _positions(c.function_id, c.line_function, path)  # function of every line, -1: location end
+    frames, offsets = _frames(path, c, fi, ns)
+    names, frames = _names(c, st, fi, frames)
     t0 = head.time_nanos or None
     dur = head.duration_nanos / 1e9 if head.duration_nanos else None
-    return _aggregate(
-        path, "pprof", [names[i] for i in used.tolist()], local[frames], offsets, counts, cpu, period, t0, dur
-    )
+    return _aggregate(path, "pprof", names, frames, offsets, counts, cpu, period, t0, dur)
 
 
 def _read_pprof_walk(path, data: bytes) -> StepProfile:
@@ -329,24 +324,32 @@ def _aggregate(path, kind, names, frames, offsets, counts, cpu, period, t0, dur)
     offsets = np.asarray(offsets, np.int64)
     counts = np.asarray(counts, np.int64)
     cpu = np.asarray(cpu, np.int64)
-    depth = np.diff(offsets)
+    depth = offsets[1:] - offsets[:-1]
     has = depth > 0
-    leaf = frames[offsets[:-1][has]]
-    # a function counts once per stack however often it recurses: (stack, function) pairs, once
-    pairs = np.sort(np.repeat(np.arange(len(depth), dtype=np.int64), depth) * max(nf, 1) + frames)
-    pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))] if pairs.size else pairs
-    cum_f, cum_k = pairs % max(nf, 1), pairs // max(nf, 1)
+    every = has.all()
+    leaf = frames[offsets[:-1]] if every else frames[offsets[:-1][has]]
+    # a function counts once per stack however often it recurses: (stack, function) pairs
+    # (stack << bits | function), sorted, each once
+    bits = max(nf - 1, 1).bit_length()
+    pairs = np.repeat(np.arange(len(depth), dtype=np.int64) << bits, depth) | frames
+    pairs.sort()
+    if pairs.size:
+        once = np.empty(pairs.size, bool)
+        once[0] = True
+        np.not_equal(pairs[1:], pairs[:-1], out=once[1:])
+        pairs = pairs[once]
+    cum_f, cum_k = pairs & ((1 << bits) - 1), pairs >> bits
 
-    def add(where, what) -> np.ndarray:  # sums of integers, exact below 2**53
-        return np.rint(np.bincount(where, weights=what, minlength=nf)).astype(np.int64)
+    def add(where, what) -> np.ndarray:  # sums of integers: exact in float64 below 2**53
+        return np.bincount(where, weights=what, minlength=nf).astype(np.int64)
 
-    fn, cn = add(leaf, counts[has]), add(cum_f, counts[cum_k])
+    fn, cn = add(leaf, counts if every else counts[has]), add(cum_f, counts[cum_k])
     # Go (and perf) write every sample's CPU as its count times the period: then the
     # CPU per function is its samples times the period
-    if period and np.array_equal(cpu, counts * period):
+    if period and (cpu == counts * period).all():
         fv, cv = fn * (period / 1e9), cn * (period / 1e9)
     else:
-        fv, cv = add(leaf, cpu[has]) / 1e9, add(cum_f, cpu[cum_k]) / 1e9
+        fv, cv = add(leaf, cpu if every else cpu[has]) / 1e9, add(cum_f, cpu[cum_k]) / 1e9
     return StepProfile(
         path=str(path),
         kind=kind,
