@@ -186,6 +186,7 @@ def _frames(path, c, fi: np.ndarray, ns: int) -> tuple[np.ndarray, np.ndarray]:
     nl = len(c.location_id)
     last = np.empty(nl + 1, np.int64)  # where each location's lines end; and a location of none
     last[:nl] = ends(fi + 1, nl)
+    last[nl] = 0
     lines = last.copy()
     lines[1:nl] -= last[: nl - 1] + 1
     lines[nl] = 0
