@@ -16,8 +16,10 @@ falls on all alike), --repeat times (21), and the median taken:
                flat and cumulative samples and CPU, and the stacks
   load runs    headroom.profiles(run) of the set's runs (metadata, per-request figures)
 
-and prints each median with its ratio to the bare parse (the ratio's spread over
-the repeats too).  Exit 1 when reading 50 busy profiles costs 1 s or more.
+and prints the medians of wall time and of CPU time (process time: what the
+shared machine's other load moves least) with their ratios to the bare parse,
+and the quartiles of the per-repeat ratio.  Exit 1 when reading 50 busy
+profiles costs 1 s or more (wall).
 
 Usage: python3 bench/bench_profiles.py [--repeat 21] [--set busy|small|all] [--dir FOLDER]
 """
@@ -36,15 +38,17 @@ DATA = ROOT / "data" / "profiles"
 SETS = {"busy": ("busy-01", "busy-regexp-01"), "small": ("base-01", "regexp-01")}
 
 
-def timed(fns: dict, repeat: int) -> dict[str, list[float]]:
-    """Times of every function in ``fns``, taken in turn ``repeat`` times."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
+def timed(fns: dict, repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU times of every function in ``fns``, taken in turn ``repeat`` times."""
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             fn()
-            times[name].append(time.perf_counter() - t)
-    return times
+            cpu[name].append(time.process_time() - c)
+            wall[name].append(time.perf_counter() - t)
+    return wall, cpu
 
 
 def shape(files: list[Path]) -> str:
@@ -81,24 +85,26 @@ def bench_set(name: str, runs: list[Path], repeat: int) -> float:
         for r in runs:
             hp(r)
 
-    t = timed({"bare": bare, "read": read, "load": load}, repeat)
-    base = statistics.median(t["bare"])
+    wall, cpu = timed({"bare": bare, "read": read, "load": load}, repeat)
     size = sum(f.stat().st_size for f in files)
     print(f"{name}: {len(files)} profiles, {size / 1e3:.0f} kB gzip; {shape(files)}")
+    print(f"  {'median of ' + str(repeat):32s} {'wall':>8s}   {'ratio':>5s}      {'CPU':>8s}   {'ratio':>5s}")
     for label, key in (
         ("bare parse (gunzip + protobuf)", "bare"),
         ("read", "read"),
         ("load runs (per request)", "load"),
     ):
-        med = statistics.median(t[key])
-        ratios = sorted(x / y for x, y in zip(t[key], t["bare"]))
-        spread = (
-            f"(repeats {ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f})"
-            if key != "bare"
-            else ""
-        )
-        print(f"  {label:32s} {med * 1e3:8.1f} ms   {med / base:5.2f}x bare {spread}")
-    return statistics.median(t["read"])
+        cells = []
+        for t in (wall, cpu):
+            med = statistics.median(t[key])
+            cells.append(f"{med * 1e3:8.1f} ms {med / statistics.median(t['bare']):5.2f}x")
+        print(f"  {label:32s} {cells[0]}   {cells[1]}")
+    ratios = sorted(x / y for x, y in zip(cpu["read"], cpu["bare"]))
+    q = len(ratios) // 4
+    print(
+        f"  read / bare parse, CPU, per repeat: quartiles {ratios[q]:.2f} / {ratios[2 * q]:.2f} / {ratios[-q - 1]:.2f}"
+    )
+    return statistics.median(wall["read"])
 
 
 def main() -> int:

@@ -332,7 +332,8 @@ def _aggregate(path, kind, names, frames, offsets, counts, cpu, period, t0, dur)
     # a function counts once per stack however often it recurses: (stack, function) pairs
     # (stack << bits | function), sorted, each once
     bits = max(nf - 1, 1).bit_length()
-    pairs = np.repeat(np.arange(len(depth), dtype=np.int64) << bits, depth) | frames
+    small = np.int32 if len(depth) << bits < 2**31 else np.int64  # int32 sorts twice as fast
+    pairs = np.repeat(np.arange(len(depth), dtype=small) << bits, depth) | frames.astype(small)
     pairs.sort()
     if pairs.size:
         once = np.empty(pairs.size, bool)
