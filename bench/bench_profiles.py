@@ -7,6 +7,8 @@ gzip as served, in two sets:
 
   busy    busy-01 + busy-regexp-01: 50 profiles of 7 s of a loaded server (the target)
   small   base-01 + regexp-01: 50 profiles of 1 s on a starved core (15-60 samples each)
+  long    long-01: 4 profiles of 30 s of the same server (1000-2000 stacks each: how the
+          ratio goes with the size of a profile; no metadata, so no "load runs")
 
 For each set, timed in this one process, in turn (so the shared machine's load
 falls on all alike), --repeat times (21), and the median taken:
@@ -35,7 +37,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "profiles"
-SETS = {"busy": ("busy-01", "busy-regexp-01"), "small": ("base-01", "regexp-01")}
+SETS = {
+    "busy": ("busy-01", "busy-regexp-01"),
+    "small": ("base-01", "regexp-01"),
+    "long": ("long-01",),
+}
 
 
 def timed(fns: dict, repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -85,7 +91,10 @@ def bench_set(name: str, runs: list[Path], repeat: int) -> float:
         for r in runs:
             hp(r)
 
-    wall, cpu = timed({"bare": bare, "read": read, "load": load}, repeat)
+    fns = {"bare": bare, "read": read}
+    if all((r / "metadata.yml").is_file() for r in runs):
+        fns["load"] = load
+    wall, cpu = timed(fns, repeat)
     size = sum(f.stat().st_size for f in files)
     print(f"{name}: {len(files)} profiles, {size / 1e3:.0f} kB gzip; {shape(files)}")
     print(f"  {'median of ' + str(repeat):32s} {'wall':>8s}   {'ratio':>5s}      {'CPU':>8s}   {'ratio':>5s}")
@@ -94,6 +103,8 @@ def bench_set(name: str, runs: list[Path], repeat: int) -> float:
         ("read", "read"),
         ("load runs (per request)", "load"),
     ):
+        if key not in fns:
+            continue
         cells = []
         for t in (wall, cpu):
             med = statistics.median(t[key])

@@ -3,7 +3,7 @@
 ``read_profile`` reads the library's column views (:func:`headroom.profiles.proto.columns`)
 and works on arrays.  Here its result is checked against computations that share none of
 that code: a naive walk of the library's ``Profile`` message written in this file, the
-module's own message walk (its fallback), and ``go tool pprof``, on the 100 real profiles
+module's own message walk (its fallback), and ``go tool pprof``, on the 104 real profiles
 of data/profiles/ and on profiles built here with the library to have what Go never
 writes (ids out of order, locations without lines, unnamed functions, recursion ...).
 """
@@ -103,12 +103,13 @@ def same_profile(a, b) -> None:
 
 
 # --------------------------------------------------------------------------
-# the 100 real profiles
+# the 104 real profiles
 
 
 def test_the_real_profiles_are_there():
-    assert len(REAL) == 100
-    assert {p.parent.parent.name for p in REAL} == {"base-01", "regexp-01", "busy-01", "busy-regexp-01"}
+    assert len(REAL) == 104
+    runs = {p.parent.parent.name for p in REAL}
+    assert runs == {"base-01", "regexp-01", "busy-01", "busy-regexp-01", "long-01"}
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
