@@ -8,8 +8,18 @@ because they are what is Poisson: a function seen in n samples has a
 standard error of sqrt(n) samples, whatever the CPU seconds per sample.
 
 The pprof bytes are decoded by the protobuf library against the schema in
-:mod:`headroom.profiles.proto`; this module only walks the decoded message.
-Anything that is not a CPU profile is refused in one line naming the file.
+:mod:`headroom.profiles.proto`, through its column views: every sample's
+location ids, every location's lines, every function's name index come out
+as numpy arrays, and the stacks, names, flat and cumulative figures are
+computed on those arrays, with no Python loop over samples, locations or
+lines (:func:`_from_columns`).  A profile the columns do not fit (what Go
+never writes: locations without lines, functions without names or not
+numbered in order of their first line, one name twice) is read by walking
+the library's message objects (:func:`_read_pprof_walk`), with the same
+result, as is any file that does not decode, so that the walk says what is
+wrong.  Functions are numbered in order of their first line in the location
+table.  Anything that is not a CPU profile is refused in one line naming
+the file.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import gzip
 import re
 import zlib
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -202,7 +213,7 @@ def _frames(path, c, fi: np.ndarray, ns: int) -> tuple[np.ndarray, np.ndarray]:
     return frames, offsets
 
 
-def _names(c, st, fi: np.ndarray, frames: np.ndarray) -> tuple[list[str], np.ndarray]:
+def _names(c, st, fi: np.ndarray, frames: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
     """The names of the functions in ``frames``, in order of their first line in the location
     table (as the walk numbers them), and ``frames`` as indices into them."""
     from .proto import Unfit  # loaded already (by _read_pprof)
@@ -214,7 +225,7 @@ def _names(c, st, fi: np.ndarray, frames: np.ndarray) -> tuple[list[str], np.nda
     at = c.function_name
     if nf and not 0 < at.min() <= at.max() < len(st):
         raise Unfit("a function without a name, or a name outside the string table")
-    every = list(map(list(st).__getitem__, at.tolist()))
+    every = itemgetter(*at.tolist())(list(st)) if nf > 1 else tuple(st[i] for i in at.tolist())
     if "" in every or len(set(every)) < nf:  # empty names, or one name twice: the walk's way
         raise Unfit("empty or repeated function names")
     count = np.bincount(frames, minlength=nf)
@@ -223,7 +234,7 @@ def _names(c, st, fi: np.ndarray, frames: np.ndarray) -> tuple[list[str], np.nda
     used = np.flatnonzero(count)
     local = np.zeros(nf, np.int64)
     local[used] = np.arange(len(used))
-    return list(map(every.__getitem__, used.tolist())), local[frames]
+    return tuple(every[i] for i in used.tolist()), local[frames]
 
 
 def _from_columns(path, c, ci: int) -> StepProfile:
