@@ -38,7 +38,10 @@ def naive(msg) -> dict:
     ci = [i for i, t in enumerate(types) if st[msg.sample_type[i].unit] == "nanoseconds"][0]
     si = types.index("samples") if "samples" in types else None
     fn = {f.id: st[f.name] or st[f.system_name] or f"0x{f.id:x}" for f in msg.function}
-    loc = {x.id: [fn[ln.function_id] for ln in x.line] or [f"0x{x.address:x}"] for x in msg.location}
+    loc = {
+        x.id: [fn[ln.function_id] for ln in x.line if ln.function_id] or [f"0x{x.address:x}"]
+        for x in msg.location
+    }
     flat: Counter = Counter()
     cum: Counter = Counter()
     flat_ns: Counter = Counter()
@@ -237,6 +240,8 @@ CASES = {
     "functions numbered otherwise": build(
         {1: [3], 2: [1, 2], 3: [2]}, [([1, 2, 3], 2), ([3], 1)], {1: "f1", 2: "f2", 3: "f3"}
     ),
+    "a line of no function": build({1: [1, 0], 2: [0]}, [([1, 2], 3), ([2], 1)], {1: "f1"}),
+    "an inlined line of no function": build({1: [1, 0], 2: [2]}, [([1, 2], 3)], {1: "f1", 2: "f2"}),
     "an unused function": build({1: [1]}, [([1], 2)], {1: "used", 2: "unused"}),
     "cpu not count times period": build({1: [1], 2: [2]}, [([1, 2], 3), ([2], 1)], values=[[3, 31], [1, 9]]),
     "one value missing": build({1: [1]}, [([1], 2), ([1], 1)], values=[[2, 20_000_000], [10_000_000]]),
@@ -278,6 +283,8 @@ def test_what_go_never_writes_is_read_the_walks_way(tmp_path):
     assert set(read_profile(p).functions) == {"0x1", "main.main"}
     p.write_bytes(CASES["one name for two functions"])
     assert read_profile(p).functions == ("a", "b")
+    p.write_bytes(CASES["a line of no function"])
+    assert set(read_profile(p).functions) == {"f1", "0x20"}  # pprof reads function id 0 as none
     p.write_bytes(CASES["functions numbered otherwise"])
     assert read_profile(p).functions == ("f3", "f1", "f2")  # in order of their first line
 

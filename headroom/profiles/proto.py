@@ -34,10 +34,11 @@ id 0) and every location (a line of function id 0): ids start at 1 in
 profile.proto.  :func:`split` cuts a column at its terminators; a column
 whose terminators do not count its records, or a singular field that some
 record leaves out, raises :class:`Unfit`, and the reader walks ``Profile``
-instead (same result, or the error that says what is wrong).  One
-assumption beyond profile.proto's own: a record writes each singular field
-at most once, as every pprof writer does (the library's parse would keep
-the last).
+instead (same result, or the error that says what is wrong).  A line that
+gives no function id (0) adds nothing to the lines' column: it is no frame,
+in the walk too (pprof reads it as a line of no function).  One assumption
+beyond profile.proto's own: a record writes each singular field at most
+once, as every pprof writer does (the library's parse would keep the last).
 """
 
 from __future__ import annotations

@@ -272,7 +272,8 @@ def _read_pprof_walk(path, data: bytes) -> StepProfile:
         fn = {f.id: st[f.name] or st[f.system_name] or f"0x{f.id:x}" for f in p.function}
         loc = {}
         for x in p.location:  # name ids in order of first appearance in the location table
-            names = [fn[ln.function_id] for ln in x.line] or [f"0x{x.address:x}"]
+            # a line of no function (id 0, as pprof reads it) is no frame; the columns never see it
+            names = [fn[ln.function_id] for ln in x.line if ln.function_id] or [f"0x{x.address:x}"]
             loc[x.id] = [ids.setdefault(name, len(ids)) for name in names]
         frames: list[int] = []
         offsets = [0]
