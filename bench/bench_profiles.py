@@ -3,7 +3,7 @@
 Issue 28: reading 50 step profiles of a busy Go server costs under 1 s, and at
 most 1.5 times the protobuf library's own parse of the same files.  The files
 are real CPU profiles of testserver under data/profiles/ (see its README.md),
-gzip as served, in two sets:
+gzip as served, in three sets:
 
   busy    busy-01 + busy-regexp-01: 50 profiles of 7 s of a loaded server (the target)
   small   base-01 + regexp-01: 50 profiles of 1 s on a starved core (15-60 samples each)
@@ -23,7 +23,7 @@ shared machine's other load moves least) with their ratios to the bare parse,
 and the quartiles of the per-repeat ratio.  Exit 1 when reading 50 busy
 profiles costs 1 s or more (wall).
 
-Usage: python3 bench/bench_profiles.py [--repeat 21] [--set busy|small|all] [--dir FOLDER]
+Usage: python3 bench/bench_profiles.py [--repeat 21] [--set busy|small|long|all] [--dir FOLDER]
 """
 
 from __future__ import annotations
