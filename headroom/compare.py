@@ -430,47 +430,19 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: _Spec, learned: Learned
     return _Test(spec, d, se, df, nz, n, min(1.0, p), gb, gc)
 
 
-def _wait_share(s: Summary) -> np.ndarray | None:
-    """Per step, the share of the server threads' runnable time spent waiting for a CPU
-    (``headroom ramp``'s schedstat fields), or None when the run does not carry it."""
-    f = s.run.meta.fields if s.run.meta is not None else {}
-    run, wait = f.get("step_sched_run_s"), f.get("step_sched_wait_s")
-    n = len(s.table)
-    if not (isinstance(run, list) and isinstance(wait, list) and len(run) == len(wait) == n):
-        return None
-    if any(not isinstance(v, int | float) or isinstance(v, bool) or v < 0 for v in run + wait):
-        return None
-    r, w = np.asarray(run, np.float64), np.asarray(wait, np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(r + w > 0, w / (r + w), np.nan)
-
-
-def _cpu_share_ratio(base: Summary, cand: Summary, bi: list[int], ci: list[int]) -> np.ndarray | None:
-    """Per level pair, log((1 - w_B) / (1 - w_A)): how much more CPU the candidate's step could get."""
-    wa, wb = _wait_share(base), _wait_share(cand)
-    if wa is None or wb is None:
-        return None
-    a, b = 1.0 - wa[bi], 1.0 - wb[ci]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((a > 0) & (b > 0), np.log(b) - np.log(a), np.nan)
-
-
 def paired_test(sides, sel: list[tuple], spec: _Spec, recs, learned: dict | None) -> _Test | None:
     """The paired test of one metric over interleaved recordings (see :mod:`headroom.paired`)."""
     from .paired import estimate
 
-    ds, lb, xs = [], [], []
+    ds, lb = [], []
     for i, j in recs:
-        bi, ci = [p[1][i] for p in sel], [p[2][j] for p in sel]
-        b = _series(sides[0][i].table, spec.key)[bi]
-        c = _series(sides[1][j].table, spec.key)[ci]
+        b = _series(sides[0][i].table, spec.key)[[p[1][i] for p in sel]]
+        c = _series(sides[1][j].table, spec.key)[[p[2][j] for p in sel]]
         ok = (b > 0) & (c > 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             ds.append(np.where(ok, np.log(np.where(ok, c, 1.0)) - np.log(np.where(ok, b, 1.0)), np.nan))
             lb.append(np.log(b[ok]))
-        xs.append(_cpu_share_ratio(sides[0][i], sides[1][j], bi, ci))
-    adjusted = spec.key != "cpu_s_per_req" and all(x is not None for x in xs)
-    est = estimate(ds, None if learned is None else learned.get(canonical(spec.out)), xs if adjusted else None)
+    est = estimate(ds, None if learned is None else learned.get(canonical(spec.out)))
     if est is None:
         return None
     p = 2.0 * t_sf(abs(est.d) / est.se, est.df) if est.se > 0 else float(est.d == 0.0)

@@ -170,81 +170,31 @@ class PairedEstimate:
     how: str  # one line: what the standard error stands on
 
 
-@dataclass(frozen=True)
-class Adjustment:
-    """Level pairs' log ratios corrected for how much other work held each side back.
-
-    ``x`` per pair is log((1 - w_B) / (1 - w_A)), w the share of a step the server's threads spent
-    runnable but waiting for a CPU (``step_sched_wait_s`` / (run + wait), Linux schedstat): the
-    log ratio of the CPU share each side could get.  The slope of the pairs' log ratios on it is
-    fitted within recordings (one df spent) and ``slope * x`` taken off every pair; what the
-    slope's own uncertainty adds to the mean is kept in the standard error.
-    """
-
-    slope: float
-    d: list[np.ndarray]  # the adjusted log ratios
-    x_mean: float  # mean of x over the usable pairs
-    sxx: float  # within-recording sum of squares of x
-
-
-def adjust(d: list[np.ndarray], x: list[np.ndarray]) -> Adjustment | None:
-    """The run-queue adjustment of ``d`` by ``x`` (same shapes); None when x cannot carry it
-    (missing values, too few pairs, or no spread)."""
-    arrays = [np.asarray(v, np.float64) for v in d]
-    xs = [np.asarray(v, np.float64) for v in x]
-    sxy = sxx = 0.0
-    used = []
-    for a, b in zip(arrays, xs):
-        ok = np.isfinite(a) & np.isfinite(b)
-        if ok.sum() < 3:
-            continue
-        ac, bc = a[ok] - a[ok].mean(), b[ok] - b[ok].mean()
-        sxy += float(np.sum(ac * bc))
-        sxx += float(np.sum(bc * bc))
-        used.append(b[ok])
-    if not used or sxx <= 1e-12 or any(np.isnan(b[np.isfinite(a)]).any() for a, b in zip(arrays, xs)):
-        return None
-    slope = sxy / sxx
-    adjusted = [a - slope * np.where(np.isfinite(b), b, 0.0) for a, b in zip(arrays, xs)]
-    return Adjustment(slope, adjusted, float(np.concatenate(used).mean()), sxx)
-
-
-def estimate(
-    d: list[np.ndarray], learned: PairedNoise | None = None, x: list[np.ndarray] | None = None
-) -> PairedEstimate | None:
-    """Mean paired log ratio over recordings ``d`` (one array of levels each), with its standard error;
-    ``x``: each pair's run-queue covariate (see :class:`Adjustment`), used when it can be.
+def estimate(d: list[np.ndarray], learned: PairedNoise | None = None) -> PairedEstimate | None:
+    """Mean paired log ratio over recordings ``d`` (one array of levels each), with its standard error.
 
     Fewer than 3 usable pairs in all: None.
     """
-    adj = adjust(d, x) if x is not None else None
-    arrays = [np.asarray(v, np.float64) for v in (adj.d if adj is not None else d)]
-    oks = [v[np.isfinite(v)] for v in arrays]
-    n = sum(len(v) for v in oks)
+    arrays = [np.asarray(x, np.float64) for x in d]
+    oks = [x[np.isfinite(x)] for x in arrays]
+    n = sum(len(x) for x in oks)
     if n < 3:
         return None
     own = residual_noise(arrays)
-    if own is None or (adj is not None and own.df <= 1):
+    if own is None:
         return None
-    if adj is not None:  # the slope spent one degree of freedom
-        own = PairedNoise(own.ss, own.df - 1, own.lag_num, own.lag_den, own.levels, own.source)
     noise = own.pooled_with(learned)
     d_mean = float(np.concatenate(oks).mean())
     vif = inflation(noise.rho, noise.levels)
-    s2 = max(noise.ss / noise.df, SD_FLOOR**2)
     # each recording's mean has variance s^2 * vif / K_r; the pooled mean weighs them by K_r / N
-    var = s2 * vif * sum(len(v) for v in oks if len(v)) / n**2
-    if adj is not None:  # the fitted slope's uncertainty, carried by the mean covariate
-        var += adj.x_mean**2 * s2 * vif / adj.sxx
+    var = max(noise.ss / noise.df, SD_FLOOR**2) * vif * sum(len(x) for x in oks if len(x)) / n**2
     se = math.sqrt(var)
-    r = sum(1 for v in oks if len(v))
+    r = sum(1 for x in oks if len(x))
     df = max(1.0, noise.df / vif)
     how = (
         f"{n} level pairs in {r} interleaved recording(s): residual sd {noise.sd:.3f} (log), "
         f"lag-1 correlation {noise.rho:+.2f} between neighbouring levels, {df:.0f} effective df"
     )
-    if adj is not None:
-        how += f"; adjusted for the server's run-queue waits (slope {adj.slope:+.2f})"
     if r >= 2:
         means = np.array([x.mean() for x in oks if len(x)])
         se_b = float(np.std(means, ddof=1) / math.sqrt(r))

@@ -200,28 +200,3 @@ def test_gate_on_synthetic_interleaved_recordings():
     assert exit0 >= 36, exit0
     assert x2.count("regressed") >= 48, x2.count("regressed")
     assert cpu20.count("regressed") >= 50 and "improved" not in cpu20
-
-
-def test_the_run_queue_adjustment_takes_off_what_the_covariate_explains():
-    """Pairs whose log ratio is 0.9 x + noise: the fitted slope is near 0.9, the adjusted mean is
-    the true change, and its standard error is far below the unadjusted one; without spread in x,
-    or with x missing where d is known, there is no adjustment."""
-    from headroom.paired import adjust, estimate
-
-    rng = np.random.default_rng(7)
-    d, x = [], []
-    for _ in range(3):
-        xr = rng.normal(0.0, 0.3, 11)  # the CPU-share ratio of each pair (a hog on and off)
-        x.append(xr)
-        d.append(0.10 + 0.9 * xr + rng.normal(0.0, 0.02, 11))
-    adj = adjust(d, x)
-    assert adj is not None and abs(adj.slope - 0.9) < 0.05
-    plain, better = estimate(d), estimate(d, x=x)
-    assert abs(better.d - 0.10) < 3 * better.se  # the true change, x's mean taken off
-    assert better.se < plain.se / 4
-    assert better.df < estimate(d).df + 1  # one df spent on the slope (never more df than plain)
-    flat = [np.zeros(11) for _ in range(3)]
-    assert adjust(d, flat) is None
-    holes = [xr.copy() for xr in x]
-    holes[0][4] = np.nan
-    assert adjust(d, holes) is None
