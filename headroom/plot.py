@@ -62,8 +62,18 @@ def _fmt_ms(v: float) -> str:
     return f"{v:.3g}" if v < 10 else f"{v:,.0f}"
 
 
-def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 8, handles=None, labels=None):
-    """A legend under the Axes, clear of the tick labels and the (possibly multi-line) x label."""
+def _legend_below(
+    ax,
+    *,
+    lines_below: int = 1,
+    ncol: int = 2,
+    fontsize: float = 8,
+    handles=None,
+    labels=None,
+    fit: bool = True,
+):
+    """A legend under the Axes, clear of the tick labels and the (possibly multi-line) x label;
+    ``fit``: no more columns than fit under the Axes (a panel beside it would be run into)."""
     from matplotlib.transforms import ScaledTranslation
 
     drop = (18 + 15 * lines_below) / 72
@@ -75,7 +85,7 @@ def _legend_below(ax, *, lines_below: int = 1, ncol: int = 2, fontsize: float = 
         loc="upper center",
         bbox_to_anchor=(0.5, 0),
         bbox_transform=transform,
-        ncol=_fitting_columns(ax, shown, ncol, fontsize),
+        ncol=_fitting_columns(ax, shown, ncol, fontsize) if fit else ncol,
         fontsize=fontsize,
         frameon=False,
     )
@@ -135,6 +145,11 @@ def _latency_range(runs: list[Summary], names, obj, *, log: bool, y_max_ms: floa
     return bottom, (y_max_ms / 1e3 if y_max_ms else top)
 
 
+#: throughput columns of the headroom plot's shading: a time bucket shades a band 1/60 of the axis
+#: wide (with 120 the few buckets of a ramp drew hairline stripes that cluttered the plot)
+DENSITY_COLUMNS = 60
+
+
 def density_grids(runs: list[Summary], *, x_max: float, y_top_s: float, y_bottom_s: float, log: bool):
     """One 2-D histogram of requests per run, on bins defined once on the pooled runs.
 
@@ -145,7 +160,10 @@ def density_grids(runs: list[Summary], *, x_max: float, y_top_s: float, y_bottom
     """
     pooled = np.unique(np.concatenate([s.hist.values for s in runs]))
     edges = latency_edges(pooled, y_top_s, ny=100, log=log, y_min_s=y_bottom_s or None)
-    return [density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges) for s in runs]
+    return [
+        density(s.buckets, s.hist, x_max=x_max, y_max_s=y_top_s, y_edges_s=edges, nx=DENSITY_COLUMNS)
+        for s in runs
+    ]
 
 
 def _headroom_frame(runs, names, obj, *, log: bool, y_max_ms: float | None, grids: bool):
@@ -390,8 +408,13 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
         ("density", Patch(color=g, alpha=0.4), "shading: requests of each time bucket (log)"),
     ]
     keys += [(h, t) for k, h, t in optional if k in drawn]
-    _legend_below(
-        ax, lines_below=lines_below, ncol=2, handles=[h for h, _ in keys], labels=[t for _, t in keys]
+    _legend_below(  # two columns under the whole figure: nothing is beside the headroom plot's legend
+        ax,
+        lines_below=lines_below,
+        ncol=2,
+        handles=[h for h, _ in keys],
+        labels=[t for _, t in keys],
+        fit=False,
     )
 
 

@@ -87,7 +87,7 @@ def test_unchanged_builds_pass_and_never_alarm():
     twice the 5 % allowed, passes this with probability 0.06 per mode, 0.003 for both); exit 0
     in at least 75 % with CPU (a gate at two thirds of 86 %, 57 %, passes with probability 0.01).
     """
-    aa = ["aa", "aa-2", "go-aa", "go-aa-3"]  # recorded without the server's run-queue waits
+    aa = ["aa", "aa-2", "go-aa", "go-aa-3"]
     for cpu in (True, False):
         alarms, n = _count(aa, cpu, "regressed", "improved")
         assert n == 44 and alarms <= 1, (cpu, alarms, n)

@@ -276,7 +276,7 @@ def test_density_rows_follow_the_latency_quantization(pair):
     assert per_row.min() >= 1  # log rows are never narrower than one step
     ax = plot.headroom(s)
     mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
-    rows = np.asarray(mesh.get_array()).reshape(-1, 120).sum(axis=1)
+    rows = np.asarray(mesh.get_array()).reshape(-1, plot.DENSITY_COLUMNS).sum(axis=1)
     low = rows[: int(0.002 / 2e-4)]  # below 2 ms every row of this run has requests
     assert (low > 0).all()
 
