@@ -222,9 +222,46 @@ def _step_rows(s: Summary) -> list[list[str]]:
     return rows
 
 
+def _bins_lines(s: Summary) -> list[str]:
+    """The throughput-bin table of ``headroom summary`` (bins without requests left out, counted)."""
+    lines = [
+        "",
+        f"throughput bins of {s.buckets.bucket_s:g} s buckets (latency in ms; ~: fewer than 10 requests above it)",
+    ]
+    bins = s.bins
+    lat = bins.latency
+    rows = []
+    shown = ("p50", "p90", "p99", "p999")
+    empty = 0
+    for i in range(len(bins)):
+        n = int(lat.requests[i])
+        if n == 0:  # a bin no time bucket fell in: a row of dashes says nothing
+            empty += 1
+            continue
+        row = [
+            f"{bins.rps_lo[i]:,.0f}-{bins.rps_hi[i]:,.0f}",
+            _f(bins.rps[i], ",.0f"),
+            f"{n:,}",
+            _ms(lat.mean_s[i]),
+        ]
+        for name in shown:
+            v = _ms(lat.pct[name][i])
+            row.append(("~" + v) if n and lat.thin[name][i] else v)
+        row += [_ms(lat.max_s[i]), _f(bins.cpu_pct[i], ".1f")]
+        rows.append(row)
+    lines += _table(
+        ["req/s bin", "req/s", "requests", "mean", "p50", "p90", "p99", "p99.9", "max", "cpu %"],
+        rows,
+        "lrrrrrrrrr",
+    )
+    if empty:
+        lines.append(f"  ({empty} bin(s) without requests left out)")
+    return lines
+
+
 def format_summary(s: Summary) -> str:
     """The human-readable report of ``headroom summary`` (fits 100 columns)."""
-    run, bins, t = s.run, s.bins, s.table
+    run, t = s.run, s.table
     steps = s.steps
     lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({format_name(run.format)})"]
     has = steps.requests > 0
@@ -273,37 +310,7 @@ def format_summary(s: Summary) -> str:
         "rrrrrrrrrrrrl",
     )
     lines += memory_lines(s)
-    lines += [
-        "",
-        f"throughput bins of {s.buckets.bucket_s:g} s buckets (latency in ms; ~: fewer than 10 requests above it)",
-    ]
-    lat = bins.latency
-    rows = []
-    shown = ("p50", "p90", "p99", "p999")
-    empty = 0
-    for i in range(len(bins)):
-        n = int(lat.requests[i])
-        if n == 0:  # a bin no time bucket fell in: a row of dashes says nothing
-            empty += 1
-            continue
-        row = [
-            f"{bins.rps_lo[i]:,.0f}-{bins.rps_hi[i]:,.0f}",
-            _f(bins.rps[i], ",.0f"),
-            f"{n:,}",
-            _ms(lat.mean_s[i]),
-        ]
-        for name in shown:
-            v = _ms(lat.pct[name][i])
-            row.append(("~" + v) if n and lat.thin[name][i] else v)
-        row += [_ms(lat.max_s[i]), _f(bins.cpu_pct[i], ".1f")]
-        rows.append(row)
-    lines += _table(
-        ["req/s bin", "req/s", "requests", "mean", "p50", "p90", "p99", "p99.9", "max", "cpu %"],
-        rows,
-        "lrrrrrrrrr",
-    )
-    if empty:
-        lines.append(f"  ({empty} bin(s) without requests left out)")
+    lines += _bins_lines(s)
     lines += ["", "capacity (from the steps; [interval] from a bootstrap of the model's residuals)"]
     kv = capacity_rows(s)
     w = max(len(a) for a, _ in kv) if kv else 0
