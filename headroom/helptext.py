@@ -99,23 +99,22 @@ def weights_text(*, has_cpu: bool = True) -> str:
     return ", ".join(f"{_weight_label(k)} {v:.2f}" for k, v in sorted(w.items(), key=lambda kv: -kv[1]))
 
 
-def holm_text() -> str:
-    """The compare epilog's sentences on the weighted Holm procedure (wrapped at 90 columns)."""
+def holm_sentences() -> str:
+    """The compare epilog's sentences on the weighted Holm procedure (unwrapped)."""
     from .compare import WEIGHTS
 
-    text = (
-        'A weighted Holm procedure keeps the chance of any false "changed" at 1 - confidence; '
+    return (
+        'A weighted Holm procedure keeps the chance of any false "changed" within 1-confidence; '
         "each metric's starting share of it follows the power the design gives it (the output "
-        f"and the JSON show the shares used). One run a side at the defaults: {weights_text()}; "
-        f"without the server's CPU: {weights_text(has_cpu=False)} "
+        "and the JSON show the shares used). Holm weights of one run a side at the defaults: "
+        f"{weights_text()}; without the server's CPU: {weights_text(has_cpu=False)} "
         f"(the error rate keeps {WEIGHTS['error_rate']:g})."
     )
-    return wrap(text)
 
 
-def noise_text() -> str:
-    """The compare epilog's clause on the default between-run noise (wrapped at 90 columns)."""
-    return wrap(f"per-metric defaults measured on a loaded shared machine: {noise_defaults_text()}")
+def noise_clause() -> str:
+    """The compare epilog's clause on the default between-run noise (unwrapped)."""
+    return f"a per-metric default measured on a loaded shared machine: {noise_defaults_text()} a run"
 
 
 def wrap(text: str, width: int = 90) -> str:

@@ -173,12 +173,15 @@ def metric_quotes(where: str, sentence: str, percent: bool, values) -> list[Quot
     return out
 
 
+HAS_NUMBER = re.compile(r"(?<![\w.])\d")  # a number, not the 50 of p50
+
+
 def _joined_clauses(sentence: str) -> list[str]:
     """Clauses, a metric-only clause joined to the number-only one after it ("p50 and tail latency 0.15")."""
     out, parts = [], clauses(sentence)
     for i, c in enumerate(parts):
-        nxt = next((p for p in parts[i + 1 :] if re.search(r"\d", p)), None)
-        if metrics_in(c) and not re.search(r"\d", c) and nxt is not None and not metrics_in(nxt):
+        nxt = next((p for p in parts[i + 1 :] if HAS_NUMBER.search(p)), None)
+        if metrics_in(c) and not HAS_NUMBER.search(c) and nxt is not None and not metrics_in(nxt):
             out.append(c + " " + nxt)
         else:
             out.append(c)
@@ -204,13 +207,26 @@ def sentence_quotes(where: str, text: str) -> list[Quote]:
             for m in re.finditer(NUM + r"\s?% (?:per run|a run)", s):
                 if not metrics_in(s[max(0, m.start() - 40) : m.start()]):
                     out.append(_any_default_noise(where, s, float(m.group(1))))
-        for m in re.finditer(r"threshold\s*\(" + NUM + r"\s?%\)", s, re.IGNORECASE):
+        for m in re.finditer(r"threshold\s*\((?:default:?\s*)?" + NUM + r"\s?%\)", s, re.IGNORECASE):
             out.append(Quote(f"{where}: {s[:160]!r}", "threshold", float(m.group(1)), float(m.group(1)),
                              100 * d["threshold"]))  # fmt: skip
+        out += _confidence_quotes(f"{where}: {s[:160]!r}", s, d["confidence"])
         for m in re.finditer(r"(\d+)\s?% error budget|--confidence[^.]*?\(" + NUM + r"\s?%\)", s):
             q = float(m.group(1) or m.group(2))
             code = 100 * (1 - d["confidence"]) if m.group(1) else 100 * d["confidence"]
             out.append(Quote(f"{where}: {s[:160]!r}", "confidence", q, q, code))
+    return out
+
+
+def _confidence_quotes(where: str, s: str, confidence: float) -> list[Quote]:
+    """``one-sided N %`` (the non-inferiority bound: the confidence) and the ``N % interval`` of *same*
+    (two one-sided tests at 1 - confidence each: 1 - 2 (1 - confidence))."""
+    out = []
+    for m in re.finditer(r"one-sided " + NUM + r"\s?%", s):
+        out.append(Quote(where, "confidence", float(m.group(1)), float(m.group(1)), 100 * confidence))
+    for m in re.finditer(r"\bsame\b[^.]*?" + NUM + r"\s?% interval", s, re.IGNORECASE):
+        q = float(m.group(1))
+        out.append(Quote(where, "interval of same", q, q, 100 * (1 - 2 * (1 - confidence))))
     return out
 
 
@@ -342,6 +358,8 @@ def test_the_quotes_cover_weights_noise_threshold_and_confidence(quotes):
         ("docs/report.md", "threshold"), ("docs/report.md", "cpu_s_per_req"), ("README.md", "confidence"),
         ("headroom compare --help", "cpu_s_per_req"), ("headroom compare --help", "error_rate"),
         ("headroom compare --help", "p99_s"),
+        ("headroom compare --help", "threshold"), ("headroom compare --help", "confidence"),
+        ("docs/ci.md", "interval of same"), ("docs/report.md", "interval of same"),
     }  # fmt: skip
     assert must <= seen, f"not found any more (reworded past the rules?): {sorted(must - seen)}"
 
