@@ -1,10 +1,13 @@
 """Write tests/slow_tests.txt from a full run's durations (the fast tier is what it leaves out).
 
     python3 -m pytest -q -p no:cacheprovider --durations=0 > /tmp/durations.txt   # the full suite
-    python3 scripts/make_slow_list.py /tmp/durations.txt [--seconds 1.5] [--keep tests/x.py::test_y ...]
+    python3 -m pytest -q -p no:cacheprovider -m "not slow" --durations=0 > /tmp/fast.txt  # optional
+    python3 scripts/make_slow_list.py /tmp/durations.txt [/tmp/fast.txt] [--seconds 1.5] [--keep ...]
 
 A test function is slow when its setup + call + teardown, summed over its
-parameters, took ``--seconds`` or more; a test that takes a module- or
+parameters, took ``--seconds`` or more in any of the runs given (a fast-tier
+run finds tests that were quick in the full run only because a slow test
+before them filled a cache); a test that takes a module- or
 session-scoped fixture of its file that a slow test also takes is slow too
 (otherwise the fixture's cost moves to it in the fast tier).  ``--keep``
 keeps a test in the fast tier anyway (the only test of a module).
@@ -22,21 +25,26 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "slow_tests.txt"
 HEADER = """\
 # Tests the fast tier (python3 -m pytest -m "not slow") leaves out; tests/conftest.py marks them slow.
-# Made by scripts/make_slow_list.py from a full run's --durations=0 on the 2-core shared machine:
-# a test function taking {seconds:g} s or more (setup+call+teardown over its parameters), and every test
+# Made by scripts/make_slow_list.py from --durations=0 of a full run and of a fast-tier run on the
+# 2-core shared machine: a test function taking {seconds:g} s or more in either (setup+call+teardown over its parameters), and every test
 # sharing a module/session fixture with one; kept fast: {keep}.
 # One entry a line: tests/file.py::test_name (all its parameters); the number is its seconds then.
 # tests/test_tiers.py::test_slow_list_is_current fails when an entry no longer exists.
 """
 
 
-def durations(path: Path) -> collections.Counter:
-    per: collections.Counter = collections.Counter()
-    for line in path.read_text().splitlines():
-        m = re.match(r"([\d.]+)s (setup|call|teardown)\s+(\S+)", line)
-        if m:
-            per[m.group(3).split("[")[0]] += float(m.group(1))
-    return per
+def durations(paths: list[Path]) -> collections.Counter:
+    """Seconds per test function (summed over parameters), the largest of the runs."""
+    out: collections.Counter = collections.Counter()
+    for path in paths:
+        per: collections.Counter = collections.Counter()
+        for line in path.read_text().splitlines():
+            m = re.match(r"([\d.]+)s (setup|call|teardown)\s+(\S+)", line)
+            if m:
+                per[m.group(3).split("[")[0]] += float(m.group(1))
+        for t, s in per.items():
+            out[t] = max(out[t], s)
+    return out
 
 
 def shared_fixtures(file: Path) -> dict[str, set[str]]:
@@ -70,7 +78,7 @@ def slow_tests(per: collections.Counter, seconds: float, keep: set[str]) -> list
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("durations", type=Path)
+    ap.add_argument("durations", type=Path, nargs="+")
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--keep", nargs="*", default=[])
     a = ap.parse_args()
@@ -78,7 +86,8 @@ def main() -> None:
     slow = slow_tests(per, a.seconds, set(a.keep))
     text = HEADER.format(seconds=a.seconds, keep=", ".join(a.keep) or "none")
     OUT.write_text(text + "".join(f"{t}  # {per.get(t, 0.0):.1f}\n" for t in slow))
-    print(f"{len(slow)} slow tests; the rest took {sum(v for t, v in per.items() if t not in slow):.0f} s")
+    rest = sum(v for t, v in per.items() if t not in slow)
+    print(f"{len(slow)} slow tests; the rest took {rest:.0f} s (the larger of the runs)")
 
 
 if __name__ == "__main__":
