@@ -64,7 +64,7 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-EPILOG_COMPARE = """\
+EPILOG_COMPARE_EXAMPLES = """\
 examples:
   headroom compare data/runs/nginx-no-keepalive data/runs/nginx-keepalive
   headroom compare old/ new/ --objective 'p99<=20ms' --threshold 5% --json verdict.json
@@ -72,28 +72,37 @@ examples:
   headroom compare old/ new/ --noise-from history.json    # ... or from 'headroom history --json'
   headroom compare --baseline a-01/ a-02/ a-03/ --candidate b-01/ b-02/ b-03/   # interleaved repeats
   headroom ramp --ab URL_A URL_B --repeats 3 -o ab/ ...   # records such repeats (see ramp --help)
+"""
 
-How the verdict is reached: steps are paired by concurrency (the matched condition of a
-ramp). Each run gives one value per metric: the mean log value over the matched steps
-(plateau throughput over the saturated steps, p50, p99 or the objective's percentile,
-CPU per request over all). The change is candidate / baseline of those values, tested
-against the between-run noise of that metric (learned with --noise-from, pooled with the
-spread between repeat runs, else a per-metric default measured on a loaded shared
-machine: ~27 % for throughput and latency, ~6 % for CPU per request), with Student's t.
-A weighted Holm procedure keeps the chance of any false "changed" at 1 - confidence:
-CPU per request 0.4, plateau throughput 0.2, p50 and tail latency 0.15 each, error
-rate 0.1. A metric is worse/better only when Holm finds a change AND it is at least the
-threshold. With nothing worse or better, the gate passes ("no regression", exit 0) when
-the primary metric (CPU per request if measured, else plateau throughput) is shown not
-to be worse by the threshold or more (one-sided 95 %); the output gives every metric's
-smallest detectable change and, when inconclusive, how many runs per side would decide.
-
+EPILOG_COMPARE_EXIT = """\
 exit codes:
   0  improved, no change, or no regression (primary metric shown within the threshold)
   1  regressed (some metric clearly worse by at least the threshold, or more errors)
   2  bad usage or bad input
   3  inconclusive (the primary metric could still be worse by the threshold, or nothing judged)
 """
+
+
+def _epilog_compare() -> str:
+    """compare's epilog; every number in it comes from the code (headroom.helptext)."""
+    from . import helptext
+
+    d = helptext.compare_defaults()
+    how = helptext.wrap(
+        "How the verdict is reached: steps are paired by concurrency (the matched condition of a "
+        "ramp). Each run gives one value per metric: the mean log value over the matched steps "
+        "(plateau throughput over the saturated steps, p50, p99 or the objective's percentile, "
+        "CPU per request over all). The change is candidate / baseline of those values, tested "
+        "against the between-run noise of that metric (learned with --noise-from, pooled with the "
+        f"spread between repeat runs, else {helptext.noise_clause()}), with Student's t. "
+        f"{helptext.holm_sentences()} A metric is worse/better only when Holm finds a change AND it "
+        f"is at least the threshold (default {helptext.pct(d['threshold'])}). With nothing worse or "
+        'better, the gate passes ("no regression", exit 0) when the primary metric (CPU per request '
+        "if measured, else plateau throughput) is shown not to be worse by the threshold or more "
+        f"(one-sided {helptext.pct(d['confidence'])}); the output gives every metric's smallest "
+        "detectable change and, when inconclusive, how many runs per side would decide."
+    )
+    return f"{EPILOG_COMPARE_EXAMPLES}\n{how}\n\n{EPILOG_COMPARE_EXIT}"
 
 
 def _objective_option(p: argparse.ArgumentParser, extra: str = "") -> None:
@@ -191,10 +200,12 @@ def _cpu_target(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import helptext
+
     p = argparse.ArgumentParser(
         prog="headroom",
         description="Capacity and latency-vs-throughput analysis of load-test ramps "
-        "(throughputramp runs, hey CSV).",
+        f"(the output of {helptext.tools_text()}).",
     )
     p.add_argument("--version", action="version", version=f"headroom {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -285,12 +296,15 @@ def _report_parser(sub) -> None:
 
 
 def _compare_parser(sub) -> None:
+    from . import helptext
+
+    d = helptext.compare_defaults()
     c = sub.add_parser(
         "compare",
         help="baseline against candidate: verdict with confidence intervals, exit code for CI",
         description="Compare a baseline run (or repeat runs) with a candidate at matched load and "
         "give a verdict: improved, no change, regressed or inconclusive.",
-        epilog=EPILOG_COMPARE,
+        epilog=_epilog_compare(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument(
@@ -305,16 +319,17 @@ def _compare_parser(sub) -> None:
     c.add_argument(
         "--threshold",
         type=_fraction,
-        default=0.10,
+        default=d["threshold"],
         metavar="PCT",
-        help="smallest change worth calling (default: 10%%)",
+        help="smallest change worth calling " + helptext.default_help(d["threshold"]),
     )
     c.add_argument(
         "--confidence",
         type=_fraction,
-        default=0.95,
+        default=d["confidence"],
         metavar="PCT",
-        help="confidence of the intervals, for all decision metrics together (default: 95%%)",
+        help="confidence of the intervals, for all decision metrics together "
+        + helptext.default_help(d["confidence"]),
     )
     c.add_argument(
         "--noise-from",
@@ -328,9 +343,10 @@ def _compare_parser(sub) -> None:
     c.add_argument(
         "--error-threshold",
         type=_fraction,
-        default=0.001,
+        default=d["error_threshold"],
         metavar="PCT",
-        help="rise in the error rate called a regression, in points (default: 0.1%%)",
+        help="rise in the error rate called a regression, in points "
+        + helptext.default_help(d["error_threshold"]),
     )
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
 

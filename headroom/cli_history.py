@@ -35,10 +35,13 @@ exit codes:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The ``history`` subparser."""
+    from . import helptext
     from .cli_args import fraction as _fraction
     from .cli_args import objective as _objective
     from .cli_args import positive_float as _positive_float
     from .cli_args import positive_int as _positive_int
+
+    d = helptext.history_defaults()
 
     p = sub.add_parser(
         "history",
@@ -52,16 +55,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument(
         "--threshold",
         type=_fraction,
-        default=0.10,
+        default=d["threshold"],
         metavar="PCT",
-        help="smallest change to report (default: 10%%)",
+        help="smallest change to report " + helptext.default_help(d["threshold"]),
     )
     p.add_argument(
         "--run-noise",
         type=_fraction,
-        default=0.05,
+        default=d["run_noise"],
         metavar="PCT",
-        help="release-to-release noise floor per run (default: 5%%)",
+        help="release-to-release noise floor per run " + helptext.default_help(d["run_noise"]),
     )
     p.add_argument(
         "--order",

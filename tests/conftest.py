@@ -103,3 +103,85 @@ def write_run(
 @pytest.fixture
 def runs_dir():
     return RUNS
+
+
+# --------------------------------------------------------------------------
+# test tiers: `python3 -m pytest` runs everything (the README's command, what CI runs);
+# `python3 -m pytest -m "not slow"` is the fast tier.  Test files are not edited to mark
+# tests slow: tests/slow_tests.txt lists them (test_tiers.py fails when it names a test
+# that does not exist), and the fast tier, run whole, fails unless it imported every
+# module of headroom.
+
+SLOW_LIST = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def slow_entries(path: Path = SLOW_LIST) -> list[str]:
+    """The entries of slow_tests.txt: ``tests/file.py`` or ``tests/file.py::test`` (``::Class::test``)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            out.append(entry)
+    return out
+
+
+def is_slow(nodeid: str, entries: list[str]) -> bool:
+    """Whether ``nodeid`` is an entry, or a test or parameter under one."""
+    return any(nodeid == e or nodeid.startswith((e + "::", e + "[")) for e in entries)
+
+
+def pytest_collection_modifyitems(config, items):
+    entries = slow_entries()
+    for item in items:
+        if is_slow(item.nodeid, entries):
+            item.add_marker(pytest.mark.slow)
+
+
+def headroom_modules() -> list[str]:
+    """Every module of the headroom package, from its files (importing nothing)."""
+    pkg = ROOT / "headroom"
+    out = []
+    for f in sorted(pkg.rglob("*.py")):
+        parts = f.relative_to(ROOT).with_suffix("").parts
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+#: modules no test imports in-process, on purpose (``python -m headroom`` runs the CLI at import)
+NOT_IMPORTED = {"headroom.__main__"}
+
+
+def _fast_tier_run(config) -> bool:
+    """The fast tier run whole: -m 'not slow' over the default test paths."""
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return whole and config.option.markexpr.replace(" ", "") == "notslow"
+
+
+_UNTOUCHED = pytest.StashKey[list]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import sys
+
+    if not _fast_tier_run(session.config):
+        return
+    missing = [m for m in headroom_modules() if m not in sys.modules and m not in NOT_IMPORTED]
+    session.config.stash[_UNTOUCHED] = missing
+    if missing and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    missing = config.stash.get(_UNTOUCHED, None)
+    if missing is None:
+        return
+    n = len(headroom_modules()) - len(NOT_IMPORTED)
+    if missing:
+        terminalreporter.write_line(
+            f"fast tier: {len(missing)} headroom modules never imported (FAILED): {', '.join(missing)}",
+            red=True,
+        )
+    else:
+        terminalreporter.write_line(
+            f"fast tier: imported all {n} headroom modules (besides {', '.join(NOT_IMPORTED)})"
+        )

@@ -61,7 +61,7 @@ A/B (--ab URL_A URL_B): one job records both servers alternately in ABBA
 order (A B B A A B B A ...), so that drift of the machine falls on both sides:
 DIR/a-01, DIR/b-01, DIR/b-02, DIR/a-02 ... (names from --label-a/--label-b),
 each a normal run folder; DIR/ab.yml lists the order.  --repeats N runs per
-side (default 2).  --cpu-pid-a/--cpu-pid-b sample each side's server; the
+side (default {repeats}).  --cpu-pid-a/--cpu-pid-b sample each side's server; the
 other side's server is never counted as foreign load.  At the end it prints
 the headroom compare command for the job.
 
@@ -80,7 +80,7 @@ after every recording with --interleave steps (L = --max-repeats looks), headroo
 compares what it has and stops as soon as the verdict is not inconclusive, or
 at --max-repeats runs a side.  Every look uses the confidence
 1 - (1 - C) / L (Bonferroni over the L = ceil(max-repeats / 2) possible
-looks; C = --confidence, 0.95), so repeated looking keeps the family error
+looks; C = --confidence, {confidence:g}), so repeated looking keeps the family error
 at 1 - C; ab.yml records each look.  Exit code: the compare exit code of the
 last look (0 improved / no change, 1 regressed, 3 inconclusive).
 
@@ -95,13 +95,15 @@ running step; completed runs are kept); --until-decided: 0/1/3 as compare
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Add the ``ramp`` subcommand to the CLI's subparsers."""
+    from .ab import DEFAULT_REPEATS, _confidence
+
     p = sub.add_parser(
         "ramp",
         help="record a ramp run: drive hey (or vegeta/oha) step by step, sample the server's CPU",
         description="Record a load-test ramp against URL: one load-generator run per step (closed\n"
         "loop at increasing concurrency, or open loop at increasing rate), the server's CPU\n"
         "sampled with psutil, written as a run folder that headroom summary/compare/report read.",
-        epilog=EPILOG,
+        epilog=EPILOG.format(repeats=DEFAULT_REPEATS, confidence=_confidence(None)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("url", metavar="URL", nargs="?", help="http:// or https:// URL to load (not with --ab)")
@@ -195,6 +197,8 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_ab_options(p: argparse.ArgumentParser) -> None:
+    from .ab import DEFAULT_MAX_REPEATS, _confidence
+
     g = p.add_argument_group("interleaved A/B recording")
     g.add_argument(
         "--ab",
@@ -245,12 +249,14 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-repeats",
         metavar="N",
-        help="--until-decided: at most N runs per side, or N recordings with --interleave steps (default: 6)",
+        help="--until-decided: at most N runs per side, or N recordings with --interleave steps "
+        f"(default: {DEFAULT_MAX_REPEATS})",
     )
     g.add_argument(
         "--confidence",
         metavar="C",
-        help="--until-decided: family confidence over all looks (default: 0.95; each look uses 1-(1-C)/looks)",
+        help=f"--until-decided: family confidence over all looks (default: {_confidence(None):g}; each look "
+        "uses 1-(1-C)/looks)",
     )
 
 
