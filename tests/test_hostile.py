@@ -195,7 +195,7 @@ def test_empty_cpu_timestamp(tmp_path):
 def test_single_cpu_column_without_cores_warns(tmp_path):
     p = cli("summary", make_run(tmp_path / "r"))
     assert p.returncode == 0
-    assert "100 % is taken as one core" in p.stderr and "--cpu-cores" in p.stderr
+    assert "100 % taken as one core" in p.stderr and "--cpu-cores" in p.stderr
 
 
 def test_both_plain_and_gzipped_perf_files(tmp_path):
