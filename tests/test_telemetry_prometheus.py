@@ -77,7 +77,10 @@ def _summary(capsys, *argv) -> dict:
 
 def test_cpu_per_request_from_prometheus_matches_psutil(recorded, tmp_path, capsys):
     """A run with no cpuStats.csv (as k6 or JMeter write none) gets its CPU per request from
-    Prometheus, within 10 % of psutil's exact figure of the same run at every step."""
+    Prometheus: over the whole ramp within 6 % of psutil's exact figure of the same run, and
+    within 15 % at every 5 s step (a 1 s scrape taken late on a loaded machine moves a step's
+    share by up to ~12 %: 0.999-1.116 seen under a full test run beside other jobs; a wrong core
+    count or unit would be off by 2x or more)."""
     import shutil
 
     run, url, _, _, _ = recorded
@@ -91,7 +94,11 @@ def test_cpu_per_request_from_prometheus_matches_psutil(recorded, tmp_path, caps
     a = np.array([s["cpu_s_per_req"] for s in psutil_doc["steps"]], float)
     b = np.array([s["cpu_s_per_req"] for s in prom_doc["steps"]], float)
     assert np.isfinite(a).all() and np.isfinite(b).all()
-    assert np.all(np.abs(b / a - 1) < 0.10), f"Prometheus / psutil per step: {np.round(b / a, 3)}"
+    n = np.array([s["requests"] for s in psutil_doc["steps"]], float)
+    assert abs((b * n).sum() / (a * n).sum() - 1) < 0.06, (
+        f"Prometheus / psutil, whole ramp: {np.round(b / a, 3)}"
+    )
+    assert np.all(np.abs(b / a - 1) < 0.15), f"Prometheus / psutil per step: {np.round(b / a, 3)}"
 
 
 def test_memory_per_step_and_against_proc(recorded, capsys):
