@@ -131,19 +131,19 @@ def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepSta
 class SpoolSource:
     """One request file of a non-CSV format, read once into a spool, reduced in one pass over it."""
 
-    def __init__(self, path: Path, settings, fmt: str):
-        self.path, self.settings, self.fmt = Path(path), settings, fmt
+    def __init__(self, path: Path, settings, reader):
+        self.path, self.settings, self.reader = Path(path), settings, reader
+        self.fmt = reader.name
         self._done = None
 
     # ---------------------------------------------------------------- the passes
 
     def _spool(self):
         """Parse the file into a spool; check every row's values (as the table path does first)."""
-        from .formats import scan_file
         from .formats._batch import CHUNK_BYTES
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
-        scan = scan_file(self.path, self.fmt, min(self.settings.chunk_bytes, CHUNK_BYTES))
+        scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES))
         raw = Spool(RAW)
         have: dict[str, bool] | None = None
         for b in scan.batches():
@@ -166,13 +166,12 @@ class SpoolSource:
         """Steps found, every row's step, accounting per step (once)."""
         if self._done is not None:
             return self._done
-        from .formats import FORMATS
         from .formats._plans import plan_for
 
         scan, raw, have = self._spool()
         keys = Spool(KEYS)
         try:
-            plan = plan_for(scan, raw, self.settings, have, FORMATS[self.fmt])
+            plan = plan_for(scan, raw, self.settings, have, self.reader)
             stats = assign_steps(raw, plan, have, keys)
             found = plan.found()
             errors_known = have["ok"] or have["status"]
@@ -207,6 +206,8 @@ class SpoolSource:
         else:
             acc.step_errors, acc.warnings = None, []
         acc.steps = bucket_spooled(d, frames, self.settings)
+        if getattr(self.settings, "keep_requests", False):
+            acc.rows = d.kept_rows()
         return acc
 
     def close(self) -> None:
@@ -250,6 +251,19 @@ class Prepared:
     def rows(self, names: tuple[str, ...]):
         """The spooled rows, chunk by chunk, with every row's step key (see :data:`KEYS`)."""
         return _rows(self.raw, self.keys, names)
+
+    def kept_rows(self) -> dict[int, list]:
+        """Every step's kept requests, {step: [(start ns, latency s)]}, in file order (times shifted)."""
+        parts = [(c["start_ns"][m], c["latency_s"][m], key[m])
+                 for c, key in self.rows(("start_ns", "latency_s")) if (m := key >= 0).any()]  # fmt: skip
+        if not parts:
+            return {}
+        st, lat, key = (np.concatenate(x) for x in zip(*parts))
+        order = np.argsort(key, kind="stable")
+        st, lat, key = st[order] + np.int64(self.shift), lat[order], key[order]
+        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[cuts[1:], len(key)]
+        return {int(key[a]): [(st[a:b], lat[a:b])] for a, b in zip(cuts, ends)}
 
 
 def _rows(raw: Spool, keys: Spool, names: tuple[str, ...]):

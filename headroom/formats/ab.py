@@ -29,6 +29,7 @@ import numpy as np
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
 from ._common import Table, fail, first_line, short
+from ._protocol import Reader
 from ._scan import head_bytes, strip_bom
 
 TOOL = "ApacheBench"
@@ -124,3 +125,9 @@ def looks_like_summary(text: bytes) -> bool:
     return b"This is ApacheBench" in text[:400] or (
         b"Concurrency Level:" in text and b"Time taken for tests:" in text and b"Complete requests:" in text
     )
+
+
+READER = Reader(
+    "ab", TOOL, FIDELITY, EXPORT, "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'",
+    guess_tsv, scan_tsv, plan, one_file_per_step=True,
+)  # fmt: skip

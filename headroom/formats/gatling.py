@@ -34,6 +34,7 @@ from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
+from ._protocol import Reader
 from ._scan import head_bytes, np_column
 from .gatling_bin import looks_binary
 from .gatling_bin import scan as scan_binary
@@ -598,3 +599,13 @@ class GatlingPlan:
             return self.fallback.found()
         w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
         return Found(self.names, getattr(self, "conc", None), None, self.src, w)
+
+
+# --------------------------------------------------------------------------
+# the reader
+
+READER = Reader(
+    "gatling", "Gatling", COARSE_MS, "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
+    "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record", guess, scan,
+    GatlingPlan,
+)  # fmt: skip

@@ -37,8 +37,10 @@ from ._checks import (
     skipped_warning,
 )
 from ._common import EXACT
+from ._protocol import Reader
 from ._scan import BOM
 from .throughputramp import CsvFile
+from .throughputramp import guess_can_open as _tr_guess
 
 NAME = "hey"
 TOOL = "hey (hey -o csv, also the Cloud Foundry fork with start-time)"
@@ -51,6 +53,14 @@ def guess_can_open(head: bytes) -> bool:
     line = head.lstrip(BOM).split(b"\n", 1)[0].rstrip(b"\r")
     cols = [c.strip() for c in line.split(b",")]
     return b"response-time" in cols and cols != [b"start-time", b"response-time"]
+
+
+def relative_offsets(path: Path) -> bool:
+    """Whether a hey CSV has relative offsets (upstream hey's ``offset`` column), from its header."""
+    from ._scan import head_bytes
+
+    first = head_bytes(path, 4096).lstrip(BOM).split(b"\n", 1)[0]
+    return b"offset" in [c.strip() for c in first.rstrip(b"\r").split(b",")]
 
 
 def _per_step(flag: np.ndarray, step_offsets: np.ndarray) -> np.ndarray:
@@ -272,3 +282,18 @@ class SectionPlan:
         n = self.scan.side["sections"]
         return Found([f"section {k + 1}" for k in range(n)], source=f"sections of the file ({n})",
                      warnings=list(self.scan.warnings))  # fmt: skip
+
+
+# --------------------------------------------------------------------------
+# the readers of the family (one scan, one plan: the sections are the steps)
+
+#: throughputramp ``perfResults.csv``: sections of ``start-time,response-time``
+THROUGHPUTRAMP = Reader(
+    "throughputramp", "Cloud Foundry throughputramp (perfResults.csv)", EXACT, "throughputramp",
+    "a first line 'start-time,response-time'", _tr_guess, scan_csv, SectionPlan, layout="sections",
+    scan_options=("skip_bad_rows", "progress"),
+)  # fmt: skip
+READER = Reader(
+    NAME, TOOL, EXACT, EXPORT, "hey's CSV header with response-time and offset (or start-time)", guess_can_open,
+    scan_csv, SectionPlan, layout="sections", scan_options=("skip_bad_rows", "progress"),
+)  # fmt: skip

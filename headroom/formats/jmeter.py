@@ -32,6 +32,7 @@ from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
 from ._plans import COLS, Found, LevelPlan, OneStep, UniquePlan
+from ._protocol import Reader
 from ._scan import BOM, arrow_copy
 
 _TC = "Number of samples in transaction"
@@ -680,3 +681,17 @@ class JMeterPlan:
             notes = steps.notes()
         w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in notes]
         return Found(self.names, self.conc, None, self.src, w)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+CSV_READER = Reader(
+    "jmeter-csv", "JMeter", COARSE_MS, "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)",
+    "a JTL header with timeStamp and elapsed", guess_csv, scan_csv, JMeterPlan,
+)  # fmt: skip
+XML_READER = Reader(
+    "jmeter-xml", "JMeter", COARSE_MS,
+    "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
+    "an XML <testResults> document", guess_xml, scan_xml, JMeterPlan,
+)  # fmt: skip

@@ -38,6 +38,7 @@ from ._blocks import (
 )
 from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
 from ._plans import COLS, Counted, Found, GroupPlan, OneStep, TablePlan, ends
+from ._protocol import Reader
 from ._scan import TS_UTC, head_bytes, strip_bom
 
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
@@ -636,3 +637,16 @@ class K6Plan:
         if self.fallback is not None:
             return self.fallback.found()
         return Found(self.names, self.conc, None, self.src, list(self.scan.warnings) + self.extra)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+JSON_READER = Reader(
+    "k6-json", "k6", EXACT, "k6 run --out json=results.json script.js", "JSON lines with type Metric or Point",
+    guess_json, scan_json, K6Plan,
+)  # fmt: skip
+CSV_READER = Reader(
+    "k6-csv", "k6", EXACT, "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js",
+    "a header 'metric_name,timestamp,metric_value,...'", guess_csv, scan_csv, K6Plan,
+)  # fmt: skip

@@ -14,6 +14,7 @@ import numpy as np
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
 from ._common import EXACT, Table, fail, first_line, is_float, short
+from ._protocol import Reader
 from ._scan import head_bytes, np_column, strip_bom
 
 HEADER = b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"
@@ -110,3 +111,9 @@ def plan(scan: Scan, raw):
     from ._plans import OneStep
 
     return OneStep(scan, "one oha run: one step (give one file per step, or --steps)")
+
+
+READER = Reader(
+    "oha-csv", "oha", EXACT, "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'",
+    guess_csv, scan_csv, plan, one_file_per_step=True,
+)  # fmt: skip

@@ -40,6 +40,7 @@ from ._blocks import (  # noqa: F401 - all importable from here, as before the m
 )
 from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
 from ._plans import Found, GroupPlan
+from ._protocol import Reader
 from ._scan import TS_UTC
 
 CSV_COLUMNS = [
@@ -292,3 +293,16 @@ class VegetaPlan:
             rs = reader_steps(inf, names=names)
             rates = None if rs is None else rs.rates
         return Found(names, None, rates, src, w)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+CSV_READER = Reader(
+    "vegeta-csv", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to csv > results.csv",
+    "headerless rows 'unix-ns,code,latency-ns,bytes-out,bytes-in,...'", guess_csv, scan_csv, VegetaPlan,
+)  # fmt: skip
+JSON_READER = Reader(
+    "vegeta-json", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to json > results.json",
+    "JSON lines with attack, seq, code, timestamp and latency", guess_json, scan_json, VegetaPlan,
+)  # fmt: skip
