@@ -28,7 +28,6 @@ from .formats._checks import (  # noqa: F401 - public limits, documented here be
 from .formats._scan import Buffer as _Buffer  # noqa: F401 - kept for old imports
 from .formats._scan import Progress as _Progress  # noqa: F401
 from .formats._scan import short as _short
-from .formats.hey import read_requests
 from .model import HeadroomError, Run
 from .options import ReadOptions
 from .reading import reduce_run
@@ -54,7 +53,6 @@ __all__ = [
     "locate_run",
     "read_cpu",
     "read_metadata",
-    "read_requests",
     "reduce_run",
     "run_label",
     "short_text",

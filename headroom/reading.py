@@ -296,7 +296,7 @@ def _replayed(cur: Cursor, sizes: list[int]):
 class HeySource(SpoolSource):
     """A hey CSV with relative offsets, spooled (:class:`~headroom.spooled.SpoolSource`) in bounded
     memory: its sections are its steps, with the accounting, anchoring and warnings of
-    :func:`headroom.formats.hey.read_requests` (the whole-file reader of :func:`headroom.load_run`)."""
+    hey's CSV always had (a whole file read section by section gives the same)."""
 
     def __init__(self, path: Path, settings: ReadSettings, reader):
         super().__init__(path, settings, reader)
@@ -336,7 +336,7 @@ def _spool_rows(scan):
 
 
 def _hey_done(path: Path, scan, found, split, s: ReadSettings):
-    """Failed requests, anchoring and warnings as :func:`headroom.formats.hey.read_requests` gives them."""
+    """Failed requests (non-2xx left out, counted per section), anchoring and warnings of a hey file."""
     from .formats import hey
     from .tables import stated_concurrency
 

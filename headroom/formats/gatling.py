@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
 from ._plans import Counted, Found, OneStep, TablePlan
@@ -544,18 +544,6 @@ def finish(sc: Scan, rows: Batch) -> Table:
         line=rows.line,
         warnings=[*sc.warnings, *(f"{sc.path}: {n}" for n in notes)],
     )
-
-
-def read(path: Path, data: bytes | None = None) -> Table:
-    """A Gatling simulation.log: its REQUEST records, steps from its USER records
-    (``data``: the file's bytes when already read)."""
-    if data is not None and looks_binary(data[:64]):
-        sc = scan_binary(Path(path), data=data)
-    elif data is None:
-        sc = scan(path)
-    else:
-        sc = _scan(Path(path), CHUNK_BYTES, data)
-    return finish(sc, join(list(sc.batches())))
 
 
 # --------------------------------------------------------------------------

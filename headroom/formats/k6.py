@@ -305,12 +305,6 @@ def finish(scan: Scan, rows: Batch) -> Table:
     )
 
 
-def _read(scan: Scan) -> Table:
-    from ._batch import join
-
-    return finish(scan, join(list(scan.batches())))
-
-
 # --------------------------------------------------------------------------
 # JSON lines
 
@@ -429,11 +423,6 @@ def _json_batches(scan: Scan, chunk_bytes: int):
             rows += len(b)
             yield b
     _end(scan, side, labels, rows)
-
-
-def read_json(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_json` joined (``data`` is not used: the file is read in blocks)."""
-    return _read(scan_json(path))
 
 
 # --------------------------------------------------------------------------
@@ -556,11 +545,6 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
         rows += len(req_lines)
         yield _request_batch(path, end_ns, durs, codes, ok, key, req_lines)
     _end(scan, side, labels, rows)
-
-
-def read_csv(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
-    return _read(scan_csv(path))
 
 
 # --------------------------------------------------------------------------
