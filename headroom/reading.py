@@ -326,8 +326,8 @@ class HeySource(SpoolSource):
 
 def _spool_rows(scan):
     """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
-    raw = Spool(RAW)
     have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
+    raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
     for b in scan.batches():
         z = np.zeros(len(b), np.int64)
         raw.append(start_ns=b.start_ns, latency_s=b.latency_s, status=b.status if have["status"] else z,
@@ -466,7 +466,8 @@ def _spool_file(path: Path, reader, s: ReadSettings, shift: int, key: int, raw, 
             raw.append(start_ns=c["start_ns"], latency_s=c["latency_s"], status=c["status"], ok=~failed,
                        key=np.full(len(failed), key, np.int64), line=c["line"])  # fmt: skip
         warnings += plan.found().warnings
-        whole = lambda: tuple(one.column(n) for n in ("start_ns", "latency_s", "line"))  # noqa: E731
+        whole = lambda: (one.column("start_ns"), one.column("latency_s"),  # noqa: E731
+                         lambda i: int(one.column("line")[i]) or None)  # fmt: skip
         plausible_step(path, stats, whole, MIN_TIME_NS if scan.relative else 0)
         have["status"] |= mine["status"]
         have["ok"] |= mine["ok"] or mine["status"]

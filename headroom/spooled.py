@@ -144,20 +144,22 @@ class SpoolSource:
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
         scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES))
-        raw = Spool(RAW)
+        raw = None
         have: dict[str, bool] | None = None
         for b in scan.batches():
             if not len(b):
                 continue
-            if have is None:
+            if have is None:  # the columns the format has are kept; the others read back as zeros
                 have = {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
+                raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
             check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             raw.append(start_ns=b.start_ns, latency_s=b.latency_s,
                        status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
                        key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
-        if raw.n == 0:
-            raw.close()
+        if raw is None or raw.n == 0:
+            if raw is not None:
+                raw.close()
             raise HeadroomError(f"{self.path}: no requests (the file has a header but no data rows)")
         _release_arrow_memory()
         return scan, raw, have
@@ -301,21 +303,32 @@ def failed_rows(c: dict, have: dict) -> np.ndarray:
 
 def plausible_step(path: Path, s: StepStats, rows, shift: int) -> None:
     """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows
-    (``rows()``: start ns, latency s and line of all of them)."""
+    (``rows()``: start ns and latency s of all of them, and ``line_of(i)``, the file line of the i-th)."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
-    st, lat, ln = rows()
-    check_plausible(path, st + np.int64(shift), lat, lambda i: int(ln[i]) or None)
+    st, lat, line_of = rows()
+    check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
 
 
 def step_rows(raw: Spool, keys: Spool, k: int):
-    """Start ns, latency s and line of every row of step ``k`` (kept or failed), gathered from the spool."""
-    parts = [(c["start_ns"][m], c["latency_s"][m], c["line"][m])
-             for c, key in _rows(raw, keys, ("start_ns", "latency_s", "line"))
-             if (m := (key == k) | (key == -2 - k)).any()]  # fmt: skip
-    return tuple(np.concatenate(x) for x in zip(*parts))
+    """Start ns and latency s of every row of step ``k`` (kept or failed), gathered from the spool, and
+    ``line_of(i)``: the file line of its i-th row (the lines are gathered only for a message)."""
+    parts = []
+    for c, key in _rows(raw, keys, ("start_ns", "latency_s")):
+        m = (key == k) | (key == -2 - k)
+        if m.all():  # a chunk all of this step: its columns as they are
+            parts.append((c["start_ns"], c["latency_s"]))
+        elif m.any():
+            parts.append((c["start_ns"][m], c["latency_s"][m]))
+
+    def line_of(i: int) -> int | None:
+        lines = [c["line"][(key == k) | (key == -2 - k)] for c, key in _rows(raw, keys, ("line",))]
+        return int(np.concatenate(lines)[i]) or None
+
+    st, lat = (np.concatenate(x) for x in zip(*parts))
+    return st, lat, line_of
 
 
 def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Prepared:

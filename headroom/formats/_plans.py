@@ -219,6 +219,33 @@ def plan_for(scan, raw, settings, have: dict, reader):
     return reader
 
 
+class CachedLevels:
+    """``level_of(chunk)`` computed once per row: a level plan reads the spool three times (its runs,
+    its notes, the steps), always the same rows in the same order, so the first pass keeps every
+    row's level in a spool of its own (in memory up to the spools' budget, else on disk) and the later
+    passes read them back instead of computing them again."""
+
+    def __init__(self, raw, level_of):
+        from ..spool import Spool
+
+        self.level_of, self.n = level_of, raw.n
+        self.kept = Spool({"level": np.int64})
+        self.cursor, self.pos = None, 0
+
+    def __call__(self, c: dict) -> np.ndarray:
+        m = len(c["start_ns"])
+        if self.kept.n < self.n:  # the first pass
+            lv = np.asarray(self.level_of(c), np.int64)
+            self.kept.append(level=lv)
+            return lv
+        from ..spool import Cursor
+
+        if self.cursor is None or self.pos >= self.n:  # a new pass from the first row
+            self.cursor, self.pos = Cursor(self.kept, ("level",)), 0
+        self.pos += m
+        return self.cursor.take(m)["level"]
+
+
 class Counted:
     """A level plan after a counting pass: whether it found steps, and its notes."""
 

@@ -33,7 +33,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
-from ._plans import Counted, Found, OneStep, TablePlan
+from ._plans import CachedLevels, Counted, Found, OneStep, TablePlan
 from ._protocol import Reader
 from ._scan import head_bytes, np_column
 from .gatling_bin import looks_binary
@@ -563,7 +563,9 @@ class GatlingPlan:
             return
         ue = ue if ue is not None else np.zeros(0, np.int64)
         us.sort(), ue.sort()  # once, in place (no copy): every chunk counts against them
-        level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
+        level = CachedLevels(
+            raw, lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000, presorted=True)
+        )
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
             self.fallback = TablePlan(scan, raw, finish)
