@@ -75,6 +75,7 @@ def load_run(
     format: str | None = None,
     steps: str | None = None,
     concurrency: str | None = None,
+    options: ReadOptions | None = None,
 ) -> Run:
     """Load one run whole: every request, CPU samples (if present) and metadata.
 
@@ -108,6 +109,10 @@ def load_run(
         (``"0,10,20"``).
     concurrency
         A stated plan, one level per step: ``"1:40:3"`` (1, 4, ..., 40) or ``"1,2,4,8"``.
+    options
+        The reading options whole (:class:`headroom.options.ReadOptions`); when given they
+        replace ``cpu_cores``, ``skip_bad_rows``, ``base_time_ns``, ``format``, ``steps`` and
+        ``concurrency``.
 
     Returns
     -------
@@ -120,8 +125,9 @@ def load_run(
     HeadroomError
         With a one-line message naming the file (and line) on bad input.
     """
-    return reduce_run(path, label=label, keep_requests=True, progress=False, options=ReadOptions(
-        cpu_cores, skip_bad_rows, base_time_ns, format, steps, concurrency))  # fmt: skip
+    if options is None:
+        options = ReadOptions(cpu_cores, skip_bad_rows, base_time_ns, format, steps, concurrency)
+    return reduce_run(path, label=label, keep_requests=True, progress=False, options=options)
 
 
 def write_json(doc: dict, path: str | os.PathLike) -> None:

@@ -1,17 +1,20 @@
 """Reading a run: its request files -> partial reductions -> one reduced :class:`~headroom.model.Run`.
 
-Every request file becomes a *source*: the streamed throughputramp/hey CSV
-reader (:class:`CsvSource`, bounded memory), hey with relative offsets
-spooled (:class:`HeySource`), the other formats spooled
-(:class:`~headroom.spooled.SpoolSource`), or a whole-file table
-(:class:`TableSource`: a folder of one file per step, and
-:func:`headroom.load_run`).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
-partials add up.  Several files of one run are either load generators of
-one ramp (their times overlap: steps aligned on the wall clock,
-concurrency summed, histograms added, never percentiles averaged) or one
-file per step (in sequence).  With a Dask ``client`` the same sources run
-as tasks on the cluster and the result is the same, bit for bit; there a
-load-generator file is parsed once (:mod:`headroom.cluster`).
+Every request file becomes a *source* through its format's reader
+(:func:`headroom.formats.reader_for`): the streamed throughputramp/hey CSV
+(:class:`CsvSource`, bounded memory), hey with relative offsets spooled
+(:class:`HeySource`), the other formats spooled
+(:class:`~headroom.spooled.SpoolSource`), or a folder of one file per step
+(:class:`StepFilesSource`).  A source reduces its steps into a
+:class:`~headroom.reduce.Partial`; partials add up.  Several files of one
+run are either load generators of one ramp (their times overlap: steps
+aligned on the wall clock, concurrency summed, histograms added, never
+percentiles averaged) or one file per step (in sequence).  With
+``keep_requests`` the sources keep every request as well (in
+:attr:`Partial.rows`): that is :func:`headroom.load_run`.  With a Dask
+``client`` the same sources run as tasks on the cluster and the result is
+the same, bit for bit; there a load-generator file is parsed once
+(:mod:`headroom.cluster`).
 """
 
 from __future__ import annotations

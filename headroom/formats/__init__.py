@@ -1,23 +1,20 @@
 """Input formats: one module per load generator behind one registry.
 
-Every format is detected from the file's content (header, first line, magic
-bytes, also inside gzip), never from its name alone; ``--format NAME``
-overrides, and a forced format that does not fit the file is one line
-naming the file and what was expected.  Each entry has, like xarray's
-backends, a ``guess_can_open(head)`` that looks only at the first bytes,
-a fidelity note, and a reader.  throughputramp and hey CSV
-(:mod:`.throughputramp`, :mod:`.hey`) are streamed section by section by
-:mod:`headroom.reading` (hey with relative offsets through its scan,
-:func:`.hey.scan_csv`, spooled by :class:`headroom.reading.HeySource`); the other readers yield record batches
-(``scan_*``, :mod:`._batch`) that :mod:`headroom.spooled` spools and
-reduces, with the format's step plan (:mod:`._plans`); ``finish`` makes the
-whole request table (:class:`~headroom.formats._common.Table`) of the same
-rows for :func:`headroom.load_run`.
+Every format is one :class:`~headroom.formats._protocol.Reader` declared in
+its module (like xarray's backends): ``guess_can_open(head)`` looks only at
+the first bytes (also inside gzip), ``scan`` reads the file as record
+batches (:mod:`._batch`) in bounded memory, and ``plan`` finds the steps
+incrementally (:mod:`._plans`).  :data:`FORMATS` lists the readers, one line
+each, in the order detection tries them.  Every format is detected from
+the file's content, never from its name alone; ``--format NAME`` overrides,
+and a forced format that does not fit the file is one line naming the file
+and what was expected.  :mod:`headroom.spooled` and :mod:`headroom.reading`
+read every format through its reader (throughputramp and hey CSV, the
+``sections`` layout, streamed section by section); a whole file in memory
+is :meth:`Reader.table`, the scan as one batch.
 
-Adding a format: one module with ``guess_*``, ``scan_*``, ``finish`` (and a
-plan class when its steps can be found batch by batch; without one its
-spooled columns go through ``finish``), one entry in :data:`FORMATS` and
-:data:`_SCANS`, one sample in ``tests/data/formats``.
+Adding a format: one module declaring its ``Reader``, one line in
+:data:`FORMATS`, its tests (docs/formats.md, "Adding a format").
 """
 
 from __future__ import annotations
