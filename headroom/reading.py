@@ -699,7 +699,8 @@ def generators(kept: Kept, runner) -> Partial:
                         for x in r.rows.get(k, [])] for j in range(len(frames))}  # fmt: skip
     out.warnings.append(
         f"{out.source}: {len(spans)} files whose times overlap are read as load generators of one ramp "
-        f"({len(frames)} steps aligned on the wall clock, histograms added)"
+        f"({len(frames)} steps aligned on the wall clock, "
+        f"{'histograms added' if out.rows is None else 'requests concatenated'})"
     )
     return out
 

@@ -12,15 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats import reader_for
 from .formats._scan import short
 from .model import HeadroomError
 from .runfolder import RunFiles, step_concurrency_from_names  # noqa: F401 - imported from here
-
-
-def detect_format(perf: Path, fmt: str | None) -> str:
-    """The name of the format of a request file (:func:`headroom.formats.reader_for`)."""
-    return reader_for(perf, fmt).name
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
