@@ -21,6 +21,7 @@ import numpy as np
 from .formats._checks import (
     MAX_TIME_NS,
     MIN_TIME_NS,
+    SPAN_TOLERANCE_IQR,
     SPAN_TOLERANCE_S,
     add_codes,
     all_failed,
@@ -301,15 +302,54 @@ def failed_rows(c: dict, have: dict) -> np.ndarray:
     return np.zeros(len(c["start_ns"]), bool)
 
 
-def plausible_step(path: Path, s: StepStats, rows, shift: int) -> None:
-    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows
+def plausible_step(path: Path, s: StepStats, rows, shift: int, quartiles=None) -> None:
+    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its start quartiles
+    (``quartiles()``, when given: the rows are gathered only to name a bad one), else from its rows
     (``rows()``: start ns and latency s of all of them, and ``line_of(i)``, the file line of the i-th)."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
+    elif quartiles is not None and MIN_TIME_NS <= s.lo + shift and s.hi + shift < MAX_TIME_NS:
+        # check_plausible's verdict from the quartiles and the extremes (the same arithmetic)
+        q25, mid, q75 = (q + shift for q in quartiles())
+        tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
+        far = max(abs(float(s.lo + shift) - float(mid)), abs(float(s.hi + shift) - float(mid)))
+        if far <= tol_ns and s.max_lat <= tol_ns / 1e9:
+            return
     st, lat, line_of = rows()
     check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
+
+
+def step_quartiles(raw: Spool, keys: Spool, k: int, n: int) -> tuple[int, int, int]:
+    """The 25th, 50th and 75th percentiles (``inverted_cdf``: the ``ceil(n p)``-th smallest) of the start
+    times of the ``n`` rows of step ``k``, exact, in two passes over the spool: a histogram of the starts,
+    then the rows of the three bins that hold those ranks (memory: the histogram and those rows)."""
+    ranks = [max(int(np.ceil(n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
+    lo = hi = None
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        st = c["start_ns"][(key == k) | (key == -2 - k)]
+        if len(st):
+            lo = int(st.min()) if lo is None else min(lo, int(st.min()))
+            hi = int(st.max()) if hi is None else max(hi, int(st.max()))
+    width = max((hi - lo) // (1 << 16) + 1, 1)
+    counts = np.zeros(((hi - lo) // width) + 1, np.int64)
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        st = c["start_ns"][(key == k) | (key == -2 - k)]
+        counts += np.bincount((st - lo) // width, minlength=len(counts))
+    cum = np.cumsum(counts)
+    bins = [int(np.searchsorted(cum, r, side="right")) for r in ranks]
+    inside: dict[int, list] = {b: [] for b in bins}
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        st = c["start_ns"][(key == k) | (key == -2 - k)]
+        b = (st - lo) // width
+        for j in inside:
+            inside[j].append(st[b == j])
+    out = []
+    for r, b in zip(ranks, bins):
+        vals = np.sort(np.concatenate(inside[b]))
+        out.append(int(vals[r - (int(cum[b - 1]) if b else 0)]))
+    return out[0], out[1], out[2]
 
 
 def step_rows(raw: Spool, keys: Spool, k: int):
@@ -337,7 +377,8 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     warnings = list(found.warnings)
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
-        plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift)
+        plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift,
+                       lambda k=k: step_quartiles(raw, keys, k, stats[k].n))  # fmt: skip
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:

@@ -260,3 +260,29 @@ def test_k6_bad_vus_value_counts_as_zero_in_any_block(tmp_path, capsys):
         d.pop("source"), d.pop("label", None)
         d["warnings"] = [w.split(": ", 1)[1] for w in d["warnings"]]
     assert got == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
+    """A long step's start quartiles from two passes over the spool (chunks of 500 rows, on disk beyond
+    2,000): numpy's inverted_cdf percentiles of the step's rows, failed rows (key -2 - k) included."""
+    from headroom.spooled import KEYS, RAW, step_quartiles
+
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 2000 * 41)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (500,))
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9000))
+    start = 1_795_430_000 * 10**9 + rng.integers(0, 10**12, n) // rng.choice([1, 10**6, 10**9])
+    key = rng.integers(-1, 3, n)
+    key = np.where((key >= 0) & (rng.random(n) < 0.1), -2 - key, key)  # some failed rows
+    raw, keys = spool.Spool(RAW), spool.Spool(KEYS)
+    z = np.zeros(n, np.int64)
+    raw.append(start_ns=start, latency_s=z / 1.0, status=z, ok=z.astype(bool), key=z, line=z)
+    keys.append(step=key.astype(np.int32))
+    for k in range(3):
+        mine = start[(key == k) | (key == -2 - k)]
+        if len(mine):
+            want = np.percentile(mine, [25, 50, 75], method="inverted_cdf")
+            assert list(step_quartiles(raw, keys, k, len(mine))) == [int(x) for x in want]
+    raw.close()
+    keys.close()
