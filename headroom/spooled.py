@@ -121,7 +121,7 @@ def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | Non
 def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepStats]:
     """Every spooled row's step by ``plan`` (to ``keys``, see :data:`KEYS`), and every step's statistics."""
     stats: dict[int, StepStats] = {}
-    for c in raw.chunks(tuple(RAW)):
+    for c in raw.chunks(tuple(n for n in RAW if n != "line")):  # lines are read only for a message
         sid = np.asarray(plan.assign(c), np.int64)
         failed = failed_rows(c, have)
         _tally(stats, sid, c, failed, have)
@@ -321,17 +321,13 @@ def plausible_step(path: Path, s: StepStats, rows, shift: int, quartiles=None) -
     check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
 
 
-def step_quartiles(raw: Spool, keys: Spool, k: int, n: int) -> tuple[int, int, int]:
+def step_quartiles(raw: Spool, keys: Spool, k: int, s: StepStats) -> tuple[int, int, int]:
     """The 25th, 50th and 75th percentiles (``inverted_cdf``: the ``ceil(n p)``-th smallest) of the start
-    times of the ``n`` rows of step ``k``, exact, in two passes over the spool: a histogram of the starts,
-    then the rows of the three bins that hold those ranks (memory: the histogram and those rows)."""
-    ranks = [max(int(np.ceil(n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
-    lo = hi = None
-    for c, key in _rows(raw, keys, ("start_ns",)):
-        st = c["start_ns"][(key == k) | (key == -2 - k)]
-        if len(st):
-            lo = int(st.min()) if lo is None else min(lo, int(st.min()))
-            hi = int(st.max()) if hi is None else max(hi, int(st.max()))
+    times of the rows of step ``k`` (``s``: its statistics), exact, in two passes over the spool: a
+    histogram of the starts, then the rows of the three bins that hold those ranks (memory: the
+    histogram and those rows)."""
+    ranks = [max(int(np.ceil(s.n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
+    lo, hi = s.lo, s.hi
     width = max((hi - lo) // (1 << 16) + 1, 1)
     counts = np.zeros(((hi - lo) // width) + 1, np.int64)
     for c, key in _rows(raw, keys, ("start_ns",)):
@@ -378,7 +374,7 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
         plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift,
-                       lambda k=k: step_quartiles(raw, keys, k, stats[k].n))  # fmt: skip
+                       lambda k=k: step_quartiles(raw, keys, k, stats[k]))  # fmt: skip
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:

@@ -266,7 +266,7 @@ def test_k6_bad_vus_value_counts_as_zero_in_any_block(tmp_path, capsys):
 def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
     """A long step's start quartiles from two passes over the spool (chunks of 500 rows, on disk beyond
     2,000): numpy's inverted_cdf percentiles of the step's rows, failed rows (key -2 - k) included."""
-    from headroom.spooled import KEYS, RAW, step_quartiles
+    from headroom.spooled import KEYS, RAW, StepStats, step_quartiles
 
     monkeypatch.setattr(spool, "BUDGET_BYTES", 2000 * 41)
     monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (500,))
@@ -283,6 +283,7 @@ def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
         mine = start[(key == k) | (key == -2 - k)]
         if len(mine):
             want = np.percentile(mine, [25, 50, 75], method="inverted_cdf")
-            assert list(step_quartiles(raw, keys, k, len(mine))) == [int(x) for x in want]
+            stats = StepStats(n=len(mine), lo=int(mine.min()), hi=int(mine.max()))
+            assert list(step_quartiles(raw, keys, k, stats)) == [int(x) for x in want]
     raw.close()
     keys.close()
