@@ -431,7 +431,12 @@ def _sorted(x: np.ndarray) -> np.ndarray:
 
 
 def gatling_active_users(
-    user_start_ms: np.ndarray, user_end_ms: np.ndarray, at_ms: np.ndarray, *, window_ms: int = 100
+    user_start_ms: np.ndarray,
+    user_end_ms: np.ndarray,
+    at_ms: np.ndarray,
+    *,
+    window_ms: int = 100,
+    presorted: bool = False,
 ) -> np.ndarray:
     """Active Gatling users around each time of ``at_ms``, robust to how Gatling logs users.
 
@@ -455,31 +460,48 @@ def gatling_active_users(
         Times to count at (request starts, ms), any order.
     window_ms : int
         Half-width of the window the maximum is taken over.
+    presorted : bool
+        The user times are sorted already (a caller counting chunk after chunk sorts them once).
 
     Returns
     -------
     ndarray of int64
         Active users around each time of ``at_ms`` (same order).
     """
-    us = _sorted(np.asarray(user_start_ms, np.int64))
-    ue = _sorted(np.asarray(user_end_ms, np.int64))
+    us, ue = (np.asarray(x, np.int64) for x in (user_start_ms, user_end_ms))
+    if not presorted:
+        us, ue = _sorted(us), _sorted(ue)
     at = np.asarray(at_ms, np.int64)
     out = np.zeros(len(at), np.int64)
     if len(at) == 0:
         return out
+    chunk_ms = 1 << 22  # grid of about 70 minutes per pass: bounded memory for any run length
+    lo, hi = int(at.min()), int(at.max())
+    if hi - lo <= chunk_ms:  # one grid holds them all: no sort
+        g0 = lo - window_ms
+        m = _sliding_max(_active_on_grid(us, ue, g0, hi + window_ms), 2 * window_ms + 1)
+        return np.maximum(m[at - lo], 0)
     order = np.argsort(at, kind="stable")
     q = at[order]
-    chunk_ms = 1 << 22  # grid of about 70 minutes per pass: bounded memory for any run length
     i = 0
     while i < len(q):
         j = int(np.searchsorted(q, q[i] + chunk_ms, side="right"))
-        lo = int(q[i]) - window_ms
-        grid = np.arange(lo, int(q[j - 1]) + window_ms + 1, dtype=np.int64)
-        d = np.searchsorted(us, grid, side="right") - np.searchsorted(ue, grid, side="right")
-        m = _sliding_max(d, 2 * window_ms + 1)
-        out[order[i:j]] = m[q[i:j] - window_ms - lo]
+        g0 = int(q[i]) - window_ms
+        m = _sliding_max(_active_on_grid(us, ue, g0, int(q[j - 1]) + window_ms), 2 * window_ms + 1)
+        out[order[i:j]] = m[q[i:j] - window_ms - g0]
         i = j
     return np.maximum(out, 0)
+
+
+def _active_on_grid(us: np.ndarray, ue: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``#START <= t - #END <= t`` for every ms ``t`` of ``[lo, hi]`` (sorted ``us``, ``ue``): counts of
+    the records inside the grid added up (linear in the grid and the records, no search per ms)."""
+
+    def at_or_before(x: np.ndarray) -> np.ndarray:
+        a, b = np.searchsorted(x, [lo, hi + 1])
+        return int(a) + np.cumsum(np.bincount(x[a:b] - lo, minlength=hi - lo + 1))
+
+    return at_or_before(us) - at_or_before(ue)
 
 
 def _sliding_max(a: np.ndarray, w: int) -> np.ndarray:

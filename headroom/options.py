@@ -4,8 +4,10 @@
 options; before this module each route copied them by hand, which is how
 ``report`` came to refuse ``--hey-start``, ``--format`` and ``--steps``.
 :class:`ReadOptions` is built from argparse's namespace, passed to
-:func:`headroom.reduce_run` as keywords, and to papermill as a plain dict
+:func:`headroom.reduce_run` whole, and to papermill as a plain dict
 (``to_dict``/``from_dict``), so a report reads exactly what the terminal read.
+:func:`headroom.reduce_run` takes it whole (``options=``) and carries it to
+the readers; nothing copies its fields into keyword parameters on the way.
 """
 
 from __future__ import annotations
@@ -67,14 +69,5 @@ class ReadOptions:
         return cls(**d)
 
     def reduce_kwargs(self) -> dict:
-        """Keywords for :func:`headroom.reduce_run` (the options left at their default are left out)."""
-        kw = {
-            "cpu_cores": self.cpu_cores,
-            "skip_bad_rows": self.skip_bad_rows,
-            "base_time_ns": self.hey_start_ns,
-            "format": self.format,
-            "steps": self.steps,
-        }
-        if self.concurrency is not None:
-            kw["concurrency"] = self.concurrency
-        return kw
+        """Keywords for :func:`headroom.reduce_run`: the options, whole (``options=self``)."""
+        return {"options": self}

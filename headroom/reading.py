@@ -1,17 +1,20 @@
 """Reading a run: its request files -> partial reductions -> one reduced :class:`~headroom.model.Run`.
 
-Every request file becomes a *source*: the streamed throughputramp/hey CSV
-reader (:class:`CsvSource`, bounded memory), hey with relative offsets
-spooled (:class:`HeySource`), the other formats spooled
-(:class:`~headroom.spooled.SpoolSource`), or a whole-file table
-(:class:`TableSource`: a folder of one file per step, and
-:func:`headroom.load_run`).  A source reduces its steps into a :class:`~headroom.reduce.Partial`;
-partials add up.  Several files of one run are either load generators of
-one ramp (their times overlap: steps aligned on the wall clock,
-concurrency summed, histograms added, never percentiles averaged) or one
-file per step (in sequence).  With a Dask ``client`` the same sources run
-as tasks on the cluster and the result is the same, bit for bit; there a
-load-generator file is parsed once (:mod:`headroom.cluster`).
+Every request file becomes a *source* through its format's reader
+(:func:`headroom.formats.reader_for`): the streamed throughputramp/hey CSV
+(:class:`CsvSource`, bounded memory), hey with relative offsets spooled
+(:class:`HeySource`), the other formats spooled
+(:class:`~headroom.spooled.SpoolSource`), or a folder of one file per step
+(:class:`StepFilesSource`).  A source reduces its steps into a
+:class:`~headroom.reduce.Partial`; partials add up.  Several files of one
+run are either load generators of one ramp (their times overlap: steps
+aligned on the wall clock, concurrency summed, histograms added, never
+percentiles averaged) or one file per step (in sequence).  With
+``keep_requests`` the sources keep every request as well (in
+:attr:`Partial.rows`): that is :func:`headroom.load_run`.  With a Dask
+``client`` the same sources run as tasks on the cluster and the result is
+the same, bit for bit; there a load-generator file is parsed once
+(:mod:`headroom.cluster`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import Kept
-from .formats import CSV_FAMILY
 from .formats._checks import add_codes, all_failed, failed_warning, skipped_warning
 from .formats._scan import Progress
+from .formats.hey import relative_offsets
 from .formats.throughputramp import CsvFile
-from .model import HeadroomError, Run, RunMeta
+from .model import HeadroomError, Requests, Run, RunMeta
+from .options import ReadOptions
 from .reduce import (
     RESOLUTION_S,
     Frame,
@@ -67,10 +71,20 @@ class ReadSettings:
     format: str | None = None
     steps: str | None = None
     concurrency: tuple[int, ...] | None = None  # a stated plan (--concurrency)
+    keep_requests: bool = False  # every kept request too (load_run), in Partial.rows
 
     @property
     def bucket_ns(self) -> int:
         return int(round(self.bucket_s * 1e9))
+
+    @classmethod
+    def of(cls, options: ReadOptions, **how) -> ReadSettings:
+        """The settings of reading with ``options`` (:class:`~headroom.options.ReadOptions`) and ``how``."""
+        from .tables import parse_concurrency
+
+        plan_c = parse_concurrency(options.concurrency) if options.concurrency is not None else None
+        return cls(skip_bad_rows=options.skip_bad_rows, base_time_ns=options.hey_start_ns, format=options.format,
+                   steps=options.steps, concurrency=plan_c, **how)  # fmt: skip
 
 
 class CsvSource:
@@ -109,7 +123,8 @@ class CsvSource:
         last = self._steps(f).stop == len(f.sections)  # file-level warnings once, with the last section
         errs = np.zeros(len(f.sections), np.int64) if f.layout.status_col else None
         return Partial(str(self.path), f.layout.kind, len(f.sections), step_errors=errs,
-                       warnings=list(f.warnings) if last else [])  # fmt: skip
+                       warnings=list(f.warnings) if last else [],
+                       rows={} if self.settings.keep_requests else None)  # fmt: skip
 
     def _accepted(self, chunks, k: int, acc: Partial, record: bool):
         for c in chunks:
@@ -186,6 +201,8 @@ class CsvSource:
             try:
                 for k, pieces, chunks in steps:
                     batches = self._accepted(chunks, k, acc, frames is None)
+                    if acc.rows is not None:
+                        batches = kept_rows(acc.rows.setdefault(k, []), batches)
                     if frames is not None:
                         part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
                     elif pieces == 1:
@@ -220,6 +237,13 @@ class CsvSource:
             raise
         kept.kind, kept.n_steps = acc.kind, acc.n_steps
         return acc, kept
+
+
+def kept_rows(into: list, batches):
+    """``batches`` of (start ns, latency s) passed on, each kept in ``into``."""
+    for st, lat in batches:
+        into.append((st, lat))
+        yield st, lat
 
 
 #: The columns :class:`KeptSteps` keeps of a step's accepted rows.
@@ -272,87 +296,13 @@ def _replayed(cur: Cursor, sizes: list[int]):
             yield b["start_ns"], b["latency_s"]
 
 
-class TableSource:
-    """A file parsed whole (or a folder of one file per step), reduced step by step."""
-
-    def __init__(self, files: RunFiles, settings: ReadSettings, fmt: str, path: Path | None = None):
-        self.files, self.settings, self.fmt = files, settings, fmt
-        self.path = path or files.perf
-        self._loaded = None
-
-    def load(self):
-        """(Requests, step errors, error codes, kind, warnings, step concurrency, step rates), read once."""
-        if self._loaded is None:
-            self._loaded = _load_requests(self.files, self.path, self.fmt, self.settings)
-        return self._loaded
-
-    def _partial(self) -> Partial:
-        req, step_errors, codes, kind, warnings, conc, rates = self.load()
-        return Partial(str(self.path), kind, req.n_steps, step_errors=step_errors, error_codes=dict(codes),
-                       warnings=list(warnings), step_concurrency=conc, step_rates=rates,
-                       failures_said=True)  # fmt: skip
-
-    def _batch(self, k: int):
-        req = self.load()[0]
-        a, b = int(req.step_offsets[k]), int(req.step_offsets[k + 1])
-        return req.start_ns[a:b], req.latency_s[a:b]
-
-    def spans(self) -> Partial:
-        """Accounting and the span of every step."""
-        acc = self._partial()
-        for k in range(acc.n_steps):
-            fr = span_of([self._batch(k)])
-            acc.steps[k] = StepPart(fr.t0, fr.t1, fr.n)
-        return acc
-
-    def reduce(self, frames: dict[int, Frame] | None = None) -> Partial:
-        """Reduce every step in its own frame, or in ``frames``."""
-        s = self.settings
-        acc = self._partial()
-        for k in range(acc.n_steps):
-            if frames is not None and k not in frames:
-                continue
-            fr = frames[k] if frames is not None else span_of([self._batch(k)])
-            acc.steps[k] = bucket_step(lambda k=k: iter([self._batch(k)]), fr, bucket_ns=s.bucket_ns,
-                                       min_partial=s.min_partial, where=str(self.path), step=k)  # fmt: skip
-        if frames is not None:
-            acc.step_errors, acc.warnings = None, []
-        return acc
-
-
-def _load_requests(files: RunFiles, path: Path, fmt: str, s: ReadSettings):
-    from .formats import read_table
-    from .formats.hey import read_requests
-    from .tables import read_step_files, stated_concurrency, table_to_requests
-
-    if fmt in CSV_FAMILY:
-        if s.steps:
-            raise _steps_of_their_own(path)
-        req, step_errors, codes, kind, warnings = read_requests(
-            path, base_time_ns=s.base_time_ns, skip_bad_rows=s.skip_bad_rows
-        )
-        conc = None
-        if s.concurrency is not None:
-            conc = stated_concurrency(str(path), s.concurrency, req.n_steps, None, None, warnings)
-        return req, step_errors, codes, kind, warnings, conc, None
-    if fmt == "one file per step":
-        table, fmt = read_step_files(files, s.format)
-        where = files.perf.parent
-    else:
-        table, where = read_table(path, fmt), path
-    req, step_errors, codes, warnings, conc, rates = table_to_requests(table, where, s.base_time_ns, s.steps)
-    if s.concurrency is not None:
-        conc = stated_concurrency(str(path), s.concurrency, req.n_steps, conc, rates, warnings)
-    return req, step_errors, codes, fmt, warnings, conc, rates
-
-
 class HeySource(SpoolSource):
     """A hey CSV with relative offsets, spooled (:class:`~headroom.spooled.SpoolSource`) in bounded
     memory: its sections are its steps, with the accounting, anchoring and warnings of
-    :func:`headroom.formats.hey.read_requests` (the whole-file reader of :func:`headroom.load_run`)."""
+    hey's CSV always had (a whole file read section by section gives the same)."""
 
-    def __init__(self, path: Path, settings: ReadSettings):
-        super().__init__(path, settings, "hey")
+    def __init__(self, path: Path, settings: ReadSettings, reader):
+        super().__init__(path, settings, reader)
 
     def _prepare(self):
         if self._done is not None:
@@ -361,14 +311,13 @@ class HeySource(SpoolSource):
         from .formats._batch import CHUNK_BYTES
 
         s = self.settings
-        scan = hey.scan_csv(self.path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES),
-                            skip_bad_rows=s.skip_bad_rows, progress=s.progress)  # fmt: skip
+        scan = self.reader.open(self.path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES), options=s)
         raw, have = _spool_rows(scan)
         keys = Spool(KEYS)
         try:
             if raw.n == 0:
                 raise hey.no_requests(self.path, scan.side["kind"])
-            plan = hey.SectionPlan(scan)
+            plan = self.reader.plan(scan, raw)
             stats = assign_steps(raw, plan, have, keys)
             self._done = _hey_done(self.path, scan, plan.found(), (stats, raw, keys), s)
         except BaseException:
@@ -380,8 +329,8 @@ class HeySource(SpoolSource):
 
 def _spool_rows(scan):
     """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
-    raw = Spool(RAW)
     have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
+    raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
     for b in scan.batches():
         z = np.zeros(len(b), np.int64)
         raw.append(start_ns=b.start_ns, latency_s=b.latency_s, status=b.status if have["status"] else z,
@@ -390,7 +339,7 @@ def _spool_rows(scan):
 
 
 def _hey_done(path: Path, scan, found, split, s: ReadSettings):
-    """Failed requests, anchoring and warnings as :func:`headroom.formats.hey.read_requests` gives them."""
+    """Failed requests (non-2xx left out, counted per section), anchoring and warnings of a hey file."""
     from .formats import hey
     from .tables import stated_concurrency
 
@@ -422,8 +371,8 @@ class StepFilesSource(SpoolSource):
     of :func:`headroom.load_run`); a damaged value is named by its file and line.
     """
 
-    def __init__(self, files: RunFiles, settings: ReadSettings, fmt: str):
-        super().__init__(files.perf, settings, fmt)
+    def __init__(self, files: RunFiles, settings: ReadSettings, reader):
+        super().__init__(files.perf, settings, reader)
         self.files = files
 
     def _prepare(self):
@@ -433,7 +382,7 @@ class StepFilesSource(SpoolSource):
 
         raw, keys = Spool(RAW), Spool(KEYS)
         try:
-            joined = _join_files(self.files, self.fmt, self.settings, raw)
+            joined = _join_files(self.files, self.reader, self.settings, raw)
             if raw.n == 0:
                 raise HeadroomError(
                     f"{self.files.perf.parent}: no requests (the file has a header but no data rows)"
@@ -468,7 +417,7 @@ class _Joined:
     rates: list | None
 
 
-def _join_files(files: RunFiles, fmt: str, s: ReadSettings, raw) -> _Joined:
+def _join_files(files: RunFiles, reader, s: ReadSettings, raw) -> _Joined:
     """Every file spooled into ``raw`` (``key``: its step), relative times placed after the previous file's."""
     from .tables import file_rates, relative_files_warning, step_concurrency_from_names
 
@@ -476,7 +425,7 @@ def _join_files(files: RunFiles, fmt: str, s: ReadSettings, raw) -> _Joined:
     have = {"status": False, "ok": False, "key": True, "line": True}
     relative = False
     for i, path in enumerate(files.steps):
-        st, relative = _spool_file(path, fmt, s, shift, i, raw, have, warnings)
+        st, relative = _spool_file(path, reader, s, shift, i, raw, have, warnings)
         spans.append((st.lo or 0, st.hi or 0, st.n))
         if relative and st.n:
             shift = st.end
@@ -487,16 +436,15 @@ def _join_files(files: RunFiles, fmt: str, s: ReadSettings, raw) -> _Joined:
     return _Joined(warnings, have, relative, conc, rates)
 
 
-def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw, have: dict, warnings: list):
+def _spool_file(path: Path, reader, s: ReadSettings, shift: int, key: int, raw, have: dict, warnings: list):
     """One file of a folder: its rows checked, its reader's warnings, its rows (``key``, times + ``shift``)
     into ``raw``; (its statistics of all rows, whether its times are relative) returned."""
-    from .formats import FORMATS, scan_file
-    from .formats._batch import CHUNK_BYTES, join
+    from .formats._batch import CHUNK_BYTES
     from .formats._checks import MIN_TIME_NS
     from .formats._common import check_rows
     from .formats._plans import plan_for
 
-    scan = scan_file(path, fmt, min(s.chunk_bytes, CHUNK_BYTES))
+    scan = reader.open(path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES))
     one, mine = Spool(RAW), None
     try:
         for b in scan.batches():
@@ -510,19 +458,19 @@ def _spool_file(path: Path, fmt: str, s: ReadSettings, shift: int, key: int, raw
                        ok=b.ok if mine["ok"] else z.astype(bool), key=b.key if mine["key"] else z,
                        line=b.line if mine["line"] else z)  # fmt: skip
         stats = StepStats()
-        if mine is None:  # no rows: the reader's table of none says what it says
-            f = FORMATS[fmt]
-            warnings += f.finish(scan, join([])).warnings if f.finish else scan.warnings
+        if mine is None:  # no rows: the reader's own warnings
+            warnings += scan.warnings
             return stats, scan.relative
-        reader = plan_for(scan, one, dataclasses.replace(s, steps=None), mine, FORMATS[fmt])
+        plan = plan_for(scan, one, dataclasses.replace(s, steps=None), mine, reader)
         for c in one.chunks(tuple(RAW)):
-            reader.assign(c)  # the reader's notes count every row, as on its whole table
+            plan.assign(c)  # the reader's notes count every row, as on its whole table
             failed = failed_rows(c, mine)
             stats.add(c["start_ns"], c["latency_s"], failed)
             raw.append(start_ns=c["start_ns"], latency_s=c["latency_s"], status=c["status"], ok=~failed,
                        key=np.full(len(failed), key, np.int64), line=c["line"])  # fmt: skip
-        warnings += reader.found().warnings
-        whole = lambda: tuple(one.column(n) for n in ("start_ns", "latency_s", "line"))  # noqa: E731
+        warnings += plan.found().warnings
+        whole = lambda: (one.column("start_ns"), one.column("latency_s"),  # noqa: E731
+                         lambda i: int(one.column("line")[i]) or None)  # fmt: skip
         plausible_step(path, stats, whole, MIN_TIME_NS if scan.relative else 0)
         have["status"] |= mine["status"]
         have["ok"] |= mine["ok"] or mine["status"]
@@ -559,24 +507,16 @@ def _step_files_done(files: RunFiles, fmt: str, j: _Joined, plan, split, s: Read
 # planning: which sources, and how their partials combine
 
 
-def relative_offsets(path: Path) -> bool:
-    """A hey CSV with relative offsets (read whole: at most 1M rows)."""
-    from .formats._scan import head_bytes
-
-    first = head_bytes(path, 4096).lstrip(b"\xef\xbb\xbf").split(b"\n", 1)[0]
-    return b"offset" in [c.strip() for c in first.rstrip(b"\r").split(b",")]
-
-
 def source_for(files: RunFiles, path: Path, s: ReadSettings):
     """The source that reads one request file."""
-    from .tables import detect_format
+    from .formats import reader_for
 
-    fmt = detect_format(path, s.format)
-    if fmt in CSV_FAMILY:
+    reader = reader_for(path, s.format)
+    if reader.layout == "sections":
         if s.steps:
             raise _steps_of_their_own(path)
-        return HeySource(path, s) if relative_offsets(path) else CsvSource(path, s)
-    return SpoolSource(path, s, fmt)
+        return HeySource(path, s, reader) if relative_offsets(path) else CsvSource(path, s)
+    return SpoolSource(path, s, reader)
 
 
 def _steps_of_their_own(path: Path) -> HeadroomError:
@@ -588,25 +528,27 @@ def _steps_of_their_own(path: Path) -> HeadroomError:
 def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
     """("one", [source]) for one file (or a folder of one file per step); for several, ("csv" |
     "spooled", a source per file): load generators when their times overlap, else steps."""
-    from .tables import detect_format
+    from .formats import reader_for
 
     if not files.steps or len(files.steps) == 1:
         return "one", [source_for(files, files.request_files[0], s)]
-    fmts = [detect_format(p, s.format) for p in files.steps]
-    if any(f != fmts[0] for f in fmts):
-        k = next(i for i, f in enumerate(fmts) if f != fmts[0])
+    readers = [reader_for(p, s.format) for p in files.steps]
+    if any(r.name != readers[0].name for r in readers):
+        k = next(i for i, r in enumerate(readers) if r.name != readers[0].name)
         raise HeadroomError(
-            f"{files.steps[k]}: {fmts[k]}, but {files.steps[0].name} is {fmts[0]}: one format per run"
+            f"{files.steps[k]}: {readers[k].name}, but {files.steps[0].name} is {readers[0].name}: "
+            "one format per run"
         )
-    if fmts[0] in CSV_FAMILY:
+    reader = readers[0]
+    if reader.layout == "sections":
         if any(relative_offsets(p) for p in files.steps):
             from .tables import csv_family_folder
 
             raise csv_family_folder(files.steps[0])
         return "csv", [CsvSource(p, s) for p in files.steps]
-    if fmts[0] in ("oha-csv", "ab"):  # oha: relative times; ab: starts to the second: one file per step
-        return "one", [StepFilesSource(files, s, fmts[0])]
-    return "spooled", [SpoolSource(p, s, fmts[0]) for p in files.steps]
+    if reader.one_file_per_step:  # relative times, or starts to the second: one file per step
+        return "one", [StepFilesSource(files, s, reader)]
+    return "spooled", [SpoolSource(p, s, reader) for p in files.steps]
 
 
 def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
@@ -619,7 +561,7 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
         if not overlapping([t.spans() for t in sources]):
             for t in sources:
                 t.close()
-            return "one", [StepFilesSource(files, s, sources[0].fmt)]
+            return "one", [StepFilesSource(files, s, sources[0].reader)]
         return "generators", sources
     return mode, sources
 
@@ -717,8 +659,11 @@ def _union(partials: list[Partial]) -> Partial:
     out = dataclasses.replace(partials[0], steps={}, warnings=[], skipped=[], error_codes={})
     if out.step_errors is not None:
         out.step_errors = np.zeros(out.n_steps, np.int64)
+    out.rows = None if partials[0].rows is None else {}
     for p in partials:
         out.steps.update(p.steps)
+        if out.rows is not None:
+            out.rows.update(p.rows)
         out.warnings += p.warnings
         out.skipped += p.skipped
         add_codes(out.error_codes, p.error_codes)
@@ -749,9 +694,13 @@ def generators(kept: Kept, runner) -> Partial:
             r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
         ]
         out.steps[j] = add_step_parts(parts, fr)
+    if reduced and reduced[0].rows is not None:  # every file's rows of the step, in file order
+        out.rows = {j: [x for r, mp in zip(reduced, maps) for k, jj in sorted(mp.items()) if jj == j
+                        for x in r.rows.get(k, [])] for j in range(len(frames))}  # fmt: skip
     out.warnings.append(
         f"{out.source}: {len(spans)} files whose times overlap are read as load generators of one ramp "
-        f"({len(frames)} steps aligned on the wall clock, histograms added)"
+        f"({len(frames)} steps aligned on the wall clock, "
+        f"{'histograms added' if out.rows is None else 'requests concatenated'})"
     )
     return out
 
@@ -810,8 +759,11 @@ def _sequence(sources: list, runner) -> Partial:
     parts = [parts[i] for i in order]
     out = Partial(parts[0].source, parts[0].kind, sum(p.n_steps for p in parts))
     out.step_errors = None if parts[0].step_errors is None else np.zeros(out.n_steps, np.int64)
+    out.rows = None if parts[0].rows is None else {}
     base = 0
     for p in parts:
+        if out.rows is not None:
+            out.rows.update({base + k: q for k, q in p.rows.items()})
         out.warnings += p.warnings
         out.skipped += p.skipped
         add_codes(out.error_codes, p.error_codes)
@@ -844,7 +796,7 @@ def reduce_partial(files: RunFiles, settings: ReadSettings, client=None) -> Part
     finally:
         runner.release(kept)
     if mode == "spooled":  # files that follow each other: one file per step
-        return _one(StepFilesSource(files, settings, sources[0].fmt), runner)
+        return _one(StepFilesSource(files, settings, sources[0].reader), runner)
     return _sequence(sources, runner)
 
 
@@ -864,6 +816,8 @@ def reduce_run(
     concurrency: str | None = None,
     client=None,
     telemetry=None,
+    options: ReadOptions | None = None,
+    keep_requests: bool = False,
 ) -> Run:
     """Read a run of any size, reduced to per-bucket latency histograms.
 
@@ -896,23 +850,29 @@ def reduce_run(
     telemetry
         A :class:`headroom.telemetry.PromSource`: the server's CPU and memory from
         Prometheus over the run's load window, instead of the run folder's files.
+    options
+        The reading options whole (:class:`headroom.options.ReadOptions`): when given,
+        they replace ``cpu_cores``, ``skip_bad_rows``, ``base_time_ns``, ``format``,
+        ``steps`` and ``concurrency``.
+    keep_requests
+        Keep every request too (what :func:`headroom.load_run` does).
 
     Returns
     -------
     Run
-        With ``requests=None`` and ``reduced`` (a :class:`~headroom.reduce.ReducedRun`).
+        With ``reduced`` (a :class:`~headroom.reduce.ReducedRun`), and ``requests``
+        when ``keep_requests`` (else None).
     """
     kept = reduced_file(path)
     if kept is not None:
         return _kept_run(kept, bucket_s, label)
+    if options is None:
+        options = ReadOptions(cpu_cores, skip_bad_rows, base_time_ns, format, steps, concurrency)
     files = locate_run(path)
     fields = read_metadata(files.meta) if files.meta else {}
-    from .tables import parse_concurrency
-
-    plan_c = parse_concurrency(concurrency) if concurrency is not None else None
-    settings = ReadSettings(
-        bucket_s, min_partial, skip_bad_rows, chunk_bytes, progress, base_time_ns, format, steps, plan_c
-    )
+    settings = ReadSettings.of(options, bucket_s=bucket_s, min_partial=min_partial, chunk_bytes=chunk_bytes,
+                               progress=progress, keep_requests=keep_requests)  # fmt: skip
+    cpu_cores = options.cpu_cores
     if isinstance(client, str):
         with _connect(client) as c:
             p = reduce_partial(files, settings, c)
@@ -993,7 +953,7 @@ def run_from_partial(
         warnings.append(failed_warning(p.source, errors, errors + total, p.error_codes))
     if total == 0:
         raise HeadroomError(f"{p.source}: no requests (the file has a header but no data rows)")
-    if any(q.rounded for q in p.steps.values()):
+    if p.rows is None and any(q.rounded for q in p.steps.values()):  # kept requests are analysed exactly
         warnings.append(
             f"{p.source}: latencies finer than 0.1 us (nanoseconds) are counted at "
             f"{RESOLUTION_S * 1e6:g} us resolution: percentiles and maxima to the nearest us, means exact"
@@ -1006,8 +966,23 @@ def run_from_partial(
     meta = RunMeta(label=label or run_label(fields, files.name), source=str(files.perf), fields=fields,
                    step_concurrency=conc, step_rates=p.step_rates)  # fmt: skip
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
-    run = Run(requests=None, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
+    requests = kept_requests(p) if p.rows is not None else None
+    run = Run(requests=requests, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
               warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip
     from .telemetry import attach
 
     return attach(run, tel)
+
+
+def kept_requests(p: Partial) -> Requests:
+    """The requests a reduction kept (:attr:`Partial.rows`), step by step."""
+    pieces = [p.rows.get(k, []) for k in range(p.n_steps)]
+    counts = [sum(len(st) for st, _ in step) for step in pieces]
+    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    starts = [st for step in pieces for st, _ in step]
+    lats = [lat for step in pieces for _, lat in step]
+    return Requests(
+        np.concatenate(starts).astype(np.int64, copy=False) if starts else np.zeros(0, np.int64),
+        np.concatenate(lats).astype(np.float64, copy=False) if lats else np.zeros(0, np.float64),
+        offsets,
+    )

@@ -293,6 +293,8 @@ class Partial:
     step_concurrency: tuple | None = None
     step_rates: tuple | None = None  # rate steps: intended/sent rate, dropped, fell behind per step
     failures_said: bool = False  # the reader already warned about failed requests
+    #: the kept requests of every step, (start ns, latency s) pieces in file order (None: not kept)
+    rows: dict[int, list] | None = None
 
     def span(self) -> tuple[int, int] | None:
         """First start and last response of the file (None without requests)."""

@@ -33,9 +33,11 @@ _holders: weakref.WeakSet = weakref.WeakSet()  # the spools holding rows in memo
 class Spool:
     """Named columns of fixed dtypes, appended in batches, read back in chunks of rows."""
 
-    def __init__(self, dtypes: dict[str, np.dtype], where: str | None = None):
+    def __init__(self, dtypes: dict[str, np.dtype], where: str | None = None, zeros=()):
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
-        self.row_bytes = sum(d.itemsize for d in self.dtypes.values())
+        #: the columns kept; those of ``zeros`` (a format without them) read back as zeros, never stored
+        self.stored = {k: d for k, d in self.dtypes.items() if k not in zeros}
+        self.row_bytes = sum(d.itemsize for d in self.stored.values())
         self.where = where or os.environ.get("HEADROOM_SPOOL_DIR") or None
         self.dir: str | None = None
         self.cap = CHUNK_ROWS
@@ -49,15 +51,16 @@ class Spool:
         return self._held
 
     def append(self, **cols: np.ndarray) -> None:
-        """Add rows (copied): one array per column, all of one length."""
+        """Add rows (copied): one array per column, all of one length (the zero columns may be left out)."""
         n = len(next(iter(cols.values())))
-        if set(cols) != set(self.dtypes) or any(len(a) != n for a in cols.values()):
-            raise ValueError(f"a spool append needs {sorted(self.dtypes)} of one length")
+        cols = {k: a for k, a in cols.items() if k in self.stored}
+        if set(cols) != set(self.stored) or any(len(a) != n for a in cols.values()):
+            raise ValueError(f"a spool append needs {sorted(self.stored)} of one length")
         i = 0
         while i < n:
             if not self._slabs or self._fill == self.cap:
                 # np.empty: pages are taken as rows are written, not for the whole slab
-                self._slabs.append({k: np.empty(self.cap, d) for k, d in self.dtypes.items()})
+                self._slabs.append({k: np.empty(self.cap, d) for k, d in self.stored.items()})
                 self._fill = 0
             m = min(n - i, self.cap - self._fill)
             slab = self._slabs[-1]
@@ -89,7 +92,7 @@ class Spool:
         if self.dir is None:
             self.dir = tempfile.mkdtemp(prefix="headroom-spool-", dir=self.where)
             self._cleanup = weakref.finalize(self, shutil.rmtree, self.dir, True)
-        for k in self.dtypes:
+        for k in self.stored:
             with open(os.path.join(self.dir, k), "ab") as f:
                 for part in self._parts():
                     f.write(part[k].data)
@@ -109,21 +112,28 @@ class Spool:
         # the rows as they are now: a flush while they are read (another spool appending) moves
         # rows from memory to disk, and these slabs stay alive until they are read
         on_disk, parts = self.on_disk, list(self._parts())
+        zero = [k for k in names if k not in self.stored]
+
+        def with_zeros(c: dict, m: int) -> dict:
+            return {k: c[k] if k in c else np.zeros(m, self.dtypes[k]) for k in names} if zero else c
+
         if on_disk:
-            handles = {k: open(os.path.join(self.dir, k), "rb") for k in names}  # noqa: SIM115
+            handles = {k: open(os.path.join(self.dir, k), "rb") for k in names if k in self.stored}  # noqa: SIM115
             try:
                 done = 0
                 while done < on_disk:
                     m = min(rows, on_disk - done)
-                    yield {k: np.fromfile(h, self.dtypes[k], m) for k, h in handles.items()}
+                    yield with_zeros({k: np.fromfile(h, self.dtypes[k], m) for k, h in handles.items()}, m)
                     done += m
             finally:
                 for h in handles.values():
                     h.close()
         for part in parts:
-            n = len(part[next(iter(self.dtypes))])
+            n = len(part[next(iter(self.stored))])
             for a in range(0, n, rows):
-                yield {k: part[k][a : a + rows] for k in names}
+                yield with_zeros(
+                    {k: part[k][a : a + rows] for k in names if k in self.stored}, min(rows, n - a)
+                )
 
     def column(self, name: str) -> np.ndarray:
         """One whole column (for the rare paths that need it whole)."""

@@ -21,6 +21,7 @@ import numpy as np
 from .formats._checks import (
     MAX_TIME_NS,
     MIN_TIME_NS,
+    SPAN_TOLERANCE_IQR,
     SPAN_TOLERANCE_S,
     add_codes,
     all_failed,
@@ -120,7 +121,7 @@ def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | Non
 def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepStats]:
     """Every spooled row's step by ``plan`` (to ``keys``, see :data:`KEYS`), and every step's statistics."""
     stats: dict[int, StepStats] = {}
-    for c in raw.chunks(tuple(RAW)):
+    for c in raw.chunks(tuple(n for n in RAW if n != "line")):  # lines are read only for a message
         sid = np.asarray(plan.assign(c), np.int64)
         failed = failed_rows(c, have)
         _tally(stats, sid, c, failed, have)
@@ -131,33 +132,35 @@ def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepSta
 class SpoolSource:
     """One request file of a non-CSV format, read once into a spool, reduced in one pass over it."""
 
-    def __init__(self, path: Path, settings, fmt: str):
-        self.path, self.settings, self.fmt = Path(path), settings, fmt
+    def __init__(self, path: Path, settings, reader):
+        self.path, self.settings, self.reader = Path(path), settings, reader
+        self.fmt = reader.name
         self._done = None
 
     # ---------------------------------------------------------------- the passes
 
     def _spool(self):
         """Parse the file into a spool; check every row's values (as the table path does first)."""
-        from .formats import scan_file
         from .formats._batch import CHUNK_BYTES
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
-        scan = scan_file(self.path, self.fmt, min(self.settings.chunk_bytes, CHUNK_BYTES))
-        raw = Spool(RAW)
+        scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES))
+        raw = None
         have: dict[str, bool] | None = None
         for b in scan.batches():
             if not len(b):
                 continue
-            if have is None:
+            if have is None:  # the columns the format has are kept; the others read back as zeros
                 have = {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
+                raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
             check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             raw.append(start_ns=b.start_ns, latency_s=b.latency_s,
                        status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
                        key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
-        if raw.n == 0:
-            raw.close()
+        if raw is None or raw.n == 0:
+            if raw is not None:
+                raw.close()
             raise HeadroomError(f"{self.path}: no requests (the file has a header but no data rows)")
         _release_arrow_memory()
         return scan, raw, have
@@ -166,13 +169,12 @@ class SpoolSource:
         """Steps found, every row's step, accounting per step (once)."""
         if self._done is not None:
             return self._done
-        from .formats import FORMATS
         from .formats._plans import plan_for
 
         scan, raw, have = self._spool()
         keys = Spool(KEYS)
         try:
-            plan = plan_for(scan, raw, self.settings, have, FORMATS[self.fmt])
+            plan = plan_for(scan, raw, self.settings, have, self.reader)
             stats = assign_steps(raw, plan, have, keys)
             found = plan.found()
             errors_known = have["ok"] or have["status"]
@@ -207,6 +209,8 @@ class SpoolSource:
         else:
             acc.step_errors, acc.warnings = None, []
         acc.steps = bucket_spooled(d, frames, self.settings)
+        if getattr(self.settings, "keep_requests", False):
+            acc.rows = d.kept_rows()
         return acc
 
     def close(self) -> None:
@@ -251,6 +255,19 @@ class Prepared:
         """The spooled rows, chunk by chunk, with every row's step key (see :data:`KEYS`)."""
         return _rows(self.raw, self.keys, names)
 
+    def kept_rows(self) -> dict[int, list]:
+        """Every step's kept requests, {step: [(start ns, latency s)]}, in file order (times shifted)."""
+        parts = [(c["start_ns"][m], c["latency_s"][m], key[m])
+                 for c, key in self.rows(("start_ns", "latency_s")) if (m := key >= 0).any()]  # fmt: skip
+        if not parts:
+            return {}
+        st, lat, key = (np.concatenate(x) for x in zip(*parts))
+        order = np.argsort(key, kind="stable")
+        st, lat, key = st[order] + np.int64(self.shift), lat[order], key[order]
+        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[cuts[1:], len(key)]
+        return {int(key[a]): [(st[a:b], lat[a:b])] for a, b in zip(cuts, ends)}
+
 
 def _rows(raw: Spool, keys: Spool, names: tuple[str, ...]):
     cur = Cursor(keys, ("step",))
@@ -285,23 +302,69 @@ def failed_rows(c: dict, have: dict) -> np.ndarray:
     return np.zeros(len(c["start_ns"]), bool)
 
 
-def plausible_step(path: Path, s: StepStats, rows, shift: int) -> None:
-    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its rows
-    (``rows()``: start ns, latency s and line of all of them)."""
+def plausible_step(path: Path, s: StepStats, rows, shift: int, quartiles=None) -> None:
+    """:func:`check_plausible` on a step: from its statistics, or (a long step) from its start quartiles
+    (``quartiles()``, when given: the rows are gathered only to name a bad one), else from its rows
+    (``rows()``: start ns and latency s of all of them, and ``line_of(i)``, the file line of the i-th)."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
-    st, lat, ln = rows()
-    check_plausible(path, st + np.int64(shift), lat, lambda i: int(ln[i]) or None)
+    elif quartiles is not None and MIN_TIME_NS <= s.lo + shift and s.hi + shift < MAX_TIME_NS:
+        # check_plausible's verdict from the quartiles and the extremes (the same arithmetic)
+        q25, mid, q75 = (q + shift for q in quartiles())
+        tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
+        far = max(abs(float(s.lo + shift) - float(mid)), abs(float(s.hi + shift) - float(mid)))
+        if far <= tol_ns and s.max_lat <= tol_ns / 1e9:
+            return
+    st, lat, line_of = rows()
+    check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
+
+
+def step_quartiles(raw: Spool, keys: Spool, k: int, s: StepStats) -> tuple[int, int, int]:
+    """The 25th, 50th and 75th percentiles (``inverted_cdf``: the ``ceil(n p)``-th smallest) of the start
+    times of the rows of step ``k`` (``s``: its statistics), exact, in two passes over the spool: a
+    histogram of the starts, then the rows of the three bins that hold those ranks (memory: the
+    histogram and those rows)."""
+    ranks = [max(int(np.ceil(s.n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
+    lo, hi = s.lo, s.hi
+    width = max((hi - lo) // (1 << 16) + 1, 1)
+    counts = np.zeros(((hi - lo) // width) + 1, np.int64)
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        st = c["start_ns"][(key == k) | (key == -2 - k)]
+        counts += np.bincount((st - lo) // width, minlength=len(counts))
+    cum = np.cumsum(counts)
+    bins = [int(np.searchsorted(cum, r, side="right")) for r in ranks]
+    inside: dict[int, list] = {b: [] for b in bins}
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        st = c["start_ns"][(key == k) | (key == -2 - k)]
+        b = (st - lo) // width
+        for j in inside:
+            inside[j].append(st[b == j])
+    out = []
+    for r, b in zip(ranks, bins):
+        vals = np.sort(np.concatenate(inside[b]))
+        out.append(int(vals[r - (int(cum[b - 1]) if b else 0)]))
+    return out[0], out[1], out[2]
 
 
 def step_rows(raw: Spool, keys: Spool, k: int):
-    """Start ns, latency s and line of every row of step ``k`` (kept or failed), gathered from the spool."""
-    parts = [(c["start_ns"][m], c["latency_s"][m], c["line"][m])
-             for c, key in _rows(raw, keys, ("start_ns", "latency_s", "line"))
-             if (m := (key == k) | (key == -2 - k)).any()]  # fmt: skip
-    return tuple(np.concatenate(x) for x in zip(*parts))
+    """Start ns and latency s of every row of step ``k`` (kept or failed), gathered from the spool, and
+    ``line_of(i)``: the file line of its i-th row (the lines are gathered only for a message)."""
+    parts = []
+    for c, key in _rows(raw, keys, ("start_ns", "latency_s")):
+        m = (key == k) | (key == -2 - k)
+        if m.all():  # a chunk all of this step: its columns as they are
+            parts.append((c["start_ns"], c["latency_s"]))
+        elif m.any():
+            parts.append((c["start_ns"][m], c["latency_s"][m]))
+
+    def line_of(i: int) -> int | None:
+        lines = [c["line"][(key == k) | (key == -2 - k)] for c, key in _rows(raw, keys, ("line",))]
+        return int(np.concatenate(lines)[i]) or None
+
+    st, lat = (np.concatenate(x) for x in zip(*parts))
+    return st, lat, line_of
 
 
 def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Prepared:
@@ -310,7 +373,8 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     warnings = list(found.warnings)
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
-        plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift)
+        plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift,
+                       lambda k=k: step_quartiles(raw, keys, k, stats[k]))  # fmt: skip
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:

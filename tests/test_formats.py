@@ -454,3 +454,87 @@ def test_folder_of_mixed_formats_is_refused(tmp_path):
     shutil.copy(DATA / "vegeta.csv", tmp_path / "b.csv")
     with pytest.raises(HeadroomError, match="one format per (folder|run)"):
         load_run(tmp_path)
+
+
+# --------------------------------------------------------------------------
+# the reader protocol: a new format is one Reader and one registry line
+
+
+def _toy_reader():
+    """A format made up here: ``toy-start-ns,latency-us,code,level`` rows, one step per level."""
+    from headroom.formats import EXACT, Reader
+    from headroom.formats._batch import Batch, Scan
+    from headroom.formats._plans import Found, UniquePlan
+
+    def guess(head: bytes) -> bool:
+        return head.startswith(b"toy-start-ns,")
+
+    def scan(path, *, chunk_bytes=1 << 20):
+        sc = Scan(path, "toy", EXACT, key_kind="level")
+
+        def batches():
+            rows = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+            for a in range(0, len(rows), 777):
+                r = rows[a : a + 777]
+                yield Batch(r[:, 0], r[:, 1] / 1e6, r[:, 2], None, r[:, 3], np.arange(a + 2, a + 2 + len(r)))
+
+        sc._gen = batches()
+        return sc
+
+    class Plan:
+        def __init__(self, scan, rows):
+            self.p = UniquePlan(rows, lambda c: c["key"])
+
+        def assign(self, c):
+            return self.p.assign(c)
+
+        def found(self):
+            lv = [int(v) for v in self.p.levels]
+            return Found([f"level {v}" for v in lv], lv, None, "the level column", [])
+
+    return Reader("toy", "toy", EXACT, "toy > out.csv", "a header 'toy-start-ns,...'", guess, scan, Plan)
+
+
+def test_a_new_format_is_one_reader_and_one_registry_line(tmp_path, monkeypatch, capsys):
+    """A format declared only as a Reader in the registry is detected, read, stepped, its failed requests
+    counted and its percentiles exact, by summary and by load_run, with nothing else told about it."""
+    from headroom.cli import main as cli_main
+
+    monkeypatch.setitem(formats.FORMATS, "toy", _toy_reader())
+    rng = np.random.default_rng(7)
+    t0, rows = 1_795_430_000 * 10**9, []
+    for k, level in enumerate((2, 4, 8)):
+        n = 3000
+        start = t0 + k * 30 * 10**9 + np.sort(rng.integers(0, 20 * 10**9, n))
+        lat_us = rng.integers(500, 40_000, n)
+        code = np.where(rng.random(n) < 0.02, 503, 200)
+        rows += [(int(s), int(la), int(c), level) for s, la, c in zip(start, lat_us, code)]
+    order = rng.permutation(len(rows))  # any file order
+    p = tmp_path / "run.toy"
+    p.write_text("toy-start-ns,latency-us,code,level\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in
+                                                                (rows[i] for i in order)))  # fmt: skip
+    assert formats.detect(p) == "toy"
+    assert cli_main(["summary", str(p), "--json", "-"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "toy" and [s["concurrency"] for s in doc["steps"]] == [2, 4, 8]
+    arr = np.array(rows, np.int64)
+    for s, level in zip(doc["steps"], (2, 4, 8)):
+        mine = arr[arr[:, 3] == level]
+        ok = mine[mine[:, 2] == 200]
+        assert (s["requests"], s["errors"]) == (len(ok), len(mine) - len(ok))
+        lat = np.sort(ok[:, 1]) / 1e6
+        assert s["p50_s"] == pytest.approx(lat[math.ceil(len(lat) * 0.5) - 1], abs=1e-12)
+        assert s["p99_s"] == pytest.approx(lat[math.ceil(len(lat) * 0.99) - 1], abs=1e-12)
+    run = load_run(p)
+    ok = arr[arr[:, 2] == 200]
+    assert run.format == "toy" and run.n_requests == len(ok) and run.errors == len(arr) - len(ok)
+    for k, level in enumerate((2, 4, 8)):
+        got = run.requests.latency_s[run.requests.step_offsets[k] : run.requests.step_offsets[k + 1]]
+        assert sorted(got.tolist()) == sorted((ok[ok[:, 3] == level][:, 1] / 1e6).tolist())
+
+
+def test_every_registered_format_is_a_reader_of_its_own_name():
+    for name, r in formats.FORMATS.items():
+        assert isinstance(r, formats.Reader) and r.name == name
+        assert callable(r.guess_can_open) and callable(r.scan) and callable(r.plan)
+        assert r.layout in ("records", "sections")

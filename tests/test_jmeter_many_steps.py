@@ -1,9 +1,9 @@
 """JMeter CSV ramps of many short steps (levels going up and down, held twice, one step only).
 
 The spooled reading (:class:`headroom.formats.jmeter.JMeterPlan`: held levels found batch by batch,
-their notes counted by the assign pass) is held against the whole-table reading (the whole-array
-:func:`headroom.levels.steps_from_levels`), and the "held at two separate times" note against a
-plain count of the steps' levels.
+their notes counted by the assign pass) in chunks of 1,777 rows on disk is held against the same
+file as one batch in memory (the levels of the whole array at once), and the "held at two separate
+times" note against a plain count of the steps' levels.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from headroom import levels as L
-from headroom import reading, spool
+from headroom import spool
 from headroom.cli import main as cli_main
+from headroom.formats import _batch
 
 HEADER = "timeStamp,elapsed,label,responseCode,responseMessage,threadName,success,allThreads\n"
 
@@ -63,12 +64,9 @@ def test_many_short_steps_spooled_equals_the_whole_table(shape, step_ms, tmp_pat
     monkeypatch.setattr(spool, "CHUNK_ROWS", 1777)
     streamed = _summary(p, capsys)
 
-    def whole(files, path, s):
-        from headroom.tables import detect_format
-
-        return reading.TableSource(files, s, detect_format(path, s.format), path)
-
-    monkeypatch.setattr(reading, "source_for", whole)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 1 << 40)  # the whole file as one batch in memory
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 1 << 22)
+    monkeypatch.setattr(_batch, "CHUNK_BYTES", 1 << 30)
     assert streamed == _summary(p, capsys)
     if shape != "one step":
         assert len(streamed["steps"]) > 1

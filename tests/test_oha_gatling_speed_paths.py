@@ -221,7 +221,11 @@ def test_gzip_log_same_as_plain(tmp_path, monkeypatch):
 def test_read_of_bytes_same_as_of_the_file(tmp_path, tail):
     # the file read in Arrow blocks, its bytes (``data``) in blocks of bytes: the same table and warning
     p = write(tmp_path, "simulation.log", b"\n".join(_log(1500)) + b"\n" + tail)
-    a, b = gatling.read(p), gatling.read(p, p.read_bytes())
+    from headroom.formats._batch import CHUNK_BYTES, join
+    from headroom.formats._protocol import table_of
+
+    of_bytes = gatling._scan(p, CHUNK_BYTES, p.read_bytes())
+    a, b = gatling.READER.table(p), table_of(gatling.READER, of_bytes, join(list(of_bytes.batches())))
     for name in ("start_ns", "latency_s", "ok", "line", "step"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert a.warnings == b.warnings and a.steps_source == b.steps_source

@@ -4,7 +4,7 @@ The batch-by-batch step inference (RunBuilder, LevelSteps) is held against
 the whole-array inference (:func:`headroom.levels.steps_from_levels`) on the
 real JMeter ramp read independently with the csv module (plan_reader.py) and
 on seeded ramps with ties and out-of-order rows; the spooled reduction of
-every real sample against the whole-table reduction (TableSource).
+every real sample in small chunks on disk against the same file as one batch in memory.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import plan_reader as P
 import pytest
 
 from headroom import levels as L
-from headroom import reading, spool
+from headroom import spool
 from headroom.cli import main as cli_main
+from headroom.formats import _batch
 
 REAL = Path(__file__).parent / "data" / "formats" / "real"
 
@@ -192,22 +193,25 @@ def _summary_json(path, capsys, extra=()):
 SAMPLES = sorted(p.name for p in REAL.iterdir() if p.name.endswith(".gz")) + ["oha-rates"]
 
 
+def one_batch(monkeypatch):
+    """The whole file as one batch, its rows in memory in one chunk: the in-memory table of the reader
+    protocol (the same reduction, a different cut of the rows)."""
+    monkeypatch.setattr(_batch, "CHUNK_BYTES", 1 << 30)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 1 << 40)
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 1 << 22)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (1 << 22,))
+
+
 @pytest.mark.parametrize("name", SAMPLES)
 def test_spooled_equals_the_whole_table(name, capsys, monkeypatch):
     """Every real sample, spooled in chunks of 777 rows (beyond 5,000 rows on disk), gives the JSON of
-    the whole-table reduction."""
+    the file read as one batch in memory."""
     path = REAL / name
     monkeypatch.setattr(spool, "BUDGET_BYTES", 5000 * 41)
     monkeypatch.setattr(spool, "CHUNK_ROWS", 777)
     streamed = _summary_json(path, capsys)
 
-    def whole(files, p, s):
-        from headroom.tables import detect_format
-
-        return reading.TableSource(files, s, detect_format(p, s.format), p)
-
-    monkeypatch.setattr(reading, "source_for", whole)
-    monkeypatch.setattr(reading, "SpoolSource", None, raising=False)
+    one_batch(monkeypatch)
     table = _summary_json(path, capsys)
     assert streamed == table
 
@@ -231,12 +235,7 @@ def test_steps_option_spooled_equals_the_whole_table(steps, capsys, monkeypatch)
     path = REAL / "jmeter-stepping.csv.gz"
     streamed = _summary_json(path, capsys, ["--steps", steps])
 
-    def whole(files, p, s):
-        from headroom.tables import detect_format
-
-        return reading.TableSource(files, s, detect_format(p, s.format), p)
-
-    monkeypatch.setattr(reading, "source_for", whole)
+    one_batch(monkeypatch)
     assert streamed == _summary_json(path, capsys, ["--steps", steps])
     assert len(streamed["steps"]) == (4 if "," in steps else 161)
 
@@ -261,3 +260,30 @@ def test_k6_bad_vus_value_counts_as_zero_in_any_block(tmp_path, capsys):
         d.pop("source"), d.pop("label", None)
         d["warnings"] = [w.split(": ", 1)[1] for w in d["warnings"]]
     assert got == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
+    """A long step's start quartiles from two passes over the spool (chunks of 500 rows, on disk beyond
+    2,000): numpy's inverted_cdf percentiles of the step's rows, failed rows (key -2 - k) included."""
+    from headroom.spooled import KEYS, RAW, StepStats, step_quartiles
+
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 2000 * 41)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (500,))
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 9000))
+    start = 1_795_430_000 * 10**9 + rng.integers(0, 10**12, n) // rng.choice([1, 10**6, 10**9])
+    key = rng.integers(-1, 3, n)
+    key = np.where((key >= 0) & (rng.random(n) < 0.1), -2 - key, key)  # some failed rows
+    raw, keys = spool.Spool(RAW), spool.Spool(KEYS)
+    z = np.zeros(n, np.int64)
+    raw.append(start_ns=start, latency_s=z / 1.0, status=z, ok=z.astype(bool), key=z, line=z)
+    keys.append(step=key.astype(np.int32))
+    for k in range(3):
+        mine = start[(key == k) | (key == -2 - k)]
+        if len(mine):
+            want = np.percentile(mine, [25, 50, 75], method="inverted_cdf")
+            stats = StepStats(n=len(mine), lo=int(mine.min()), hi=int(mine.max()))
+            assert list(step_quartiles(raw, keys, k, stats)) == [int(x) for x in want]
+    raw.close()
+    keys.close()

@@ -5,8 +5,8 @@ requests, one at the very end) is read back with Python's csv module and
 numpy (each section placed where the previous one ended, anchored at
 ``--hey-start`` or at the file's modification time, 2xx kept) and held
 against ``headroom summary``'s JSON; the streamed path, in pieces of a few
-kilobytes and spooled to disk, against the whole-file reader of
-:func:`headroom.load_run` (TableSource), JSON and errors alike.
+kilobytes and spooled to disk, against the same file read as one
+batch in memory, JSON and errors alike.
 """
 
 from __future__ import annotations
@@ -113,13 +113,12 @@ def small_pieces(monkeypatch):
 
 
 def whole_file(monkeypatch):
-    """Make the reduction read hey files whole, as load_run does (TableSource over hey.read_requests)."""
-    from headroom.tables import detect_format
-
-    def table(files, p, s):
-        return reading.TableSource(files, s, detect_format(p, s.format), p)
-
-    monkeypatch.setattr(reading, "source_for", table)
+    """The whole file as one batch, its rows in memory in one chunk: the in-memory table of the reader
+    protocol (the same reduction, a different cut of the rows)."""
+    monkeypatch.setattr(_batch, "CHUNK_BYTES", 1 << 30)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 1 << 40)
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 1 << 22)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (1 << 22,))
 
 
 @pytest.mark.parametrize("gz", [False, True])

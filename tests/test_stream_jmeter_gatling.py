@@ -72,8 +72,8 @@ def test_jmeter_csv_tiny_blocks_equal_the_whole_and_the_csv_module(tmp_path, rea
     same_rows(rows, whole)
     _check_csv(rows, _csv_reference(real_csv))
     assert small.key_kind == "level" and small.fmt == "jmeter-csv" and small.warnings == []
-    # the whole-table reader is the scan finished: same rows, steps from allThreads
-    t = jmeter.read_csv(p, None)
+    # the in-memory table is the scan as one batch: same rows, steps from allThreads
+    t = jmeter.CSV_READER.table(p)
     assert np.array_equal(t.start_ns, rows.start_ns) and t.step_names[0].startswith("concurrency")
 
 
@@ -108,7 +108,7 @@ def test_jmeter_csv_quoted_line_ends_and_parents_across_blocks(tmp_path, gz):
         f"{p}: left out {ref['parents']} transaction-controller parent sample(s) "
         "(their requests are counted on their own rows)"
     ]
-    assert jmeter.read_csv(p, None).warnings[0] == scan.warnings[0]
+    assert jmeter.CSV_READER.table(p).warnings[0] == scan.warnings[0]
 
 
 def test_jmeter_csv_bad_line_in_the_third_block_is_named(tmp_path, real_csv):
@@ -276,7 +276,7 @@ def test_gatling_tiny_blocks_equal_the_whole_and_split(tmp_path, real_log, gz):
     _check_log(scan, rows, real_log)
     _check_log(whole_scan, whole, real_log)
     assert len(scan.side["user_start_ms"]) > 1000
-    t = gatling.read(p, None)
+    t = gatling.READER.table(p)
     assert np.array_equal(t.line, rows.line) and t.steps_source.startswith("active users")
 
 

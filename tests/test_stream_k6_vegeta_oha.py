@@ -12,6 +12,7 @@ from stream_helpers import BLOCK_SIZES, DATA, REAL, SMALL, WHOLE, plain_copy, sa
 
 from headroom.formats import k6, oha, vegeta
 from headroom.formats._batch import join
+from headroom.formats._protocol import table_of
 from headroom.formats._scan import drop_truncated_tail, read_bytes
 from headroom.model import HeadroomError
 
@@ -22,8 +23,8 @@ SCANS = {
     "k6-json": k6.scan_json,
     "oha-csv": oha.scan_csv,
 }
-FINISH = {"vegeta-csv": vegeta.finish, "vegeta-json": vegeta.finish, "k6-csv": k6.finish,
-          "k6-json": k6.finish, "oha-csv": oha.finish}  # fmt: skip
+READERS = {"vegeta-csv": vegeta.CSV_READER, "vegeta-json": vegeta.JSON_READER, "k6-csv": k6.CSV_READER,
+           "k6-json": k6.JSON_READER, "oha-csv": oha.READER}  # fmt: skip
 
 
 def scan(fmt, path, chunk_bytes=WHOLE):
@@ -136,10 +137,9 @@ def test_small_blocks_give_the_whole_file_rows_and_the_independent_parse(fmt, pa
     if label[0] is not None:
         assert [small_scan.labels[k] for k in small.key] == label
 
-    # the whole-table reader is the same scan, finished
-    table = {"vegeta": vegeta, "k6": k6, "oha": oha}[fmt.split("-")[0]]
-    t = getattr(table, "read_" + fmt.split("-")[1])(path, b"")
-    t2 = FINISH[fmt](small_scan, small)
+    # the in-memory table is the same scan as one batch, its steps by the same plan
+    t = READERS[fmt].table(path)
+    t2 = table_of(READERS[fmt], small_scan, small)
     assert np.array_equal(t.start_ns, t2.start_ns) and np.array_equal(t.step, t2.step)
     assert t.step_names == t2.step_names and t.step_rates == t2.step_rates and t.warnings == t2.warnings
     assert t.step_concurrency == t2.step_concurrency
@@ -222,7 +222,7 @@ def test_k6_csv_rows_spread_over_many_blocks_keep_their_status_and_scenario(tmp_
     assert got.ok.tolist() == [e[3] for e in expect]
     assert got.line.tolist() == [e[5] for e in expect]
     assert s.key_kind == "label" and sorted(s.labels) == ["s0", "s1", "s2"]
-    t = k6.finish(s, got)
+    t = table_of(k6.CSV_READER, s, got)
     assert t.step_names == sorted(
         t.step_names, key=lambda n: got.start_ns[got.key == s.labels.index(n)].min()
     )

@@ -1,12 +1,12 @@
-"""A folder of one request file per step, streamed file by file (StepFilesSource): the whole-table numbers.
+"""A folder of one request file per step, streamed file by file (StepFilesSource): the numbers of the files.
 
 A seeded folder of oha files named by rate (failed requests, relative
 times) is read back with Python's csv module and numpy (each file placed
 where the previous one ended, anchored at ``--hey-start``, 2xx kept, the
 rate sent from the first to the last start) and held against ``headroom
 summary``'s JSON; the streamed path, spooled to disk in small chunks, against
-the whole-table reader of :func:`headroom.load_run`
-(``tables.read_step_files``) on the real folders and on synthetic ones
+the same files read each as one batch in memory (the reader protocol's
+in-memory table) on the real folders and on synthetic ones
 (oha by concurrency and by rate, vegeta and k6 files cut in time, ``--steps``,
 ``--concurrency``).
 """
@@ -76,9 +76,12 @@ def small_chunks(monkeypatch):
 
 
 def whole_tables(monkeypatch):
-    """Read folders of one file per step whole, as load_run does (TableSource over read_step_files)."""
-    monkeypatch.setattr(reading, "StepFilesSource",
-                        lambda files, s, fmt: reading.TableSource(files, s, "one file per step"))  # fmt: skip
+    """The whole file as one batch, its rows in memory in one chunk: the in-memory table of the reader
+    protocol (the same reduction, a different cut of the rows)."""
+    monkeypatch.setattr(_batch, "CHUNK_BYTES", 1 << 30)
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 1 << 40)
+    monkeypatch.setattr(spool, "CHUNK_ROWS", 1 << 22)
+    monkeypatch.setattr(spool.Spool.chunks, "__defaults__", (1 << 22,))
 
 
 def test_streamed_folder_equals_an_independent_reading(tmp_path, capsys, small_chunks):

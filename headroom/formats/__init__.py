@@ -1,35 +1,31 @@
 """Input formats: one module per load generator behind one registry.
 
-Every format is detected from the file's content (header, first line, magic
-bytes, also inside gzip), never from its name alone; ``--format NAME``
-overrides, and a forced format that does not fit the file is one line
-naming the file and what was expected.  Each entry has, like xarray's
-backends, a ``guess_can_open(head)`` that looks only at the first bytes,
-a fidelity note, and a reader.  throughputramp and hey CSV
-(:mod:`.throughputramp`, :mod:`.hey`) are streamed section by section by
-:mod:`headroom.reading` (hey with relative offsets through its scan,
-:func:`.hey.scan_csv`, spooled by :class:`headroom.reading.HeySource`); the other readers yield record batches
-(``scan_*``, :mod:`._batch`) that :mod:`headroom.spooled` spools and
-reduces, with the format's step plan (:mod:`._plans`); ``finish`` makes the
-whole request table (:class:`~headroom.formats._common.Table`) of the same
-rows for :func:`headroom.load_run`.
+Every format is one :class:`~headroom.formats._protocol.Reader` declared in
+its module (like xarray's backends): ``guess_can_open(head)`` looks only at
+the first bytes (also inside gzip), ``scan`` reads the file as record
+batches (:mod:`._batch`) in bounded memory, and ``plan`` finds the steps
+incrementally (:mod:`._plans`).  :data:`FORMATS` lists the readers, one line
+each, in the order detection tries them.  Every format is detected from
+the file's content, never from its name alone; ``--format NAME`` overrides,
+and a forced format that does not fit the file is one line naming the file
+and what was expected.  :mod:`headroom.spooled` and :mod:`headroom.reading`
+read every format through its reader (throughputramp and hey CSV, the
+``sections`` layout, streamed section by section); a whole file in memory
+is :meth:`Reader.table`, the scan as one batch.
 
-Adding a format: one module with ``guess_*``, ``scan_*``, ``finish`` (and a
-plan class when its steps can be found batch by batch; without one its
-spooled columns go through ``finish``), one entry in :data:`FORMATS` and
-:data:`_SCANS`, one sample in ``tests/data/formats``.
+Adding a format: one module declaring its ``Reader``, one line in
+:data:`FORMATS`, its tests (docs/formats.md, "Adding a format").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..model import HeadroomError
 from . import ab, gatling, hey, jmeter, k6, oha, throughputramp, vegeta
 from ._common import COARSE_MS, EXACT, SUMMARY, Table
-from ._scan import first_line, head_bytes, is_text, read_bytes, short
+from ._protocol import Reader
+from ._scan import BOM, bare_cr, first_line, head_bytes, is_text, short
 
 __all__ = [
     "COARSE_MS",
@@ -37,115 +33,41 @@ __all__ = [
     "FORMATS",
     "SUMMARY",
     "Format",
+    "Reader",
     "Table",
     "detect",
     "format_help",
     "head_bytes",
     "read_table",
+    "reader_for",
     "resolve",
     "summary_only",
 ]
 
 
-@dataclass(frozen=True)
-class Format:
-    """One input format: how to recognise it, how exact it is, how to read it and how to make it."""
-
-    name: str
-    tool: str
-    fidelity: str
-    guess_can_open: Callable[[bytes], bool]
-    read: Callable[[Path, bytes], Table] | None  # None: streamed by headroom.reading
-    export: str  # how to make this file
-    expects: str  # what its beginning looks like, for "does not look like" messages
-    scan: Callable | None = None  # (path, chunk_bytes=) -> _batch.Scan: record batches in bounded memory
-    finish: Callable | None = None  # (scan, rows) -> Table: the whole-table steps of the joined rows
-    plan: Callable | None = None  # (scan, spool) -> a step plan (_plans); None: the whole-table steps
-
-
-FORMATS: dict[str, Format] = {
-    f.name: f
-    for f in (
-        Format("throughputramp", throughputramp.TOOL, EXACT, throughputramp.guess_can_open, None,
-               throughputramp.EXPORT, "a first line 'start-time,response-time'"),
-        Format("hey", hey.TOOL, EXACT, hey.guess_can_open, None, hey.EXPORT,
-               "hey's CSV header with response-time and offset (or start-time)"),
-        Format("vegeta-csv", "vegeta", EXACT, vegeta.guess_csv, vegeta.read_csv,
-               "vegeta attack ... | vegeta encode -to csv > results.csv",
-               "headerless rows 'unix-ns,code,latency-ns,bytes-out,bytes-in,...'"),
-        Format("vegeta-json", "vegeta", EXACT, vegeta.guess_json, vegeta.read_json,
-               "vegeta attack ... | vegeta encode -to json > results.json",
-               "JSON lines with attack, seq, code, timestamp and latency"),
-        Format("k6-json", "k6", EXACT, k6.guess_json, k6.read_json, "k6 run --out json=results.json script.js",
-               "JSON lines with type Metric or Point"),
-        Format("k6-csv", "k6", EXACT, k6.guess_csv, k6.read_csv,
-               "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js",
-               "a header 'metric_name,timestamp,metric_value,...'"),
-        Format("jmeter-csv", "JMeter", COARSE_MS, jmeter.guess_csv, jmeter.read_csv,
-               "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)",
-               "a JTL header with timeStamp and elapsed"),
-        Format("jmeter-xml", "JMeter", COARSE_MS, jmeter.guess_xml, jmeter.read_xml,
-               "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
-               "an XML <testResults> document"),
-        Format("gatling", "Gatling", COARSE_MS, gatling.guess, gatling.read,
-               "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
-               "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record"),
-        Format("oha-csv", "oha", EXACT, oha.guess_csv, oha.read_csv,
-               "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'"),
-        Format("ab", ab.TOOL, ab.FIDELITY, ab.guess_tsv, ab.read_tsv, ab.EXPORT,
-               "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'"),
+#: The registry: one line per format, in the order detection tries them.
+FORMATS: dict[str, Reader] = {
+    r.name: r
+    for r in (
+        hey.THROUGHPUTRAMP,
+        hey.READER,
+        vegeta.CSV_READER,
+        vegeta.JSON_READER,
+        k6.JSON_READER,
+        k6.CSV_READER,
+        jmeter.CSV_READER,
+        jmeter.XML_READER,
+        gatling.READER,
+        oha.READER,
+        ab.READER,
     )
-}  # fmt: skip
-
-
-def _plan_classes():
-    return {"jmeter-csv": jmeter.JMeterPlan, "jmeter-xml": jmeter.JMeterPlan, "gatling": gatling.GatlingPlan,
-            "vegeta-csv": vegeta.VegetaPlan, "vegeta-json": vegeta.VegetaPlan, "k6-csv": k6.K6Plan,
-            "k6-json": k6.K6Plan, "oha-csv": oha.plan, "hey": hey.SectionPlan, "ab": ab.plan}  # fmt: skip
-
-
-_SCANS = {  # (module, scan function, finish function) of the formats whose readers yield batches
-    "jmeter-csv": (jmeter, "scan_csv", "finish"), "jmeter-xml": (jmeter, "scan_xml", "finish"),
-    "gatling": (gatling, "scan", "finish"), "vegeta-csv": (vegeta, "scan_csv", "finish"),
-    "vegeta-json": (vegeta, "scan_json", "finish"), "k6-csv": (k6, "scan_csv", "finish"),
-    "k6-json": (k6, "scan_json", "finish"), "oha-csv": (oha, "scan_csv", "finish"),
-    "hey": (hey, "scan_csv", "finish"),  # no finish: hey.read_requests reads it whole
-    "ab": (ab, "scan_tsv", "finish"),
-}  # fmt: skip
-
-
-def _register() -> None:
-    for name, (mod, scan, finish) in _SCANS.items():
-        FORMATS[name] = replace(FORMATS[name], scan=getattr(mod, scan, None), finish=getattr(mod, finish, None),
-                                plan=_plan_classes().get(name))  # fmt: skip
-
-
-_register()
-
-
-def scan_file(path: Path, fmt: str, chunk_bytes: int):
-    """One pass over a request file as record batches (a format without a batch reader: its table, cut up)."""
-    from ._batch import Batch, Scan
-
-    f = FORMATS[fmt]
-    if f.scan is not None:
-        return f.scan(path, chunk_bytes=chunk_bytes)
-    t = read_table(path, fmt)
-
-    def batches(rows: int = 1 << 20):
-        for a in range(0, len(t.start_ns), rows):
-            cut = slice(a, a + rows)
-            pick = lambda x, cut=cut: None if x is None else x[cut]  # noqa: E731
-            yield Batch(t.start_ns[cut], t.latency_s[cut], pick(t.status), pick(t.ok), None, pick(t.line))
-
-    return Scan(path, fmt, t.fidelity, relative=t.relative, warnings=list(t.warnings), side={"table": t},
-                _gen=batches())  # fmt: skip
+}
+#: The former name of a registry entry.
+Format = Reader
 
 
 #: Aliases accepted by ``--format``: a tool name whose variant is detected (None), or a format.
 ALIASES = {"hey-fork": "hey", "vegeta": None, "k6": None, "jmeter": None, "oha": "oha-csv"}
-#: Formats read by the same streamed CSV reader (either name reads both).
-CSV_FAMILY = ("throughputramp", "hey")
 
 
 def format_help() -> str:
@@ -253,11 +175,12 @@ def resolve(name: str, path: Path, head: bytes) -> str:
     name = ALIASES.get(name) or name
     if name in FORMATS:
         data = head.lstrip(b"\xef\xbb\xbf")
-        family = CSV_FAMILY if name in CSV_FAMILY else (name,)
-        if any(FORMATS[f].guess_can_open(data) for f in family):
-            return (
-                name if name not in CSV_FAMILY else next(f for f in family if FORMATS[f].guess_can_open(data))
-            )
+        if FORMATS[name].guess_can_open(data):
+            return name
+        if FORMATS[name].layout == "sections":  # one parser reads the family: either name reads both
+            for f in FORMATS.values():
+                if f.layout == "sections" and f.guess_can_open(data):
+                    return f.name
         raise HeadroomError(_not_the_forced_format(name, path, head))
     if name in ALIASES:
         found = detect(path, head)
@@ -271,13 +194,29 @@ def resolve(name: str, path: Path, head: bytes) -> str:
 
 
 def read_table(path: Path, fmt: str) -> Table:
-    """Read a whole file of format ``fmt`` (not the streamed CSV family) into a request table."""
-    from ._batch import join
+    """Read a whole file of format ``fmt`` into a request table (:meth:`Reader.table`: its scan as one
+    batch, its steps by its plan)."""
+    return FORMATS[fmt].table(Path(path))
 
-    f = FORMATS[fmt]
-    if f.read is None:
-        raise ValueError(f"{fmt} is streamed by headroom.reading")
-    if f.scan is not None and f.finish is not None:  # one pass in blocks, the rows joined
-        scan = f.scan(path)
-        return f.finish(scan, join(list(scan.batches())))
-    return f.read(path, read_bytes(path))
+
+def reader_for(path: Path, option: str | None = None) -> Reader:
+    """The reader of a request file: ``--format`` ``option`` (checked against the content) or detected."""
+    head = head_bytes(path)
+    if bare_cr(head.lstrip(BOM)):
+        raise HeadroomError(
+            f"{path}:1: lines end in a bare CR (old Mac line ends), so its rows run together: "
+            f"convert it with `tr '\\r' '\\n' < FILE > FILE.new` and read that"
+        )
+    if option:
+        return FORMATS[resolve(option, path, head)]
+    if any(path.name.endswith(n) for n in throughputramp.PERF_NAMES):
+        # a throughputramp run file: its own reader names what is wrong with it
+        data = head.lstrip(BOM)
+        why = summary_only(data) if data.strip() else None
+        if why:
+            raise HeadroomError(f"{path}: {why}")
+        for f in FORMATS.values():
+            if data.strip() and f.guess_can_open(data):
+                return f
+        return FORMATS["throughputramp"]
+    return FORMATS[detect(path, head)]

@@ -62,12 +62,15 @@ def check_plausible(path, start_ns: np.ndarray, latency_s: np.ndarray, line_of, 
         )
     # the tolerance is at least SPAN_TOLERANCE_S: a step spanning less has no far start, and
     # latencies under it are fine, so the percentiles are needed only beyond that (exact same verdicts)
-    if hi - lo < SPAN_TOLERANCE_S * 1e9 - 4096 and float(np.max(latency_s)) <= SPAN_TOLERANCE_S:
+    max_lat = float(np.max(latency_s))
+    if hi - lo < SPAN_TOLERANCE_S * 1e9 - 4096 and max_lat <= SPAN_TOLERANCE_S:
         return
     q25, mid, q75 = np.percentile(start_ns, [25, 50, 75], method="inverted_cdf")
     tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
-    far = np.abs(start_ns.astype(np.float64) - float(mid)) > tol_ns
-    if far.any():
+    # the distance from the middle is largest at the first or the last start: the rows are looked at
+    # only when one of those is far (to name the first far one)
+    if max(abs(float(lo) - float(mid)), abs(float(hi) - float(mid))) > tol_ns:
+        far = np.abs(start_ns.astype(np.float64) - float(mid)) > tol_ns
         i = int(np.argmax(far))
         off = (float(start_ns[i]) - float(mid)) / 1e9
         raise HeadroomError(
@@ -76,9 +79,8 @@ def check_plausible(path, start_ns: np.ndarray, latency_s: np.ndarray, line_of, 
             "a moved or damaged timestamp"
         )
     lim = tol_ns / 1e9
-    long = ~(latency_s <= lim)
-    if long.any():
-        i = int(np.argmax(long))
+    if not max_lat <= lim:  # (NaN too)
+        i = int(np.argmax(~(latency_s <= lim)))
         raise HeadroomError(
             f"{where(i)}: latency {float(latency_s[i]):.6g} s is longer than its {what} could be "
             f"(limit {lim:,.0f} s): a damaged value"

@@ -12,8 +12,8 @@ readers (:mod:`headroom.levels` on the whole arrays).
 * :class:`GroupPlan`: one step per label (vegeta attacks), in order of first
   request, with the rate each attack sent;
 * :class:`CutPlan`: ``--steps`` (a duration or times);
-* :class:`TablePlan`: any other format, through its whole-table steps on
-  the spooled columns (memory: about 25 bytes a request).
+* :class:`TablePlan`: steps that need the whole run at once (k6 and Gatling
+  open models), on the spooled columns (memory: about 25 bytes a request).
 """
 
 from __future__ import annotations
@@ -54,14 +54,13 @@ class OneStep:
 
 
 class TablePlan:
-    """The format's whole-table reader on the spooled columns: its step of every row, in row order."""
+    """Steps that need the whole run at once (an open model's arrivals): ``finish(scan, rows)`` on all
+    the spooled columns (memory: about 25 bytes a request) gives every row's step, in row order."""
 
-    def __init__(self, scan, raw, finish=None):
-        table = scan.side.get("table")
-        if table is None:
-            rows = Batch(raw.column("start_ns"), raw.column("latency_s"), raw.column("status"),
-                         raw.column("ok"), raw.column("key"), raw.column("line"))  # fmt: skip
-            table = finish(scan, rows)
+    def __init__(self, scan, raw, finish):
+        rows = Batch(raw.column("start_ns"), raw.column("latency_s"), raw.column("status"),
+                     raw.column("ok"), raw.column("key"), raw.column("line"))  # fmt: skip
+        table = finish(scan, rows)
         n = len(table.start_ns)
         if n != raw.n:
             raise RuntimeError(f"{scan.path}: the table has {n} rows, the spool {raw.n}")
@@ -209,19 +208,42 @@ class _Cut:
         return self.cut.found_over(self.reader.found())
 
 
-def plan_for(scan, raw, settings, have: dict, fmt):
-    """The step plan of a spooled file: its format's (``fmt``: its :class:`~headroom.formats.Format`),
-    or ``--steps`` over it."""
-    make = fmt.plan
+def plan_for(scan, raw, settings, have: dict, reader):
+    """The step plan of a spooled file: its reader's (:class:`~headroom.formats.Reader`), or ``--steps``
+    over it."""
     if not have["key"]:
         scan.key_kind = None
-    if make is None or "table" in scan.side:
-        reader = TablePlan(scan, raw, fmt.finish)
-    else:
-        reader = make(scan, raw)
+    reader = reader.plan(scan, raw)
     if settings.steps:
         return _Cut(CutPlan(raw, settings.steps), reader)
     return reader
+
+
+class CachedLevels:
+    """``level_of(chunk)`` computed once per row: a level plan reads the spool three times (its runs,
+    its notes, the steps), always the same rows in the same order, so the first pass keeps every
+    row's level in a spool of its own (in memory up to the spools' budget, else on disk) and the later
+    passes read them back instead of computing them again."""
+
+    def __init__(self, raw, level_of):
+        from ..spool import Spool
+
+        self.level_of, self.n = level_of, raw.n
+        self.kept = Spool({"level": np.int64})
+        self.cursor, self.pos = None, 0
+
+    def __call__(self, c: dict) -> np.ndarray:
+        m = len(c["start_ns"])
+        if self.kept.n < self.n:  # the first pass
+            lv = np.asarray(self.level_of(c), np.int64)
+            self.kept.append(level=lv)
+            return lv
+        from ..spool import Cursor
+
+        if self.cursor is None or self.pos >= self.n:  # a new pass from the first row
+            self.cursor, self.pos = Cursor(self.kept, ("level",)), 0
+        self.pos += m
+        return self.cursor.take(m)["level"]
 
 
 class Counted:

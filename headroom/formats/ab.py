@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
-from ._common import Table, fail, first_line, short
+from ._common import fail, first_line, short
+from ._protocol import Reader
 from ._scan import head_bytes, strip_bom
 
 TOOL = "ApacheBench"
@@ -91,27 +92,6 @@ def _batches(scan: Scan, chunk_bytes: int):
         raise fail(path, None, "no requests (the file has ab's header but no rows)")
 
 
-def finish(scan: Scan, rows: Batch) -> Table:
-    """The request table of an ab scan: one file, one step, errors unknown."""
-    return Table(
-        fmt="ab",
-        fidelity=FIDELITY,
-        start_ns=rows.start_ns,
-        latency_s=rows.latency_s,
-        step=np.zeros(len(rows.start_ns), np.int64),
-        step_names=["all"],
-        steps_source=ONE_STEP,
-        line=rows.line,
-        warnings=list(scan.warnings),
-    )
-
-
-def read_tsv(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_tsv` joined (``data`` is not used: the file is read in blocks)."""
-    scan = scan_tsv(path)
-    return finish(scan, join(list(scan.batches())))
-
-
 def plan(scan: Scan, raw):
     """The step plan of a spooled ab file: one step, as :func:`finish` says."""
     from ._plans import OneStep
@@ -124,3 +104,9 @@ def looks_like_summary(text: bytes) -> bool:
     return b"This is ApacheBench" in text[:400] or (
         b"Concurrency Level:" in text and b"Time taken for tests:" in text and b"Complete requests:" in text
     )
+
+
+READER = Reader(
+    "ab", TOOL, FIDELITY, EXPORT, "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'",
+    guess_tsv, scan_tsv, plan, one_file_per_step=True,
+)  # fmt: skip

@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
-from ._plans import Counted, Found, OneStep, TablePlan
+from ._plans import CachedLevels, Counted, Found, OneStep, TablePlan
+from ._protocol import Reader
 from ._scan import head_bytes, np_column
 from .gatling_bin import looks_binary
 from .gatling_bin import scan as scan_binary
@@ -545,18 +546,6 @@ def finish(sc: Scan, rows: Batch) -> Table:
     )
 
 
-def read(path: Path, data: bytes | None = None) -> Table:
-    """A Gatling simulation.log: its REQUEST records, steps from its USER records
-    (``data``: the file's bytes when already read)."""
-    if data is not None and looks_binary(data[:64]):
-        sc = scan_binary(Path(path), data=data)
-    elif data is None:
-        sc = scan(path)
-    else:
-        sc = _scan(Path(path), CHUNK_BYTES, data)
-    return finish(sc, join(list(sc.batches())))
-
-
 # --------------------------------------------------------------------------
 # the step plan of a spooled file (headroom.spooled): the same steps as finish()
 
@@ -574,7 +563,9 @@ class GatlingPlan:
             return
         ue = ue if ue is not None else np.zeros(0, np.int64)
         us.sort(), ue.sort()  # once, in place (no copy): every chunk counts against them
-        level = lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000)  # noqa: E731
+        level = CachedLevels(
+            raw, lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000, presorted=True)
+        )
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
             self.fallback = TablePlan(scan, raw, finish)
@@ -598,3 +589,13 @@ class GatlingPlan:
             return self.fallback.found()
         w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in self.notes]
         return Found(self.names, getattr(self, "conc", None), None, self.src, w)
+
+
+# --------------------------------------------------------------------------
+# the reader
+
+READER = Reader(
+    "gatling", "Gatling", COARSE_MS, "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
+    "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record", guess, scan,
+    GatlingPlan,
+)  # fmt: skip

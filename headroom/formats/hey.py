@@ -10,9 +10,9 @@ Foundry fork writes an absolute ``start-time`` instead.  The parser is the
 throughputramp one (:mod:`headroom.formats.throughputramp`); this module
 adds the relative times, the checks of every section and the failed-request
 accounting.  :func:`scan_csv` yields record batches (the sections are the
-steps: :class:`SectionPlan`), which :class:`headroom.reading.HeySource`
-spools and reduces in bounded memory; :func:`read_requests` joins them for
-:func:`headroom.load_run`.
+steps: :class:`SectionPlan`): :class:`headroom.reading.HeySource` spools
+and reduces them in bounded memory when offsets are relative, and
+:class:`headroom.reading.CsvSource` streams absolute ones section by section.
 """
 
 from __future__ import annotations
@@ -21,24 +21,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import HeadroomError, Requests
-from ._batch import CHUNK_BYTES, Batch, Scan, join
+from ..model import HeadroomError
+from ._batch import CHUNK_BYTES, Batch, Scan
 from ._checks import (
     MAX_TIME_NS,
     MIN_TIME_NS,
     SPAN_TOLERANCE_S,
-    all_failed,
     check_base,
     check_offsets,
     check_plausible,
-    failed_codes,
-    failed_warning,
     mtime_base,
     skipped_warning,
 )
 from ._common import EXACT
+from ._protocol import Reader
 from ._scan import BOM
 from .throughputramp import CsvFile
+from .throughputramp import guess_can_open as _tr_guess
 
 NAME = "hey"
 TOOL = "hey (hey -o csv, also the Cloud Foundry fork with start-time)"
@@ -53,10 +52,12 @@ def guess_can_open(head: bytes) -> bool:
     return b"response-time" in cols and cols != [b"start-time", b"response-time"]
 
 
-def _per_step(flag: np.ndarray, step_offsets: np.ndarray) -> np.ndarray:
-    """How many rows of each step (sections by ``step_offsets``) have ``flag`` set."""
-    cum = np.concatenate([[0], np.cumsum(flag.astype(np.int64))])
-    return (cum[step_offsets[1:]] - cum[step_offsets[:-1]]).astype(np.int64)
+def relative_offsets(path: Path) -> bool:
+    """Whether a hey CSV has relative offsets (upstream hey's ``offset`` column), from its header."""
+    from ._scan import head_bytes
+
+    first = head_bytes(path, 4096).lstrip(BOM).split(b"\n", 1)[0]
+    return b"offset" in [c.strip() for c in first.rstrip(b"\r").split(b",")]
 
 
 def scan_csv(
@@ -68,7 +69,7 @@ def scan_csv(
     previous section's last response), latency, status (None without a
     ``status-code`` column) and the section as ``key`` (the step); no line
     numbers (counted only for a message).  Every section is checked as
-    :func:`read_requests` always checked it (offsets, plausibility), when its
+    the whole file's reader always checked it (offsets, plausibility), when its
     last piece has been read.  After the pass: ``warnings`` (a truncated last
     line, rows skipped by ``skip_bad_rows``), ``side``: ``sections`` (steps,
     empty ones too), ``runs`` (sections with rows, placed one after another),
@@ -138,7 +139,7 @@ class _Section:
         self.n += len(st)
 
     def check(self, f: CsvFile, k: int, relative: bool, chunk_bytes: int) -> None:
-        """The checks of :func:`read_requests` on the whole section (parsed again when it is long)."""
+        """The checks of a whole section (parsed again when it is long)."""
         if not self.n:
             return
         s = f.sections[k][0]
@@ -182,24 +183,6 @@ def appended_warning(path, runs: int) -> str:
     )
 
 
-def _drop_failed(path, start, lat, status, offsets, warnings):
-    """Leave out non-2xx rows: (start, latency, offsets, step errors, error codes)."""
-    bad = (status < 200) | (status > 299)
-    errors = int(bad.sum())
-    step_errors = _per_step(bad, offsets)
-    if not errors:
-        return start, lat, offsets, step_errors, {}
-    codes = failed_codes(status[bad])
-    if errors == len(status):
-        raise all_failed(path, errors, codes)
-    warnings.append(failed_warning(path, errors, len(status), codes))
-    keep = ~bad
-    kept = np.add.reduceat(keep.astype(np.int64), offsets[:-1]) if len(keep) else []
-    kept = np.where(np.diff(offsets) == 0, 0, kept)
-    offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
-    return start[keep], lat[keep], offsets, step_errors, codes
-
-
 def anchor_warning(path, what: str) -> str:
     """The warning of a run anchored at its file's modification time."""
     return (
@@ -222,41 +205,6 @@ def anchor_base(path, end_rel: int, base_time_ns: int | None, warnings: list, wh
     return int(base_time_ns)
 
 
-def anchor(path, start: np.ndarray, lat: np.ndarray, base_time_ns: int | None, warnings, what: str):
-    """Relative start times made absolute: at ``base_time_ns``, else ending at the file's mtime."""
-    end_rel = int(np.max(start + np.rint(lat * 1e9).astype(np.int64))) if len(start) else 0
-    return start + np.int64(anchor_base(path, end_rel, base_time_ns, warnings, what))
-
-
-def read_requests(path: Path, *, base_time_ns: int | None = None, skip_bad_rows: bool = False):
-    """Read a throughputramp or hey CSV whole (:func:`scan_csv`, its batches joined).
-
-    Returns
-    -------
-    tuple
-        (Requests, failed requests per step or None, error count per status
-        code, the layout's kind, warnings).
-    """
-    scan = scan_csv(Path(path), skip_bad_rows=skip_bad_rows)
-    rows = join(list(scan.batches()))
-    side, warnings = scan.side, list(scan.warnings)
-    start, lat = rows.start_ns, rows.latency_s
-    step = rows.key if rows.key is not None else np.zeros(0, np.int64)  # None: no rows at all
-    offsets = np.searchsorted(step, np.arange(side["sections"] + 1)).astype(np.int64)
-    step_errors, codes = None, {}
-    if side["status"]:
-        status = rows.status if rows.status is not None else np.zeros(0, np.int64)
-        start, lat, offsets, step_errors, codes = _drop_failed(path, start, lat, status, offsets, warnings)
-    if scan.relative:
-        start = anchor(path, start, lat, base_time_ns, warnings, RELATIVE)
-        if side["runs"] > 1:
-            warnings.append(appended_warning(path, side["runs"]))
-    if len(start) == 0:
-        raise no_requests(path, side["kind"])
-    # rows stay in file (completion) order: bucketing needs no order
-    return Requests(start, lat, offsets), step_errors, codes, side["kind"], warnings
-
-
 class SectionPlan:
     """The step plan of a spooled hey file: every row in its section (the batches' ``key``)."""
 
@@ -272,3 +220,18 @@ class SectionPlan:
         n = self.scan.side["sections"]
         return Found([f"section {k + 1}" for k in range(n)], source=f"sections of the file ({n})",
                      warnings=list(self.scan.warnings))  # fmt: skip
+
+
+# --------------------------------------------------------------------------
+# the readers of the family (one scan, one plan: the sections are the steps)
+
+#: throughputramp ``perfResults.csv``: sections of ``start-time,response-time``
+THROUGHPUTRAMP = Reader(
+    "throughputramp", "Cloud Foundry throughputramp (perfResults.csv)", EXACT, "throughputramp",
+    "a first line 'start-time,response-time'", _tr_guess, scan_csv, SectionPlan, layout="sections",
+    scan_options=("skip_bad_rows", "progress"),
+)  # fmt: skip
+READER = Reader(
+    NAME, TOOL, EXACT, EXPORT, "hey's CSV header with response-time and offset (or start-time)", guess_can_open,
+    scan_csv, SectionPlan, layout="sections", scan_options=("skip_bad_rows", "progress"),
+)  # fmt: skip

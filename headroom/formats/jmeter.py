@@ -30,8 +30,9 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
-from ._common import COARSE_MS, Table, fail, first_line, is_int, short, steps_from_concurrency
+from ._common import COARSE_MS, fail, first_line, is_int, short
 from ._plans import COLS, Found, LevelPlan, OneStep, UniquePlan
+from ._protocol import Reader
 from ._scan import BOM, arrow_copy
 
 _TC = "Number of samples in transaction"
@@ -55,28 +56,6 @@ def no_header_hint(head: bytes) -> str | None:
             "-Jjmeter.save.saveservice.print_field_names=true (see docs/formats.md)"
         )
     return None
-
-
-def steps_of(path, ts: np.ndarray, threads: np.ndarray | None, lines: np.ndarray, elapsed: np.ndarray):
-    """The steps of the samples: the ``allThreads`` levels that are held (headroom.levels), else one step.
-
-    Returns (step of every sample, step names, concurrency per step or None, how steps were found,
-    notes for the warnings).
-    """
-    if threads is None:
-        src = "no allThreads column (jmeter.save.saveservice.thread_counts=true adds it): one step"
-        return np.zeros(len(ts), np.int64), ["all"], None, src, ()
-    if (threads <= 0).any():
-        i = int(np.argmax(threads <= 0))
-        raise fail(path, int(lines[i]), f"bad allThreads {int(threads[i])} (must be > 0)")
-    from ..levels import closed_loop, reader_steps
-
-    inf = closed_loop(ts * 1_000_000, threads, end_ns=(ts + elapsed) * 1_000_000, source="allThreads")
-    rs = reader_steps(inf)
-    if rs is None:
-        step, names, conc = steps_from_concurrency(threads)
-        return step, names, conc, f"allThreads ({len(names)} levels, none held: one step each)", inf.notes
-    return rs.step, rs.names, rs.concurrency, f"allThreads, held levels ({len(rs.names)} steps)", rs.notes
 
 
 # --------------------------------------------------------------------------
@@ -575,55 +554,6 @@ def _xml_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
 # the request table
 
 
-def steps_of_rows(scan: Scan, rows: Batch):
-    """The steps of a scan's joined rows: (step of every row, step names, concurrency per step or None,
-    how steps were found, rate figures per step (None: JMeter's are closed-loop levels), notes)."""
-    ts = rows.start_ns // 1_000_000
-    elapsed = np.rint(rows.latency_s * 1e3).astype(np.int64)
-    threads = rows.key if scan.key_kind == "level" else None
-    step, names, conc, src, notes = steps_of(scan.path, ts, threads, rows.line, elapsed)
-    return step, names, conc, src, None, notes
-
-
-def finish(scan: Scan, rows: Batch) -> Table:
-    """The request table of a finished scan and its joined rows (``_batch.join``)."""
-    if len(rows) == 0:
-        raise fail(scan.path, None, "no samples (the file has a header but no data rows)")
-    step, names, conc, src, _, notes = steps_of_rows(scan, rows)
-    return Table(
-        fmt=scan.fmt,
-        fidelity=COARSE_MS,
-        start_ns=rows.start_ns,
-        latency_s=rows.latency_s,
-        status=rows.status,
-        ok=rows.ok,
-        step=step,
-        step_names=names,
-        step_concurrency=conc,
-        steps_source=src,
-        line=rows.line,
-        warnings=[*scan.warnings, *(f"{scan.path}: {n}" for n in notes)],
-    )
-
-
-def _read(scan: Scan) -> Table:
-    return finish(scan, join(list(scan.batches())))
-
-
-def read_csv(path: Path, data: bytes | None = None) -> Table:
-    """A whole CSV JTL as a request table (``data``: its bytes when already read)."""
-    return _read(_scan_csv(Path(path), CHUNK_BYTES, data))
-
-
-def read_xml(path: Path, data: bytes | None = None) -> Table:
-    """A whole XML JTL as a request table (``data``: its bytes when already read).
-
-    Parsed with the standard library's expat; a file with a DOCTYPE (entity
-    definitions) is refused rather than expanded.
-    """
-    return _read(_scan_xml(Path(path), CHUNK_BYTES, data))
-
-
 # --------------------------------------------------------------------------
 # the step plan of a spooled file (headroom.spooled): the same steps as finish()
 
@@ -680,3 +610,17 @@ class JMeterPlan:
             notes = steps.notes()
         w = list(self.scan.warnings) + [f"{self.scan.path}: {n}" for n in notes]
         return Found(self.names, self.conc, None, self.src, w)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+CSV_READER = Reader(
+    "jmeter-csv", "JMeter", COARSE_MS, "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)",
+    "a JTL header with timeStamp and elapsed", guess_csv, scan_csv, JMeterPlan,
+)  # fmt: skip
+XML_READER = Reader(
+    "jmeter-xml", "JMeter", COARSE_MS,
+    "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
+    "an XML <testResults> document", guess_xml, scan_xml, JMeterPlan,
+)  # fmt: skip

@@ -38,6 +38,7 @@ from ._blocks import (
 )
 from ._common import EXACT, Table, fail, first_line, is_float, rfc3339_ns, short
 from ._plans import COLS, Counted, Found, GroupPlan, OneStep, TablePlan, ends
+from ._protocol import Reader
 from ._scan import TS_UTC, head_bytes, strip_bom
 
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
@@ -304,12 +305,6 @@ def finish(scan: Scan, rows: Batch) -> Table:
     )
 
 
-def _read(scan: Scan) -> Table:
-    from ._batch import join
-
-    return finish(scan, join(list(scan.batches())))
-
-
 # --------------------------------------------------------------------------
 # JSON lines
 
@@ -428,11 +423,6 @@ def _json_batches(scan: Scan, chunk_bytes: int):
             rows += len(b)
             yield b
     _end(scan, side, labels, rows)
-
-
-def read_json(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_json` joined (``data`` is not used: the file is read in blocks)."""
-    return _read(scan_json(path))
 
 
 # --------------------------------------------------------------------------
@@ -557,11 +547,6 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
     _end(scan, side, labels, rows)
 
 
-def read_csv(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
-    return _read(scan_csv(path))
-
-
 # --------------------------------------------------------------------------
 # the step plan of a spooled file (headroom.spooled): the same steps as finish()
 
@@ -636,3 +621,16 @@ class K6Plan:
         if self.fallback is not None:
             return self.fallback.found()
         return Found(self.names, self.conc, None, self.src, list(self.scan.warnings) + self.extra)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+JSON_READER = Reader(
+    "k6-json", "k6", EXACT, "k6 run --out json=results.json script.js", "JSON lines with type Metric or Point",
+    guess_json, scan_json, K6Plan,
+)  # fmt: skip
+CSV_READER = Reader(
+    "k6-csv", "k6", EXACT, "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js",
+    "a header 'metric_name,timestamp,metric_value,...'", guess_csv, scan_csv, K6Plan,
+)  # fmt: skip

@@ -13,7 +13,8 @@ import numpy as np
 
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, col_np, first_null_line, read_block_csv, row_lines
-from ._common import EXACT, Table, fail, first_line, is_float, short
+from ._common import EXACT, fail, first_line, is_float, short
+from ._protocol import Reader
 from ._scan import head_bytes, np_column, strip_bom
 
 HEADER = b"request-start,DNS,DNS+dialup,Response-delay,request-duration,bytes,status"
@@ -80,33 +81,14 @@ def _batches(scan: Scan, chunk_bytes: int, cols: list[str]):
         raise fail(path, None, "no requests (the file has a header but no data rows)")
 
 
-def finish(scan: Scan, rows: Batch) -> Table:
-    """The request table of an oha scan: one file, one step, relative times."""
-    return Table(
-        fmt="oha-csv",
-        fidelity=EXACT,
-        start_ns=rows.start_ns,
-        latency_s=rows.latency_s,
-        status=rows.status,
-        step=np.zeros(len(rows.start_ns), np.int64),
-        step_names=["all"],
-        steps_source="one oha run: one step (give one file per step, or --steps)",
-        relative=True,
-        line=rows.line,
-        warnings=list(scan.warnings),
-    )
-
-
-def read_csv(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
-    from ._batch import join
-
-    scan = scan_csv(path)
-    return finish(scan, join(list(scan.batches())))
-
-
 def plan(scan: Scan, raw):
     """The step plan of a spooled oha file: one step, as :func:`finish` says."""
     from ._plans import OneStep
 
     return OneStep(scan, "one oha run: one step (give one file per step, or --steps)")
+
+
+READER = Reader(
+    "oha-csv", "oha", EXACT, "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'",
+    guess_csv, scan_csv, plan, one_file_per_step=True,
+)  # fmt: skip

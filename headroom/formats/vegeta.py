@@ -38,8 +38,9 @@ from ._blocks import (  # noqa: F401 - all importable from here, as before the m
     row_lines,
     steps_of_labels,
 )
-from ._common import EXACT, Table, fail, first_line, is_int, rfc3339_ns, short
+from ._common import EXACT, fail, first_line, is_int, rfc3339_ns, short
 from ._plans import Found, GroupPlan
+from ._protocol import Reader
 from ._scan import TS_UTC
 
 CSV_COLUMNS = [
@@ -118,57 +119,6 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         yield Batch(start, lat / 1e9, code, None, key, lines)
     if not any_text:
         raise fail(path, None, "the file is empty")
-
-
-def finish(scan: Scan, rows: Batch) -> Table:
-    """The request table of a vegeta scan: one step per attack, rate steps from the attack names."""
-    warnings = list(scan.warnings)
-    path, start = scan.path, rows.start_ns
-    key = rows.key if rows.key is not None else np.zeros(len(start), np.int64)
-    labels = list(scan.labels) or [""]
-    step, names = steps_of_labels(key, labels, start)
-    if len(start) == 0:
-        step, names = step, []
-    src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
-    rates = _rates(path, start, step, names, warnings)
-    return Table(
-        fmt=scan.fmt,
-        fidelity=EXACT,
-        start_ns=start,
-        latency_s=rows.latency_s,
-        status=rows.status,
-        step=step,
-        step_names=names,
-        step_rates=rates,
-        steps_source=src,
-        line=rows.line,
-        warnings=warnings,
-    )
-
-
-def _read(scan: Scan) -> Table:
-    from ._batch import join
-
-    return finish(scan, join(list(scan.batches())))
-
-
-def read_csv(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_csv` joined (``data`` is not used: the file is read in blocks)."""
-    return _read(scan_csv(path))
-
-
-def _rates(path, start, step, names, warnings) -> list[dict] | None:
-    """Rate steps of the attacks (headroom.levels): intended rate from the attack name
-    (``rate250`` -> 250/s), sent rate as vegeta reports it, and whether the attack fell behind."""
-    from ..levels import rate_from_name, reader_steps, steps_from_groups
-
-    want = [rate_from_name(n) for n in names]
-    if all(w is None for w in want):
-        return None
-    inf = steps_from_groups(start, step, intended_rps=want, source="the attack names")
-    warnings += [f"{path}: {x}" for x in inf.notes]
-    rs = reader_steps(inf, names=names)
-    return None if rs is None else rs.rates
 
 
 # --------------------------------------------------------------------------
@@ -259,11 +209,6 @@ def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         raise fail(path, None, "no results in this vegeta JSON file")
 
 
-def read_json(path: Path, data: bytes | None = None) -> Table:
-    """The whole-table reader: :func:`scan_json` joined (``data`` is not used)."""
-    return _read(scan_json(path))
-
-
 # --------------------------------------------------------------------------
 # the step plan of a spooled file (headroom.spooled): the same steps as finish()
 
@@ -292,3 +237,16 @@ class VegetaPlan:
             rs = reader_steps(inf, names=names)
             rates = None if rs is None else rs.rates
         return Found(names, None, rates, src, w)
+
+
+# --------------------------------------------------------------------------
+# the readers
+
+CSV_READER = Reader(
+    "vegeta-csv", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to csv > results.csv",
+    "headerless rows 'unix-ns,code,latency-ns,bytes-out,bytes-in,...'", guess_csv, scan_csv, VegetaPlan,
+)  # fmt: skip
+JSON_READER = Reader(
+    "vegeta-json", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to json > results.json",
+    "JSON lines with attack, seq, code, timestamp and latency", guess_json, scan_json, VegetaPlan,
+)  # fmt: skip
