@@ -626,9 +626,9 @@ def _wkey(key: str) -> str:
 
 
 def errors_unknown(s: Summary) -> bool:
-    """True when a run cannot say how many requests failed (no status column, or transport errors unknown)."""
-    fields = s.run.meta.fields if s.run.meta is not None else {}
-    return s.table.errors is None or ("errors" in fields and fields["errors"] is None)
+    """True when a run cannot say how many requests failed (no status column, or transport errors
+    unknown: the summary's step table then has no error counts, see ``summary._with_rowless``)."""
+    return s.table.errors is None
 
 
 @dataclass(frozen=True)
