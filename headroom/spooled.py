@@ -118,6 +118,24 @@ def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | Non
             add_codes(s.codes, failed_codes(codes))
 
 
+def _tally_one(s: StepStats, c: dict, failed: np.ndarray, have: dict) -> None:
+    """:func:`_tally` of rows all of one step (``s``), with no runs to find."""
+    st, lat = c["start_ns"], c["latency_s"]
+    end = st + np.rint(lat * 1e9).astype(np.int64)
+    nf = int(np.count_nonzero(failed))
+    if nf == 0:
+        t0, t1 = int(st.min()), int(end.max())
+    elif nf < len(st):
+        kept = ~failed
+        t0, t1 = int(st[kept].min()), int(end[kept].max())
+    else:
+        t0 = t1 = None
+    s.merge(len(st), nf, int(st.min()), int(st.max()), float(lat.max()), int(end.max()), t0, t1)
+    if nf:
+        codes = c["status"][failed] if have["status"] else np.full(nf, -1, np.int64)
+        add_codes(s.codes, failed_codes(codes))
+
+
 def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepStats]:
     """Every spooled row's step by ``plan`` (to ``keys``, see :data:`KEYS`), and every step's statistics."""
     stats: dict[int, StepStats] = {}
@@ -139,14 +157,16 @@ class SpoolSource:
 
     # ---------------------------------------------------------------- the passes
 
-    def _spool(self):
-        """Parse the file into a spool; check every row's values (as the table path does first)."""
+    def _spool(self, one_step: bool = False):
+        """Parse the file into a spool; check every row's values (as the table path does first).
+        ``one_step``: every row is in step 0, whose statistics are taken here (else None)."""
         from .formats._batch import CHUNK_BYTES
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
         scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES))
         raw = None
         have: dict[str, bool] | None = None
+        stats: dict[int, StepStats] = {}
         for b in scan.batches():
             if not len(b):
                 continue
@@ -155,15 +175,18 @@ class SpoolSource:
                 raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
             check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
-            raw.append(start_ns=b.start_ns, latency_s=b.latency_s,
-                       status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
-                       key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
+            c = dict(start_ns=b.start_ns, latency_s=b.latency_s,
+                     status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
+                     key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
+            raw.append(**c)
+            if one_step:
+                _tally_one(stats.setdefault(0, StepStats()), c, failed_rows(c, have), have)
         if raw is None or raw.n == 0:
             if raw is not None:
                 raw.close()
             raise HeadroomError(f"{self.path}: no requests (the file has a header but no data rows)")
         _release_arrow_memory()
-        return scan, raw, have
+        return scan, raw, have, stats if one_step else None
 
     def _prepare(self):
         """Steps found, every row's step, accounting per step (once)."""
@@ -171,11 +194,13 @@ class SpoolSource:
             return self._done
         from .formats._plans import plan_for
 
-        scan, raw, have = self._spool()
-        keys = Spool(KEYS)
+        one_step = self.reader.one_step and not self.settings.steps
+        scan, raw, have, stats = self._spool(one_step)
+        keys = OneStepKeys(have) if one_step else Spool(KEYS)
         try:
             plan = plan_for(scan, raw, self.settings, have, self.reader)
-            stats = assign_steps(raw, plan, have, keys)
+            if not one_step:
+                stats = assign_steps(raw, plan, have, keys)
             found = plan.found()
             errors_known = have["ok"] or have["status"]
             self._done = _finish(self.path, scan, found, (stats, raw, keys), errors_known, self.settings)
@@ -237,7 +262,7 @@ class Prepared:
     n_steps: int
     stats: dict
     raw: Spool
-    keys: Spool
+    keys: Spool | OneStepKeys  # every row's step
     step_errors: np.ndarray | None
     codes: dict
     warnings: list
@@ -269,7 +294,28 @@ class Prepared:
         return {int(key[a]): [(st[a:b], lat[a:b])] for a, b in zip(cuts, ends)}
 
 
-def _rows(raw: Spool, keys: Spool, names: tuple[str, ...]):
+class OneStepKeys:
+    """The steps of the rows of a file that is one step (see :data:`KEYS`): 0, or -2 for a failed row,
+    computed from the row as it is read back (nothing spooled)."""
+
+    def __init__(self, have: dict):
+        self.have = have
+        self.needs = ("ok",) if have["ok"] else ("status",) if have["status"] else ()
+
+    def of(self, c: dict) -> np.ndarray:
+        if not self.needs:
+            return np.zeros(len(c["start_ns"]), np.int32)
+        return np.where(failed_rows(c, self.have), np.int32(-2), np.int32(0))
+
+    def close(self) -> None:
+        pass
+
+
+def _rows(raw: Spool, keys, names: tuple[str, ...]):
+    if isinstance(keys, OneStepKeys):
+        for c in raw.chunks(tuple(dict.fromkeys(("start_ns", *names, *keys.needs)))):
+            yield c, keys.of(c)
+        return
     cur = Cursor(keys, ("step",))
     for c in raw.chunks(names):
         yield c, cur.take(len(c[names[0]]))["step"]
@@ -321,7 +367,7 @@ def plausible_step(path: Path, s: StepStats, rows, shift: int, quartiles=None) -
     check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
 
 
-def step_quartiles(raw: Spool, keys: Spool, k: int, s: StepStats) -> tuple[int, int, int]:
+def step_quartiles(raw: Spool, keys, k: int, s: StepStats) -> tuple[int, int, int]:
     """The 25th, 50th and 75th percentiles (``inverted_cdf``: the ``ceil(n p)``-th smallest) of the start
     times of the rows of step ``k`` (``s``: its statistics), exact, in two passes over the spool: a
     histogram of the starts, then the rows of the three bins that hold those ranks (memory: the
@@ -348,7 +394,7 @@ def step_quartiles(raw: Spool, keys: Spool, k: int, s: StepStats) -> tuple[int, 
     return out[0], out[1], out[2]
 
 
-def step_rows(raw: Spool, keys: Spool, k: int):
+def step_rows(raw: Spool, keys, k: int):
     """Start ns and latency s of every row of step ``k`` (kept or failed), gathered from the spool, and
     ``line_of(i)``: the file line of its i-th row (the lines are gathered only for a message)."""
     parts = []

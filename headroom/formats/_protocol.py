@@ -69,6 +69,11 @@ class Reader:
         :class:`Rows` in memory) with ``chunks(names)``, ``column(name)``, ``n``.
     layout, one_file_per_step
         How files of the format combine (module docstring).
+    one_step
+        Every file is one step (its plan is always
+        :class:`~headroom.formats._plans.OneStep`): a spooled file's step
+        statistics are then taken while it is parsed, with no pass of
+        their own.
     scan_options
         Reading options its scan takes (``skip_bad_rows``, ``progress``).
     """
@@ -83,6 +88,7 @@ class Reader:
     plan: Callable
     layout: str = "records"
     one_file_per_step: bool = False
+    one_step: bool = False
     scan_options: tuple[str, ...] = ()
 
     def open(self, path: Path, *, chunk_bytes: int = CHUNK_BYTES, options=None) -> Scan:

@@ -90,5 +90,5 @@ def plan(scan: Scan, raw):
 
 READER = Reader(
     "oha-csv", "oha", EXACT, "oha --no-tui --output-format csv URL > results.csv", "a header 'request-start,...'",
-    guess_csv, scan_csv, plan, one_file_per_step=True,
+    guess_csv, scan_csv, plan, one_file_per_step=True, one_step=True,
 )  # fmt: skip

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +86,10 @@ class PromSource:
 
 
 def _get(src: PromSource, path: str, params: dict) -> dict:
+    import urllib.error  # (here: reading a run that has no Prometheus need not load the HTTP client)
+    import urllib.parse
+    import urllib.request
+
     url = src.url.rstrip("/") + path + "?" + urllib.parse.urlencode(params)
     try:
         with urllib.request.urlopen(url, timeout=src.timeout_s) as r:
