@@ -385,14 +385,18 @@ class _Grid:
             self.mode[k], self.t0[k], self.m[k], self.off[k] = 1, fr.t0, len(part.lengths), self.nb
             self.nb += len(part.lengths)
 
+    def bucket_one(self, st: np.ndarray, k: int) -> np.ndarray:
+        """The run-wide bucket of each row of the bucketed step ``k``."""
+        g = st - self.t0[k]
+        np.floor_divide(g, self.bucket_ns, out=g)
+        np.minimum(g, self.m[k] - 1, out=g)
+        g += self.off[k]
+        return g
+
     def bucket(self, st: np.ndarray, key: np.ndarray) -> np.ndarray:
         """The run-wide bucket of each row (all of bucketed steps)."""
         if key[0] == key[-1] and not (key != key[0]).any():  # one step: scalars
-            k = int(key[0])
-            g = st - self.t0[k]
-            np.floor_divide(g, self.bucket_ns, out=g)
-            np.minimum(g, self.m[k] - 1, out=g)
-            return g + self.off[k]
+            return self.bucket_one(st, int(key[0]))
         g = st - self.t0[key]
         np.floor_divide(g, self.bucket_ns, out=g)
         np.minimum(g, self.m[key] - 1, out=g)
@@ -416,16 +420,18 @@ def bucket_steps(
     for st, lat, key in batches():
         if len(key) == 0:
             continue
-        key = np.minimum(key, last)
-        mode = grid.mode[key]
-        b = mode == 1
-        if not b.all():
-            if (mode == 2).any():
-                loose.append((key[mode == 2].astype(np.int64), lat[mode == 2]))
-            st, lat, key = st[b], lat[b], key[b]
-            if len(key) == 0:
+        if key[0] == key[-1] and not (key != key[0]).any():  # rows all of one step: no gather
+            k = min(int(key[0]), last)
+            if grid.mode[k] == 2:
+                loose.append((np.full(len(key), k, np.int64), lat))
+            if grid.mode[k] != 1:
                 continue
-        g = grid.bucket(st, key)
+            g = grid.bucket_one(st, k)
+        else:
+            found = _mixed(grid, st, lat, key, loose)
+            if found is None:
+                continue
+            g, lat = found
         lo, hi = int(g.min()), int(g.max())
         g -= lo
         sums[lo : hi + 1] += np.bincount(g, weights=lat, minlength=hi - lo + 1)
@@ -436,6 +442,21 @@ def bucket_steps(
     _fill_parts(grid, (counts, sums), LatencyHist.drain(hists), rounded)
     _loose_parts(grid, loose)
     return grid.parts
+
+
+def _mixed(grid: _Grid, st: np.ndarray, lat: np.ndarray, key: np.ndarray, loose: list):
+    """The buckets and latencies of the bucketed rows of a batch of several steps (None: no such row);
+    rows of steps too short to bucket go to ``loose``."""
+    key = np.minimum(key, len(grid.mode) - 1)
+    mode = grid.mode[key]
+    b = mode == 1
+    if not b.all():
+        if (mode == 2).any():
+            loose.append((key[mode == 2].astype(np.int64), lat[mode == 2]))
+        st, lat, key = st[b], lat[b], key[b]
+        if len(key) == 0:
+            return None
+    return grid.bucket(st, key), lat
 
 
 def _fill_parts(
@@ -464,7 +485,7 @@ def _loose_parts(grid: _Grid, loose: list) -> None:
         )
 
 
-def _last_end(st: np.ndarray, lat: np.ndarray) -> int:
+def last_end(st: np.ndarray, lat: np.ndarray) -> int:
     """``max(st + rint(lat * 1e9))`` over the rows that can end last (within the longest latency
     of the last start): the same value, without a pass of integer arithmetic over every row."""
     hi = int(st.max())
@@ -483,7 +504,7 @@ def bucket_batch(
     if n < 2:
         return bucket_step(lambda: iter([(st, lat)]), span_of([(st, lat)]), bucket_ns=bucket_ns,
                            min_partial=min_partial, where=where, step=step)  # fmt: skip
-    frame = Frame(int(st.min()), _last_end(st, lat), n)
+    frame = Frame(int(st.min()), last_end(st, lat), n)
     if frame.t1 <= frame.t0:
         return bucket_step(lambda: iter([(st, lat)]), frame, bucket_ns=bucket_ns, min_partial=min_partial,
                            where=where, step=step)  # fmt: skip
@@ -536,7 +557,7 @@ def bucket_stream(
             continue
         lo = int(st.min())
         t0 = lo if t0 is None else min(t0, lo)
-        hi = _last_end(st, lat)
+        hi = last_end(st, lat)
         t1 = hi if t1 is None else max(t1, hi)
         n += len(st)
         if anchor is None:

@@ -120,17 +120,19 @@ def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | Non
 
 def _tally_one(s: StepStats, c: dict, failed: np.ndarray, have: dict) -> None:
     """:func:`_tally` of rows all of one step (``s``), with no runs to find."""
+    from .reduce import last_end
+
     st, lat = c["start_ns"], c["latency_s"]
-    end = st + np.rint(lat * 1e9).astype(np.int64)
     nf = int(np.count_nonzero(failed))
+    end = last_end(st, lat)
     if nf == 0:
-        t0, t1 = int(st.min()), int(end.max())
+        t0, t1 = int(st.min()), end
     elif nf < len(st):
         kept = ~failed
-        t0, t1 = int(st[kept].min()), int(end[kept].max())
+        t0, t1 = int(st[kept].min()), last_end(st[kept], lat[kept])
     else:
         t0 = t1 = None
-    s.merge(len(st), nf, int(st.min()), int(st.max()), float(lat.max()), int(end.max()), t0, t1)
+    s.merge(len(st), nf, int(st.min()), int(st.max()), float(lat.max()), end, t0, t1)
     if nf:
         codes = c["status"][failed] if have["status"] else np.full(nf, -1, np.int64)
         add_codes(s.codes, failed_codes(codes))
@@ -172,13 +174,13 @@ class SpoolSource:
                 continue
             if have is None:  # the columns the format has are kept; the others read back as zeros
                 have = {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
-                raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
+                raw = Spool(RAW, zeros=[k for k, v in have.items() if not v], counting=("line",))
             check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             c = dict(start_ns=b.start_ns, latency_s=b.latency_s,
                      status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
                      key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
-            raw.append(**c)
+            raw.append(own=True, **c)  # (the batch's arrays are not used after this pass)
             if one_step:
                 _tally_one(stats.setdefault(0, StepStats()), c, failed_rows(c, have), have)
         if raw is None or raw.n == 0:
@@ -331,7 +333,7 @@ def bucket_spooled(d: Prepared, frames: dict[int, Frame], settings) -> dict[int,
         for c, key in d.rows(("start_ns", "latency_s")):
             m = key >= 0
             if m.all():
-                yield c["start_ns"] + shift, c["latency_s"], key
+                yield (c["start_ns"] + shift if shift else c["start_ns"]), c["latency_s"], key
             elif m.any():
                 yield c["start_ns"][m] + shift, c["latency_s"][m], key[m]
 
@@ -374,17 +376,15 @@ def step_quartiles(raw: Spool, keys, k: int, s: StepStats) -> tuple[int, int, in
     histogram and those rows)."""
     ranks = [max(int(np.ceil(s.n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
     lo, hi = s.lo, s.hi
-    width = max((hi - lo) // (1 << 16) + 1, 1)
-    counts = np.zeros(((hi - lo) // width) + 1, np.int64)
-    for c, key in _rows(raw, keys, ("start_ns",)):
-        st = c["start_ns"][(key == k) | (key == -2 - k)]
-        counts += np.bincount((st - lo) // width, minlength=len(counts))
+    shift = ((hi - lo) >> 16).bit_length()  # bins of 2**shift ns: at most 65536 of them
+    counts = np.zeros(((hi - lo) >> shift) + 1, np.int64)
+    for st in _step_starts(raw, keys, k):
+        counts += np.bincount((st - lo) >> shift, minlength=len(counts))
     cum = np.cumsum(counts)
     bins = [int(np.searchsorted(cum, r, side="right")) for r in ranks]
     inside: dict[int, list] = {b: [] for b in bins}
-    for c, key in _rows(raw, keys, ("start_ns",)):
-        st = c["start_ns"][(key == k) | (key == -2 - k)]
-        b = (st - lo) // width
+    for st in _step_starts(raw, keys, k):
+        b = (st - lo) >> shift
         for j in inside:
             inside[j].append(st[b == j])
     out = []
@@ -392,6 +392,13 @@ def step_quartiles(raw: Spool, keys, k: int, s: StepStats) -> tuple[int, int, in
         vals = np.sort(np.concatenate(inside[b]))
         out.append(int(vals[r - (int(cum[b - 1]) if b else 0)]))
     return out[0], out[1], out[2]
+
+
+def _step_starts(raw: Spool, keys, k: int):
+    """The start times of the rows of step ``k`` (kept or failed), chunk by chunk."""
+    for c, key in _rows(raw, keys, ("start_ns",)):
+        m = (key == k) | (key == -2 - k)
+        yield c["start_ns"] if m.all() else c["start_ns"][m]
 
 
 def step_rows(raw: Spool, keys, k: int):
