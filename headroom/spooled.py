@@ -352,46 +352,76 @@ def failed_rows(c: dict, have: dict) -> np.ndarray:
 
 def plausible_step(path: Path, s: StepStats, rows, shift: int, quartiles=None) -> None:
     """:func:`check_plausible` on a step: from its statistics, or (a long step) from its start quartiles
-    (``quartiles()``, when given: the rows are gathered only to name a bad one), else from its rows
+    (``quartiles()``, a :class:`StartQuartiles`, when given: the rows are gathered only to name a bad
+    one), else from its rows
     (``rows()``: start ns and latency s of all of them, and ``line_of(i)``, the file line of the i-th)."""
     if s.hi - s.lo < SPAN_TOLERANCE_S * 1e9 - 4096 and s.max_lat <= SPAN_TOLERANCE_S:
         lo, hi = s.lo + shift, s.hi + shift
         if lo >= MIN_TIME_NS and hi < MAX_TIME_NS:
             return
     elif quartiles is not None and MIN_TIME_NS <= s.lo + shift and s.hi + shift < MAX_TIME_NS:
-        # check_plausible's verdict from the quartiles and the extremes (the same arithmetic)
-        q25, mid, q75 = (q + shift for q in quartiles())
-        tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
-        far = max(abs(float(s.lo + shift) - float(mid)), abs(float(s.hi + shift) - float(mid)))
-        if far <= tol_ns and s.max_lat <= tol_ns / 1e9:
+        # check_plausible's verdict from the quartiles and the extremes (the same arithmetic): first
+        # from the bins that hold them (passed at the worst values in those bins: the exact
+        # quartiles pass too), else from the exact quartiles
+        q = quartiles()
+        (_, q25_hi), mid_range, (q75_lo, _) = q.bounds()
+        if _far_ok(s, shift, q25_hi, mid_range, q75_lo):
+            return
+        q25, mid, q75 = q.exact()
+        if _far_ok(s, shift, q25, (mid, mid), q75):
             return
     st, lat, line_of = rows()
     check_plausible(path, st + np.int64(shift) if shift else st, lat, line_of)
 
 
-def step_quartiles(raw: Spool, keys, k: int, s: StepStats) -> tuple[int, int, int]:
+def _far_ok(s: StepStats, shift: int, q25: int, mid: tuple[int, int], q75: int) -> bool:
+    """No start of the step far from the median (``mid``: the median, or the range it lies in: the
+    farthest of it is taken), nor a latency beyond the tolerance, by :func:`check_plausible`'s
+    arithmetic."""
+    tol_ns = max(SPAN_TOLERANCE_S * 1e9, SPAN_TOLERANCE_IQR * float(q75 - q25))
+    ends = (float(s.lo + shift), float(s.hi + shift))
+    far = max(abs(e - float(m + shift)) for e in ends for m in mid)
+    return far <= tol_ns and s.max_lat <= tol_ns / 1e9
+
+
+class StartQuartiles:
     """The 25th, 50th and 75th percentiles (``inverted_cdf``: the ``ceil(n p)``-th smallest) of the start
-    times of the rows of step ``k`` (``s``: its statistics), exact, in two passes over the spool: a
-    histogram of the starts, then the rows of the three bins that hold those ranks (memory: the
-    histogram and those rows)."""
-    ranks = [max(int(np.ceil(s.n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
-    lo, hi = s.lo, s.hi
-    shift = ((hi - lo) >> 16).bit_length()  # bins of 2**shift ns: at most 65536 of them
-    counts = np.zeros(((hi - lo) >> shift) + 1, np.int64)
-    for st in _step_starts(raw, keys, k):
-        counts += np.bincount((st - lo) >> shift, minlength=len(counts))
-    cum = np.cumsum(counts)
-    bins = [int(np.searchsorted(cum, r, side="right")) for r in ranks]
-    inside: dict[int, list] = {b: [] for b in bins}
-    for st in _step_starts(raw, keys, k):
-        b = (st - lo) >> shift
-        for j in inside:
-            inside[j].append(st[b == j])
-    out = []
-    for r, b in zip(ranks, bins):
-        vals = np.sort(np.concatenate(inside[b]))
-        out.append(int(vals[r - (int(cum[b - 1]) if b else 0)]))
-    return out[0], out[1], out[2]
+    times of the rows of step ``k`` (``s``: its statistics): each known to within a bin of ``2**shift``
+    ns after one pass over the spool (a histogram of the starts, :meth:`bounds`), exactly after a
+    second pass over the rows of the three bins that hold them (:meth:`exact`; memory: the histogram
+    and those rows)."""
+
+    def __init__(self, raw: Spool, keys, k: int, s: StepStats):
+        self.raw, self.keys, self.k, self.s = raw, keys, k, s
+        self.ranks = [max(int(np.ceil(s.n * p)) - 1, 0) for p in (0.25, 0.5, 0.75)]
+        self.shift = ((s.hi - s.lo) >> 16).bit_length()  # bins of 2**shift ns: at most 65536 of them
+        counts = np.zeros(((s.hi - s.lo) >> self.shift) + 1, np.int64)
+        for st in _step_starts(raw, keys, k):
+            counts += np.bincount((st - s.lo) >> self.shift, minlength=len(counts))
+        self.cum = np.cumsum(counts)
+        self.bins = [int(np.searchsorted(self.cum, r, side="right")) for r in self.ranks]
+
+    def bounds(self) -> list[tuple[int, int]]:
+        """The lowest and highest value each of the three can have (ns)."""
+        lo, hi, sh = self.s.lo, self.s.hi, self.shift
+        return [(max(lo + (b << sh), lo), min(lo + ((b + 1) << sh) - 1, hi)) for b in self.bins]
+
+    def exact(self) -> tuple[int, int, int]:
+        inside: dict[int, list] = {b: [] for b in self.bins}
+        for st in _step_starts(self.raw, self.keys, self.k):
+            b = (st - self.s.lo) >> self.shift
+            for j in inside:
+                inside[j].append(st[b == j])
+        out = []
+        for r, b in zip(self.ranks, self.bins):
+            vals = np.sort(np.concatenate(inside[b]))
+            out.append(int(vals[r - (int(self.cum[b - 1]) if b else 0)]))
+        return out[0], out[1], out[2]
+
+
+def step_quartiles(raw: Spool, keys, k: int, s: StepStats) -> tuple[int, int, int]:
+    """The exact start quartiles of step ``k`` (:class:`StartQuartiles`)."""
+    return StartQuartiles(raw, keys, k, s).exact()
 
 
 def _step_starts(raw: Spool, keys, k: int):
@@ -427,7 +457,7 @@ def _finish(path: Path, scan, found, split, errors_known: bool, settings) -> Pre
     check_shift = MIN_TIME_NS if scan.relative else 0
     for k in sorted(stats):
         plausible_step(path, stats[k], lambda k=k: step_rows(raw, keys, k), check_shift,
-                       lambda k=k: step_quartiles(raw, keys, k, stats[k]))  # fmt: skip
+                       lambda k=k: StartQuartiles(raw, keys, k, stats[k]))  # fmt: skip
     n_steps = max(len(found.names), max(stats, default=-1) + 1, 1)
     step_errors, codes = None, {}
     if errors_known:

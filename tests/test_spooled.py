@@ -287,3 +287,70 @@ def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
             assert list(step_quartiles(raw, keys, k, stats)) == [int(x) for x in want]
     raw.close()
     keys.close()
+
+
+def _judged(check) -> str:
+    from headroom.model import HeadroomError
+
+    try:
+        check()
+        return "ok"
+    except HeadroomError:
+        return "far"
+
+
+def _edge_step(rng, trial: int):
+    """A long step's starts and latencies; on odd trials its last start at the edge of the tolerance."""
+    n = int(rng.integers(50, 6000))
+    span = int(rng.integers(700, 20_000)) * 10**9
+    start = 1_795_430_000 * 10**9 + np.sort(rng.integers(0, span, n))
+    q25, mid, q75 = np.percentile(start, [25, 50, 75], method="inverted_cdf").astype(np.int64)
+    tol = max(600e9, 10.0 * float(q75 - q25))
+    if trial % 2:  # just inside or just outside the tolerance (else: starts spread evenly)
+        edge = int(mid + tol) + int(rng.integers(-3, 4)) * int(rng.choice([1, 10**6, 10**9]))
+        start[-1] = max(edge, int(start[-2]))
+    return start, rng.random(n) * 0.5
+
+
+def _judge_spooled(start, lat):
+    """plausible_step's verdict on the rows, from a spool; whether the exact quartiles were read."""
+    from headroom.spooled import KEYS, RAW, StartQuartiles, StepStats, plausible_step
+
+    n = len(start)
+    raw, keys = spool.Spool(RAW), spool.Spool(KEYS)
+    z = np.zeros(n, np.int64)
+    raw.append(start_ns=start, latency_s=lat, status=z, ok=z.astype(bool), key=z, line=z + 2)
+    keys.append(step=np.zeros(n, np.int32))
+    try:
+        s = StepStats(n=n, lo=int(start.min()), hi=int(start.max()), max_lat=float(lat.max()))
+        q = StartQuartiles(raw, keys, 0, s)
+        assert all(a <= x <= b for (a, b), x in zip(q.bounds(), q.exact()))
+        calls, exact = [], q.exact
+        q.exact = lambda: calls.append(1) or exact()
+        rows = (start, lat, lambda i: i + 2)
+        return _judged(lambda: plausible_step("f", s, lambda: rows, 0, lambda: q)), bool(calls)
+    finally:
+        raw.close()
+        keys.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_long_step_verdict_from_quartile_bins_equals_the_whole_check(seed, monkeypatch):
+    """A long step judged from the bins that hold its start quartiles (one pass), else from the exact
+    quartiles: the same verdict as ``check_plausible`` on all its rows, on steps built at the edge of
+    the tolerance (one far start placed just inside and just outside it) and on steps with no far
+    start (which the bins decide alone); the bins hold the exact quartiles."""
+    from headroom.formats._checks import check_plausible
+
+    monkeypatch.setattr(spool, "BUDGET_BYTES", 3000 * 41)
+    rng = np.random.default_rng(100 + seed)
+    verdicts, decided_by_bins = [], 0
+    for trial in range(60):
+        start, lat = _edge_step(rng, trial)
+        mine, exact_read = _judge_spooled(start, lat)
+        want = _judged(lambda start=start, lat=lat: check_plausible("f", start, lat, lambda i: i + 2))
+        assert mine == want, (trial, len(start))
+        verdicts.append(mine)
+        decided_by_bins += not exact_read and mine == "ok"
+    assert "ok" in verdicts and "far" in verdicts  # both sides of the edge were met
+    assert decided_by_bins > 10  # and the one-pass shortcut decided some
