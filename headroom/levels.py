@@ -454,8 +454,9 @@ def gatling_active_users(
 
     Parameters
     ----------
-    user_start_ms, user_end_ms : ndarray of int64
-        Times of the ``USER ... START`` and ``USER ... END`` records (ms).
+    user_start_ms, user_end_ms : ndarray of int64 or int32
+        Times of the ``USER ... START`` and ``USER ... END`` records (ms; int32: offsets from
+        an origin ``at_ms`` is counted from too).
     at_ms : ndarray of int64
         Times to count at (request starts, ms), any order.
     window_ms : int
@@ -468,7 +469,7 @@ def gatling_active_users(
     ndarray of int64
         Active users around each time of ``at_ms`` (same order).
     """
-    us, ue = (np.asarray(x, np.int64) for x in (user_start_ms, user_end_ms))
+    us, ue = (_ms(x) for x in (user_start_ms, user_end_ms))
     if not presorted:
         us, ue = _sorted(us), _sorted(ue)
     at = np.asarray(at_ms, np.int64)
@@ -498,10 +499,22 @@ def _active_on_grid(us: np.ndarray, ue: np.ndarray, lo: int, hi: int) -> np.ndar
     the records inside the grid added up (linear in the grid and the records, no search per ms)."""
 
     def at_or_before(x: np.ndarray) -> np.ndarray:
-        a, b = np.searchsorted(x, [lo, hi + 1])
+        # the bounds in x's own type: searchsorted would otherwise copy an int32 x to int64 each time
+        if x.dtype == np.int32 and not (_I32.min <= lo and hi + 1 <= _I32.max):
+            x = x.astype(np.int64)  # (a grid beyond int32 offsets: 24 days from their origin)
+        a, b = np.searchsorted(x, np.array([lo, hi + 1], x.dtype))
         return int(a) + np.cumsum(np.bincount(x[a:b] - lo, minlength=hi - lo + 1))
 
     return at_or_before(us) - at_or_before(ue)
+
+
+_I32 = np.iinfo(np.int32)
+
+
+def _ms(x) -> np.ndarray:
+    """Times in ms as integers: int32 (offsets, as Gatling's binary log keeps them) or int64, uncopied."""
+    a = np.asarray(x)
+    return a if a.dtype in (np.int32, np.int64) else a.astype(np.int64)
 
 
 def _sliding_max(a: np.ndarray, w: int) -> np.ndarray:

@@ -95,6 +95,14 @@ def test_user_records_and_steps_follow_the_plan(name):
     t, r = table(name), ref_requests(name)
     users = ref(name)["users"]
     assert sum(s for _, s, _ in users) == sum(not s for _, s, _ in users)  # every user started and ended
+    # the USER times as the log keeps them (int32 ms since the run's start) and that start
+    sc = gatling_bin.scan(P.REAL / name)
+    for _ in sc.batches():
+        pass
+    assert sc.side["user_base_ms"] == ref(name)["run_start_ms"]
+    for is_start, key in ((True, "user_start_ms"), (False, "user_end_ms")):
+        assert sc.side[key].dtype == np.int32
+        assert sc.side[key].tolist() == [u for _, s, u in users if s == is_start], key
     steps = _reader_steps(t)
     windows = P.plan_windows(r, levels)
     if kind == "concurrency":

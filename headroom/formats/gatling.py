@@ -521,7 +521,16 @@ def steps_of_rows(sc: Scan, rows: Batch):
     how steps were found, rate figures per step or None, notes for the warnings)."""
     st = rows.start_ns // 1_000_000
     en = st + np.rint(rows.latency_s * 1e3).astype(np.int64)
-    return steps_of(st, en, sc.side.get("user_start_ms", ()), sc.side.get("user_end_ms", ()))
+    us, ue, base = user_times(sc.side)
+    if base:  # the binary log's offsets: steps_of takes ms since the epoch
+        us, ue = (None if x is None else x.astype(np.int64) + base for x in (us, ue))
+    return steps_of(st, en, () if us is None else us, () if ue is None else ue)
+
+
+def user_times(side: dict) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+    """A scan's USER START and END times as kept (ms: since the epoch from the text log, since the run's
+    start from the binary log) and what to add to make them ms since the epoch."""
+    return side.get("user_start_ms"), side.get("user_end_ms"), int(side.get("user_base_ms", 0))
 
 
 def finish(sc: Scan, rows: Batch) -> Table:
@@ -557,14 +566,14 @@ class GatlingPlan:
         from ..levels import gatling_active_users
 
         self.scan, self.notes, self.fallback = scan, (), None
-        us, ue = scan.side.get("user_start_ms"), scan.side.get("user_end_ms")
+        us, ue, base = user_times(scan.side)
         if us is None or not len(us):
             self.plan, self.names, self.src = OneStep(scan, ""), ["all"], "no USER records: one step"
             return
-        ue = ue if ue is not None else np.zeros(0, np.int64)
+        ue = ue if ue is not None else np.zeros(0, us.dtype)
         us.sort(), ue.sort()  # once, in place (no copy): every chunk counts against them
-        level = CachedLevels(
-            raw, lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000, presorted=True)
+        level = CachedLevels(  # (request times counted as the user times are kept: from ``base``)
+            raw, lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000 - base, presorted=True)
         )
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
