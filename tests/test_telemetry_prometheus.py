@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -300,7 +301,9 @@ def test_gogc_raised_memory_up_collections_down(tmp_path):
                     [hey, "-z", "4s", "-c", "4", srv.url], capture_output=True, text=True, timeout=60
                 )
                 t1 = time.time_ns()
-                n = int(out.stdout.split("[200]")[1].split()[0])
+                # hey's "Status code distribution:" line ("  [200]\t12345 responses"), not a
+                # latency histogram bucket that happens to hold 200 requests ("0.002 [200]\t|■■")
+                n = int(re.search(r"^\s*\[200\]\s+(\d+) responses", out.stdout, re.M).group(1))
                 time.sleep(2.2)
                 tel = fetch(PromSource(prom.url, match=f'job="{job}"'), t0, t1, pad_s=0)
                 gc = tel.get("gc_cycles_per_s")
