@@ -89,7 +89,9 @@ def guess_can_open(head: bytes) -> bool:
     text = head.lstrip(b"\xef\xbb\xbf")
     first = text.split(b"\n", 1)[0].rstrip(b"\r")
     if first.startswith(b"#["):
-        return any(k in text[:4096] for k in (b"#[StartTime:", b"#[BaseTime:", b"#[Histogram log format version"))
+        return any(
+            k in text[:4096] for k in (b"#[StartTime:", b"#[BaseTime:", b"#[Histogram log format version")
+        )
     if first.startswith(b'"StartTimestamp","Interval_Length"'):
         return True
     if first.startswith(b"Tag="):
