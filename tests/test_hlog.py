@@ -236,3 +236,20 @@ def test_a_truncated_last_line_is_dropped_with_a_warning(tmp_path):
     t = F.read_table(f, "hlog")
     assert any(f"{f}:{last + 1}: dropped a truncated last line" in w for w in t.warnings), t.warnings
     assert len(t.latency_s) == int((whole.line != last + 1).sum())
+
+
+def test_an_intervals_latencies_are_mixed_over_its_span_not_sorted():
+    # the rows of an interval are spread over it in a seeded order: a bucket shorter than the
+    # interval sees the interval's mix (sorted values would put the slow ones at its end)
+    t = F.read_table(SAMPLES / "ycsb-c4.hlog", "hlog")
+    end = t.start_ns + np.rint(t.latency_s * 1e9).astype(np.int64)
+    checked = 0
+    for line in np.unique(t.line):
+        sel = t.line == line
+        if sel.sum() < 200:
+            continue
+        rank_t = np.argsort(np.argsort(end[sel]))
+        rank_l = np.argsort(np.argsort(t.latency_s[sel], kind="stable"))
+        assert abs(np.corrcoef(rank_t, rank_l)[0, 1]) < 0.1, line
+        checked += 1
+    assert checked >= 2
