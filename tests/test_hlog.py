@@ -253,3 +253,27 @@ def test_an_intervals_latencies_are_mixed_over_its_span_not_sorted():
         assert abs(np.corrcoef(rank_t, rank_l)[0, 1]) < 0.1, line
         checked += 1
     assert checked >= 2
+
+
+@pytest.mark.parametrize("c", (1, 8))
+def test_each_intervals_rows_are_its_recorded_values(c):
+    # HdrHistogram_py's own recorded-values iterator on each interval's histogram: value (the
+    # bucket's highest equivalent) and count; the reader takes them from the counts array instead
+    from hdrh.histogram import HdrHistogram
+
+    path = SAMPLES / f"ycsb-c{c}.hlog"
+    t = F.read_table(path, "hlog")
+    us = np.rint(t.latency_s * 1e6).astype(np.int64)
+    seen = 0
+    for n, ln in enumerate(path.read_text().splitlines(), 1):
+        if not ln[:1].isdigit():
+            continue
+        h = HdrHistogram.decode(ln.rsplit(",", 1)[1])
+        want = sorted(
+            v
+            for it in h.get_recorded_iterator()
+            for v in [it.value_iterated_to] * it.count_at_value_iterated_to
+        )
+        assert sorted(us[t.line == n].tolist()) == want, n
+        seen += len(want)
+    assert seen == len(us)

@@ -122,6 +122,7 @@ class _Header:
         self.version: str | None = None
         self.start_s: float | None = None
         self.base_s: float | None = None
+        self.values: dict = {}  # bucket index -> value, per histogram layout (_recorded)
 
     def comment(self, n: int, line: bytes) -> None:
         m = _TIME.match(line)
@@ -185,16 +186,30 @@ def _decode_failed(path: Path, n: int, payload: bytes, why: str):
                         f"'{short(payload.decode('ascii', 'replace'), 30)}'")  # fmt: skip
 
 
-def _rows(h, start_s: float, length_s: float, n: int):
+def _recorded(h, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The recorded values of a decoded histogram (each bucket's highest equivalent value, as its
+    recorded-values iterator gives them) and their counts.  The counts are read from the decoded
+    array at once and the values asked of HdrHistogram_py for the non-zero buckets only (its
+    iterator walks every bucket in Python: 28 ms an interval); ``cache`` keeps them per layout."""
+    counts = np.ctypeslib.as_array(h.counts).astype(np.int64, copy=False)[: h.counts_len]
+    idx = np.flatnonzero(counts)
+    layout = cache.setdefault((h.unit_magnitude, h.sub_bucket_half_count_magnitude), {})
+    vals = np.empty(len(idx), np.int64)
+    for k, i in enumerate(idx.tolist()):
+        v = layout.get(i)
+        if v is None:
+            v = layout[i] = h.get_highest_equivalent_value(h.get_value_from_index(i))
+        vals[k] = v
+    return vals, counts[idx]
+
+
+def _rows(h, start_s: float, length_s: float, n: int, cache: dict):
     """The rows of one interval histogram: latencies (s) in a seeded order, ends spread evenly."""
-    vals, counts = [], []
-    for item in h.get_recorded_iterator():
-        vals.append(item.value_iterated_to)
-        counts.append(item.count_at_value_iterated_to)
-    total = int(sum(counts))
+    vals, counts = _recorded(h, cache)
+    total = int(counts.sum())
     if total == 0:
         return None
-    lat = np.repeat(np.asarray(vals, np.float64) / 1e6, np.asarray(counts, np.int64))
+    lat = np.repeat(vals / 1e6, counts)
     lat = lat[np.random.default_rng(n).permutation(total)]
     t0, span = round(start_s * 1e9), round(length_s * 1e9)
     ends = t0 + (np.arange(total, dtype=np.int64) * 2 + 1) * span // (2 * total)
@@ -252,7 +267,7 @@ def _line_rows(path: Path, hdr: _Header, n: int, line: bytes):
     if start_s * 1e9 < MIN_TIME_NS:
         raise fail(path, n, f"interval start {start_s:.3f} s since the epoch is before 2000: the log has no "
                             "#[StartTime: ...] line to anchor its relative timestamps")  # fmt: skip
-    rows = _rows(_decode(path, n, m[4]), start_s, float(m[2]), n)
+    rows = _rows(_decode(path, n, m[4]), start_s, float(m[2]), n, hdr.values)
     if rows is None:
         return np.zeros(0, np.int64), np.zeros(0), 0
     return rows[0], rows[1], n
