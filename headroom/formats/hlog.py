@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -70,14 +71,13 @@ FIDELITY = (
 EXPORT = ("ycsb run ... -threads C -s -p measurementtype=hdrhistogram -p hdrhistogram.fileoutput=true "
           "-p status.interval=1 (one READ.hdr per concurrency, renamed ycsb-cC.hlog)")  # fmt: skip
 ONE_STEP = "one YCSB run: one step (give one log per step, the concurrency in its name, or --steps)"
-LEGEND = b'"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"'
 #: log format versions whose histograms are V2-encoded (what HdrHistogram_py decodes)
 VERSIONS = ("1.2", "1.3")
 #: Status names of YCSB core (site.ycsb.Status) other than OK: a measurement NAME-<status> holds failures
 FAILED_SUFFIXES = ("-FAILED", "-ERROR", "-NOT_FOUND", "-NOT_IMPLEMENTED", "-UNEXPECTED_STATE",
                    "-BAD_REQUEST", "-FORBIDDEN", "-SERVICE_UNAVAILABLE")  # fmt: skip
 _NUM = rb"(\d+(?:\.\d*)?)"
-_INTERVAL = re.compile(_NUM + b"," + _NUM + b"," + _NUM + rb",(HIST[A-Za-z0-9+/=]+)$")
+_INTERVAL = re.compile(_NUM + b"," + _NUM + b"," + _NUM + rb",([A-Za-z0-9+/=]+)$")
 _VERSION = re.compile(rb"#\[Histogram log format version ([^\]]*)\]")
 _TIME = re.compile(rb"#\[(StartTime|BaseTime): *(\d+(?:\.\d*)?)[ \]]")
 _YEAR_S = 365 * 24 * 3600.0
@@ -101,15 +101,14 @@ def guess_can_open(head: bytes) -> bool:
 
 def _lines(path: Path):
     """(line number, bytes without the line end, ended by a line end) of a plain or gzipped log."""
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
     try:
-        with opener(path, "rb") as f:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open if gz else open)(path, "rb") as f:
             for n, raw in enumerate(f, 1):
                 ended = raw.endswith(b"\n")
                 yield n, raw.rstrip(b"\r\n"), ended
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:
         raise fail(path, None, f"cannot read the log ({e}): a damaged gzip file?") from None
 
 
