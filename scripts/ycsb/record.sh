@@ -27,7 +27,7 @@ fetch() {  # fetch DIR ARTIFACT...
   local dir="$1"; shift
   mkdir -p "$dir"
   for a in "$@"; do
-    timeout 300 mvn -q dependency:copy -Dartifact="$a" -DoutputDirectory="$dir" >/dev/null
+    timeout 300 mvn -B -q dependency:copy -Dartifact="$a" -DoutputDirectory="$dir" >/dev/null
   done
   ls "$dir"/*.jar | tr '\n' ':'
 }
