@@ -350,7 +350,8 @@ def test_every_registered_format_has_a_sample_and_detects_itself():
     fmts = {v[0] for v in SAMPLES.values()} | {
         "throughputramp",
         "ab",
-    }  # ab: tests/test_ab.py (errors unknown)
+        "hlog",
+    }  # ab: tests/test_ab.py (errors unknown); hlog: tests/test_hlog.py (real YCSB logs)
     names = set(formats.FORMATS)
     assert names <= fmts | {"hey"}, names - fmts
     for name, (fmt, _) in SAMPLES.items():
