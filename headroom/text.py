@@ -192,7 +192,11 @@ def unknown_errors_why(run) -> str:
     """Why a run's error count is unknown, in a few words."""
     if run.errors_known:
         return "transport errors not recorded"
-    return "no status column"
+    from .formats import FORMATS
+    from .summary import format_name
+
+    reader = FORMATS.get(format_name(run.format))
+    return reader.errors_unknown if reader is not None else "no status column"
 
 
 def _step_rows(s: Summary) -> list[list[str]]:

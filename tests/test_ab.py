@@ -127,3 +127,22 @@ def test_back_to_back_runs_that_share_every_boundary_second_are_still_steps(tmp_
     p = cli("summary", tmp_path)
     assert p.returncode == 0, p.stderr
     assert "in 5 steps" in p.stdout, p.stdout[:400]
+
+
+@pytest.mark.parametrize(
+    "folder, why",
+    [
+        ("ab-steps", "errors unknown (ab -g writes no status)"),
+        ("ycsb-hlog", "errors unknown (YCSB logs failures apart, in READ-FAILED.hdr)"),
+    ],
+)
+def test_unknown_errors_say_why_for_the_tool(folder, why):
+    """The summary says why a format cannot count failures in the tool's own terms (the reader's
+    ``errors_unknown``), in the terminal and on the HTML page alike."""
+    import headroom
+
+    out = cli("summary", f"tests/data/formats/real/{folder}")
+    assert out.returncode == 0, out.stderr
+    assert why in " ".join(out.stdout.split()), out.stdout[:400]
+    run = headroom.reduce_run(ROOT / "tests/data/formats/real" / folder)
+    assert why.removeprefix("errors ") in run._repr_html_()

@@ -76,6 +76,9 @@ class Reader:
         their own.
     scan_options
         Reading options its scan takes (``skip_bad_rows``, ``progress``).
+    errors_unknown
+        Why a file of it cannot tell failed requests, when it cannot (a few words, for
+        "errors unknown (...)").
     """
 
     name: str
@@ -90,6 +93,7 @@ class Reader:
     one_file_per_step: bool = False
     one_step: bool = False
     scan_options: tuple[str, ...] = ()
+    errors_unknown: str = "no status column"
 
     def open(self, path: Path, *, chunk_bytes: int = CHUNK_BYTES, options=None) -> Scan:
         """:attr:`scan` with the reading options it takes from ``options`` (any object with those

@@ -109,4 +109,5 @@ def looks_like_summary(text: bytes) -> bool:
 READER = Reader(
     "ab", TOOL, FIDELITY, EXPORT, "ab -g's header 'starttime<TAB>seconds<TAB>ctime<TAB>dtime<TAB>ttime<TAB>wait'",
     guess_tsv, scan_tsv, plan, one_file_per_step=True, one_step=True,
+    errors_unknown="ab -g writes no status",
 )  # fmt: skip

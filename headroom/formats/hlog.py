@@ -293,4 +293,5 @@ READER = Reader(
     "hlog", TOOL, FIDELITY, EXPORT,
     "an HdrHistogram interval log ('#[StartTime: ...', '#[Histogram log format version 1.3]' ...)",
     guess_can_open, scan, plan, one_file_per_step=True, one_step=True,
+    errors_unknown="YCSB logs failures apart, in READ-FAILED.hdr",
 )  # fmt: skip
