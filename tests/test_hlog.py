@@ -277,3 +277,24 @@ def test_each_intervals_rows_are_its_recorded_values(c):
         assert sorted(us[t.line == n].tolist()) == want, n
         seen += len(want)
     assert seen == len(us)
+
+
+@pytest.mark.parametrize(
+    "ok_name, failed_name",
+    [("ycsb-c2.hlog", "ycsb-c2-READ-FAILED.hlog"), ("READ.hdr", "READ-FAILED.hdr")],  # ours; YCSB's own
+)
+def test_a_failed_log_beside_its_steps_successes_is_refused_not_a_step(tmp_path, ok_name, failed_name):
+    """A step's READ-FAILED log in the folder of the ramp would be a step of its own (0 requests, the
+    step's failures): refused in one line naming both logs; read alone it is the step's failures."""
+    import shutil
+
+    shutil.copy(SAMPLES / "ycsb-c1.hlog", tmp_path / "ycsb-c1.hlog")
+    shutil.copy(SAMPLES / "ycsb-c2.hlog", tmp_path / ok_name)
+    shutil.copy(OUT / "ycsb-c2-READ-FAILED.hlog", tmp_path / failed_name)
+    p = cli("summary", tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    msg = p.stderr.strip()
+    assert "\n" not in msg and failed_name in msg and f"successes are in {ok_name}" in msg, msg
+    (tmp_path / ok_name).unlink()  # its partner gone: the failed log reads as failed requests
+    t = F.read_table(tmp_path / failed_name, "hlog")
+    assert t.ok is not None and not t.ok.any() and len(t.ok) == 562  # YCSB printed READ-FAILED 562 (c2)

@@ -240,12 +240,12 @@ def _batches(scan: Scan, per_batch: int):
             parts.append(rows)
             held += len(rows[0])
         if held >= per_batch:
-            yield _batch(parts, hdr.name)
+            yield _batch(parts, hdr.name, path)
             parts, held = [], 0
     if intervals == 0:
         raise fail(path, None, f"no intervals (the log has {last} header lines and no interval line)")
     if parts:
-        yield _batch(parts, hdr.name)
+        yield _batch(parts, hdr.name, path)
 
 
 def _line_rows(path: Path, hdr: _Header, n: int, line: bytes):
@@ -272,12 +272,34 @@ def _line_rows(path: Path, hdr: _Header, n: int, line: bytes):
     return rows[0], rows[1], n
 
 
-def _batch(parts, name: str | None) -> Batch:
+def _partner(path: Path, name: str) -> Path | None:
+    """The log of the same step's successes beside a failed-operation log ``path`` (measurement
+    ``name``): ``READ.hdr`` beside YCSB's ``READ-FAILED.hdr``, ``ycsb-c8.hlog`` beside
+    ``ycsb-c8-READ-FAILED.hlog``; None when there is none."""
+    stem = path.name.removesuffix(".gz")
+    for ext in (".hlog", ".hdr"):
+        stem = stem.removesuffix(ext)
+    op = next((name[: -len(x)] for x in FAILED_SUFFIXES if name.endswith(x)), name)
+    stems = [op] if stem == name else [stem[: -len(name) - 1]] if stem.endswith("-" + name) else []
+    for st in stems:
+        for ext in (".hlog", ".hdr", ".hlog.gz", ".hdr.gz"):
+            if st and (path.parent / (st + ext)).is_file():
+                return path.parent / (st + ext)
+    return None
+
+
+def _batch(parts, name: str | None, path: Path) -> Batch:
     st = np.concatenate([p[0] for p in parts])
     lat = np.concatenate([p[1] for p in parts])
     line = np.concatenate([np.full(len(p[0]), p[2], np.int64) for p in parts])
     ok = None
     if name is not None and name.endswith(FAILED_SUFFIXES):
+        partner = _partner(path, name)
+        if partner is not None:  # in a folder of one log per step, it would be a step of its own
+            raise fail(path, None, f"the failed operations ({name}) of the step whose successes are in "
+                                   f"{partner.name}: headroom reads one log per step and does not join "
+                                   "the two; leave the -FAILED logs out of the ramp's folder (its errors "
+                                   "are then unknown)")  # fmt: skip
         ok = np.zeros(len(st), bool)
     return Batch(st, lat, None, ok, None, line)
 
