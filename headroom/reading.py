@@ -532,6 +532,9 @@ def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
 
     if not files.steps or len(files.steps) == 1:
         return "one", [source_for(files, files.request_files[0], s)]
+    files = read_together(files, s)
+    if len(files.steps) == 1:
+        return "one", [source_for(files, files.steps[0], s)]
     readers = [reader_for(p, s.format) for p in files.steps]
     if any(r.name != readers[0].name for r in readers):
         k = next(i for i, r in enumerate(readers) if r.name != readers[0].name)
@@ -551,6 +554,24 @@ def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
     return "spooled", [SpoolSource(p, s, reader) for p in files.steps]
 
 
+def read_together(files: RunFiles, s: ReadSettings) -> RunFiles:
+    """A folder's files without those its reader reads with another of them (``Reader.read_with``)."""
+    from dataclasses import replace
+
+    from .formats import reader_for
+
+    given = {Path(p).resolve() for p in files.steps}
+    kept = []
+    for p in files.steps:
+        with_ = reader_for(p, s.format).read_with
+        other = with_(Path(p)) if with_ is not None else None
+        if other is None or other.resolve() not in given:
+            kept.append(p)
+    if len(kept) == len(files.steps):
+        return files
+    return replace(files, perf=kept[0], steps=tuple(kept) if len(kept) > 1 else ())
+
+
 def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
     """("one", [source]) for one file; ("generators" | "several", sources) for several (the spooled
     formats' spans read here, in this process)."""
@@ -561,7 +582,7 @@ def plan(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
         if not overlapping([t.spans() for t in sources]):
             for t in sources:
                 t.close()
-            return "one", [StepFilesSource(files, s, sources[0].reader)]
+            return "one", [StepFilesSource(read_together(files, s), s, sources[0].reader)]
         return "generators", sources
     return mode, sources
 
@@ -796,7 +817,7 @@ def reduce_partial(files: RunFiles, settings: ReadSettings, client=None) -> Part
     finally:
         runner.release(kept)
     if mode == "spooled":  # files that follow each other: one file per step
-        return _one(StepFilesSource(files, settings, sources[0].reader), runner)
+        return _one(StepFilesSource(read_together(files, settings), settings, sources[0].reader), runner)
     return _sequence(sources, runner)
 
 
@@ -872,6 +893,8 @@ def reduce_run(
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings.of(options, bucket_s=bucket_s, min_partial=min_partial, chunk_bytes=chunk_bytes,
                                progress=progress, keep_requests=keep_requests)  # fmt: skip
+    if len(files.steps) > 1:
+        files = read_together(files, settings)
     cpu_cores = options.cpu_cores
     if isinstance(client, str):
         with _connect(client) as c:

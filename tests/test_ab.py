@@ -133,7 +133,7 @@ def test_back_to_back_runs_that_share_every_boundary_second_are_still_steps(tmp_
     "folder, why",
     [
         ("ab-steps", "errors unknown (ab -g writes no status)"),
-        ("ycsb-hlog", "errors unknown (YCSB logs failures apart, in READ-FAILED.hdr)"),
+        ("ycsb-hlog", "errors unknown (no READ-FAILED log beside it)"),
     ],
 )
 def test_unknown_errors_say_why_for_the_tool(folder, why):

@@ -279,22 +279,52 @@ def test_each_intervals_rows_are_its_recorded_values(c):
     assert seen == len(us)
 
 
-@pytest.mark.parametrize(
-    "ok_name, failed_name",
-    [("ycsb-c2.hlog", "ycsb-c2-READ-FAILED.hlog"), ("READ.hdr", "READ-FAILED.hdr")],  # ours; YCSB's own
-)
-def test_a_failed_log_beside_its_steps_successes_is_refused_not_a_step(tmp_path, ok_name, failed_name):
-    """A step's READ-FAILED log in the folder of the ramp would be a step of its own (0 requests, the
-    step's failures): refused in one line naming both logs; read alone it is the step's failures."""
+def _ramp_with_failures(folder, ok_name="ycsb-c{c}.hlog", failed_name="ycsb-c{c}-READ-FAILED.hlog"):
+    """The four steps' logs in ``folder``, each step's READ-FAILED log beside its successes."""
     import shutil
 
-    shutil.copy(SAMPLES / "ycsb-c1.hlog", tmp_path / "ycsb-c1.hlog")
-    shutil.copy(SAMPLES / "ycsb-c2.hlog", tmp_path / ok_name)
-    shutil.copy(OUT / "ycsb-c2-READ-FAILED.hlog", tmp_path / failed_name)
-    p = cli("summary", tmp_path)
-    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    msg = p.stderr.strip()
-    assert "\n" not in msg and failed_name in msg and f"successes are in {ok_name}" in msg, msg
-    (tmp_path / ok_name).unlink()  # its partner gone: the failed log reads as failed requests
-    t = F.read_table(tmp_path / failed_name, "hlog")
-    assert t.ok is not None and not t.ok.any() and len(t.ok) == 562  # YCSB printed READ-FAILED 562 (c2)
+    folder.mkdir(exist_ok=True)
+    for c in (1, 2, 4, 8):
+        shutil.copy(SAMPLES / f"ycsb-c{c}.hlog", folder / ok_name.format(c=c))
+        shutil.copy(OUT / f"ycsb-c{c}-READ-FAILED.hlog", folder / failed_name.format(c=c))
+    return folder
+
+
+def test_a_steps_failed_log_beside_its_successes_gives_its_errors(tmp_path):
+    """Each step's READ-FAILED log beside its READ log is read with it, not as a step: the step's
+    errors are YCSB's printed READ-FAILED operations (= its Return=NOT_FOUND), its requests and
+    percentiles those of READ alone (the failures are left out of the latencies)."""
+    folder = _ramp_with_failures(tmp_path / "ramp")
+    got = summary_json(folder)
+    alone = summary_json(SAMPLES)
+    assert [s["concurrency"] for s in got["steps"]] == [1, 2, 4, 8]
+    for c, s, a in zip((1, 2, 4, 8), got["steps"], alone["steps"]):
+        ycsb = ycsb_printed(c)
+        assert s["errors"] == ycsb["READ-FAILED", "Operations"] == ycsb["READ", "Return=NOT_FOUND"], c
+        assert s["requests"] == a["requests"] == ycsb["READ", "Operations"], c
+        assert [s[k] for k in ("p50_s", "p99_s", "max_s")] == [a[k] for k in ("p50_s", "p99_s", "max_s")], c
+    assert got["requests"]["errors"] == sum(
+        ycsb_printed(c)["READ-FAILED", "Operations"] for c in (1, 2, 4, 8)
+    )
+    # the successes logs given by name find their failed logs too
+    listed = cli("summary", *[folder / f"ycsb-c{c}.hlog" for c in (1, 2, 4, 8)], "--json", "-")
+    assert listed.returncode == 0, listed.stderr
+    assert [s["errors"] for s in json.loads(listed.stdout)["steps"]] == [s["errors"] for s in got["steps"]]
+
+
+def test_ycsbs_own_names_pair_too_and_a_failed_log_alone_is_its_failures(tmp_path):
+    """YCSB's own names (READ.hdr, READ-FAILED.hdr) pair as ours do; the failed log given alone beside
+    its successes is refused in one line naming the log to give; moved apart, it is read as failed
+    requests."""
+    one = tmp_path / "c2"
+    one.mkdir()
+    _ramp_with_failures(one, "READ.hdr", "READ-FAILED.hdr")  # (each copy overwrites: step c8 is left)
+    t = F.read_table(one / "READ.hdr", "hlog")
+    n_ok, n_failed = ycsb_printed(8)["READ", "Operations"], ycsb_printed(8)["READ-FAILED", "Operations"]
+    assert len(t.ok) == n_ok + n_failed and int((~t.ok).sum()) == n_failed
+    p = cli("summary", one / "READ-FAILED.hdr")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert "READ-FAILED.hdr" in p.stderr and "give READ.hdr" in p.stderr, p.stderr
+    (one / "READ.hdr").unlink()
+    t = F.read_table(one / "READ-FAILED.hdr", "hlog")
+    assert t.ok is not None and not t.ok.any() and len(t.ok) == n_failed

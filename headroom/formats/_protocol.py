@@ -79,6 +79,10 @@ class Reader:
     errors_unknown
         Why a file of it cannot tell failed requests, when it cannot (a few words, for
         "errors unknown (...)").
+    read_with
+        ``(path) -> Path | None``: the file a file of it is read with (a part of that
+        file's step, such as YCSB's failed-operation log beside its successes): a folder
+        of one file per step leaves it out of the steps.  None: every file is its own.
     """
 
     name: str
@@ -94,6 +98,7 @@ class Reader:
     one_step: bool = False
     scan_options: tuple[str, ...] = ()
     errors_unknown: str = "no status column"
+    read_with: Callable | None = None
 
     def open(self, path: Path, *, chunk_bytes: int = CHUNK_BYTES, options=None) -> Scan:
         """:attr:`scan` with the reading options it takes from ``options`` (any object with those

@@ -225,7 +225,29 @@ def scan(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
 
 
 def _batches(scan: Scan, per_batch: int):
-    path, hdr = scan.path, _Header(scan.path)
+    """The log's rows; a successes log's step failures from the failed-operation logs beside it."""
+    hdr = _Header(scan.path)
+    beside: list[Path] | None = None  # found once the log's name is read (before its first batch)
+    for parts in _parts(scan, scan.path, hdr, per_batch):
+        if beside is None:
+            beside = _beside(scan.path, hdr.name)
+            if beside:
+                scan.side["failures_from"] = [p.name for p in beside]
+        yield _batch(parts, hdr.name, scan.path, joined=bool(beside))
+    for other in beside or ():
+        o = _Header(other)
+        for parts in _parts(scan, other, o, per_batch):
+            if not (o.name or "").endswith(FAILED_SUFFIXES):
+                raise fail(
+                    other, None, f"expected a failed-operation log ({hdr.name}-FAILED), found {o.name}"
+                )
+            b = _batch(parts, o.name, other, joined=True)
+            b.line[:] = 0  # rows of another file: no line of this one to name
+            yield b
+
+
+def _parts(scan: Scan, path: Path, hdr: _Header, per_batch: int):
+    """The rows of one log, as lists of interval parts of about ``per_batch`` rows."""
     parts, held, intervals, last = [], 0, 0, 0
     for n, line, ended in _lines(path):
         last = n
@@ -240,12 +262,12 @@ def _batches(scan: Scan, per_batch: int):
             parts.append(rows)
             held += len(rows[0])
         if held >= per_batch:
-            yield _batch(parts, hdr.name, path)
+            yield parts
             parts, held = [], 0
     if intervals == 0:
         raise fail(path, None, f"no intervals (the log has {last} header lines and no interval line)")
     if parts:
-        yield _batch(parts, hdr.name, path)
+        yield parts
 
 
 def _line_rows(path: Path, hdr: _Header, n: int, line: bytes):
@@ -272,35 +294,72 @@ def _line_rows(path: Path, hdr: _Header, n: int, line: bytes):
     return rows[0], rows[1], n
 
 
+_EXTS = (".hlog", ".hdr", ".hlog.gz", ".hdr.gz")
+
+
+def _stem(path: Path) -> tuple[str, str]:
+    """A log's name without its extension, and the extension."""
+    for ext in _EXTS:
+        if path.name.endswith(ext):
+            return path.name[: -len(ext)], ext
+    return path.stem, path.suffix
+
+
 def _partner(path: Path, name: str) -> Path | None:
     """The log of the same step's successes beside a failed-operation log ``path`` (measurement
     ``name``): ``READ.hdr`` beside YCSB's ``READ-FAILED.hdr``, ``ycsb-c8.hlog`` beside
     ``ycsb-c8-READ-FAILED.hlog``; None when there is none."""
-    stem = path.name.removesuffix(".gz")
-    for ext in (".hlog", ".hdr"):
-        stem = stem.removesuffix(ext)
+    stem, _ = _stem(path)
     op = next((name[: -len(x)] for x in FAILED_SUFFIXES if name.endswith(x)), name)
     stems = [op] if stem == name else [stem[: -len(name) - 1]] if stem.endswith("-" + name) else []
     for st in stems:
-        for ext in (".hlog", ".hdr", ".hlog.gz", ".hdr.gz"):
+        for ext in _EXTS:
             if st and (path.parent / (st + ext)).is_file():
                 return path.parent / (st + ext)
     return None
 
 
-def _batch(parts, name: str | None, path: Path) -> Batch:
+def _beside(path: Path, name: str | None) -> list[Path]:
+    """The failed-operation logs of a successes log's step beside it (the names :func:`_partner` pairs):
+    ``READ-FAILED.hdr`` beside ``READ.hdr``, ``ycsb-c8-READ-FAILED.hlog`` beside ``ycsb-c8.hlog``."""
+    if name is None or name.endswith(FAILED_SUFFIXES):
+        return []
+    stem, _ = _stem(path)
+    heads = [name] if stem == name else [f"{stem}-{name}"]
+    return [path.parent / (h + x + ext) for h in heads for x in FAILED_SUFFIXES for ext in _EXTS
+            if (path.parent / (h + x + ext)).is_file()]  # fmt: skip
+
+
+def read_with(path: Path) -> Path | None:
+    """The successes log a failed-operation log is read with (its step's failures), else None: a
+    folder of one log per step leaves it out of the steps."""
+    name = _name(path)
+    return _partner(path, name) if name is not None and name.endswith(FAILED_SUFFIXES) else None
+
+
+def _name(path: Path) -> str | None:
+    """The measurement a log is of (YCSB's first line, ``#[Logging for: NAME]``), else None."""
+    for _, line, _ in _lines(path):
+        if line.startswith(b"#[Logging for: "):
+            return line[len(b"#[Logging for: ") :].rstrip(b"]").decode("utf-8", "replace")
+        if not line.startswith(b"#"):
+            return None
+    return None
+
+
+def _batch(parts, name: str | None, path: Path, joined: bool = False) -> Batch:
+    """Rows of interval parts: failed ones (``ok`` False) from a failed-operation log, successes
+    (``ok`` True) when failures are joined to them, else ``ok`` None (errors unknown)."""
     st = np.concatenate([p[0] for p in parts])
     lat = np.concatenate([p[1] for p in parts])
     line = np.concatenate([np.full(len(p[0]), p[2], np.int64) for p in parts])
-    ok = None
-    if name is not None and name.endswith(FAILED_SUFFIXES):
+    failed = name is not None and name.endswith(FAILED_SUFFIXES)
+    if failed and not joined:
         partner = _partner(path, name)
-        if partner is not None:  # in a folder of one log per step, it would be a step of its own
+        if partner is not None:
             raise fail(path, None, f"the failed operations ({name}) of the step whose successes are in "
-                                   f"{partner.name}: headroom reads one log per step and does not join "
-                                   "the two; leave the -FAILED logs out of the ramp's folder (its errors "
-                                   "are then unknown)")  # fmt: skip
-        ok = np.zeros(len(st), bool)
+                                   f"{partner.name}, which reads them with it: give {partner.name}")  # fmt: skip
+    ok = np.full(len(st), not failed) if (failed or joined) else None
     return Batch(st, lat, None, ok, None, line)
 
 
@@ -315,5 +374,5 @@ READER = Reader(
     "hlog", TOOL, FIDELITY, EXPORT,
     "an HdrHistogram interval log ('#[StartTime: ...', '#[Histogram log format version 1.3]' ...)",
     guess_can_open, scan, plan, one_file_per_step=True, one_step=True,
-    errors_unknown="YCSB logs failures apart, in READ-FAILED.hdr",
+    errors_unknown="no READ-FAILED log beside it", read_with=read_with,
 )  # fmt: skip
