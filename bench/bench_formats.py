@@ -219,6 +219,49 @@ def plain_gatling_binary(p):
     return len(join(list(gatling_bin.scan(p).batches())))
 
 
+def write_hlog(p, n):
+    """A YCSB HdrHistogram interval log (format 1.3, V2-encoded histograms, microseconds) of the same
+    requests: one histogram per 1 s interval of their ends (successes only, as YCSB's READ.hdr), written
+    with HdrHistogram_py's encoder (the samples in tests/data/formats/real/ycsb-hlog are YCSB's own)."""
+    from hdrh.histogram import HdrHistogram
+
+    step, start, lat, code = _data(n)
+    end_us = (start + lat) // 1000
+    lat_us = np.maximum(lat // 1000, 1)
+    t0_us = int(end_us.min()) // 1_000_000 * 1_000_000
+    sec = (end_us - t0_us) // 1_000_000
+    order = np.argsort(sec, kind="stable")
+    sec, lat_us = sec[order], lat_us[order]
+    cuts = np.flatnonzero(np.r_[True, sec[1:] != sec[:-1], True])
+    with open(p, "w") as f:
+        f.write(f"#[Logging for: READ]\n#[Histogram log format version 1.3]\n"
+                f"#[StartTime: {t0_us / 1e6:.3f} (seconds since epoch), bench]\n"
+                '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')  # fmt: skip
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            h = HdrHistogram(1, 3_600_000_000, 3)
+            values, counts = np.unique(lat_us[a:b], return_counts=True)
+            for v, c in zip(values.tolist(), counts.tolist()):
+                h.record_value(v, c)
+            payload = h.encode().decode("ascii")
+            f.write(f"{int(sec[a]):.3f},1.000,{int(values[-1]) / 1000:.3f},{payload}\n")
+
+
+def plain_hlog(p):
+    # the least that gives one value per request: every interval's histogram decoded by the maintained
+    # decoder (HdrHistogram_py) and its counts repeated into per-request bucket indices (numpy)
+    from hdrh.histogram import HdrHistogram
+
+    n = 0
+    with open(p, "rb") as f:
+        for line in f:
+            if line[:1].isdigit():
+                h = HdrHistogram.decode(line.rstrip().rsplit(b",", 1)[1])
+                counts = np.ctypeslib.as_array(h.counts)[: h.counts_len].astype(np.int64)
+                nz = np.flatnonzero(counts)
+                n += len(np.repeat(nz, counts[nz]))
+    return n
+
+
 def write_oha(p, n):
     step, start, lat, code = _data(n)
     with open(p, "w") as f:
@@ -304,6 +347,7 @@ CASES = [
     ("Gatling binary log", "simulation-binary.log", write_gatling_binary, plain_gatling_binary),
     ("ab -g", "ab.tsv", write_ab, lambda p: plain_csv(p, delimiter="\t")),
     ("oha CSV", "oha.csv", write_oha, plain_csv),
+    ("hlog (YCSB)", "ycsb-c1.hlog", write_hlog, plain_hlog),
 ]
 
 

@@ -61,6 +61,7 @@ WRITERS = {
     "gatling-binary": (BF.write_gatling_binary, ".log"),
     "ab": (BF.write_ab, ".tsv"),
     "oha-csv": (BF.write_oha, ".csv"),
+    "hlog": (BF.write_hlog, ".hlog"),
 }
 
 
