@@ -893,15 +893,14 @@ def reduce_run(
     fields = read_metadata(files.meta) if files.meta else {}
     settings = ReadSettings.of(options, bucket_s=bucket_s, min_partial=min_partial, chunk_bytes=chunk_bytes,
                                progress=progress, keep_requests=keep_requests)  # fmt: skip
-    if len(files.steps) > 1:
-        files = read_together(files, settings)
-    cpu_cores = options.cpu_cores
+    files = read_together(files, settings)
     if isinstance(client, str):
         with _connect(client) as c:
             p = reduce_partial(files, settings, c)
     else:
         p = reduce_partial(files, settings, client)
-    return run_from_partial(p, files, fields, settings, label=label, cpu_cores=cpu_cores, telemetry=telemetry)
+    return run_from_partial(p, files, fields, settings, label=label, cpu_cores=options.cpu_cores,
+                            telemetry=telemetry)  # fmt: skip
 
 
 #: the name of a run folder's reduced form (headroom.reduce.save_run), read when the folder
