@@ -150,10 +150,13 @@ def test_perf_per_step_where_the_machine_allows(binary, tmp_path):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     files = sorted(p.name for p in (out / "profiles").iterdir())
-    assert files == ["step-001-c2.perf.txt", "step-002-c4.perf.txt"], done.stderr
+    # the last step's perf window can slip past the end of the ramp's load on a busy machine (perf
+    # starts late): then it catches no sample, and says so instead of writing an empty profile
+    assert files[0] == "step-001-c2.perf.txt", done.stderr
+    assert files[1:] == ["step-002-c4.perf.txt"] or "caught no sample" in done.stderr, (files, done.stderr)
     ps = hp(out)
-    assert [s.profile.kind for s in ps.steps] == ["perf", "perf"]
-    top = [t["function"] for t in ps.steps[-1].top(15)]
+    assert ps.steps[0].profile.kind == "perf"
+    top = [t["function"] for t in ps.steps[0].top(15)]  # step 1 is followed by step 2's load
     assert any(f.startswith("regexp.") for f in top), top
 
 
@@ -231,3 +234,24 @@ def test_a_404_pprof_endpoint_exits_2_before_the_ramp(binary, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "answered HTTP 404" in lines[0] and "Traceback" not in done.stderr
     assert not (out / "perfResults.csv").exists()
+
+
+def test_perf_of_an_idle_process_is_said_not_written_empty():
+    """A process off CPU for the whole window (a sleeping one) gives no stacks: one line says so,
+    and no empty profile is written for the step."""
+    from headroom.profiles.perf import record_collapsed, why_perf_fails
+
+    if "perf" in __import__("conftest").TOOL_INSTALL:
+        need_tool("perf")
+    elif shutil.which("perf") is None:
+        pytest.skip("perf is not installed (apt-get install linux-perf)")
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        why = why_perf_fails(idle.pid)
+        if why:
+            pytest.skip(f"perf cannot sample here: {why}")
+        got = record_collapsed(idle.pid, 1)
+    finally:
+        idle.kill()
+        idle.wait()
+    assert isinstance(got, str) and "caught no sample in 1 s" in got, got

@@ -116,5 +116,8 @@ def record_collapsed(pid: int, seconds: int) -> bytes | str:
         if out.returncode != 0:
             return f"perf script failed (exit {out.returncode})"
     stacks = collapse(out.stdout)
+    if not stacks:  # nothing to show: said, not written as an empty profile
+        return (f"perf record -p {pid} caught no sample in {seconds} s (the process was off CPU then: "
+                "the step's load had ended, or not begun)")  # fmt: skip
     head = f"# headroom perf: pid={pid} start_ns={t0} duration_s={seconds} frequency_hz=99\n"
     return (head + "".join(f"{s} {n}\n" for s, n in sorted(stacks.items()))).encode()
