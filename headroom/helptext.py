@@ -80,11 +80,11 @@ _HOLM_KEYS = ("cpu_s_per_req", "paired_plateau_rps", "p50_s", "p99_s")
 def planned_weights(*, has_cpu: bool = True, runs: tuple[int, int] = (1, 1)) -> dict[str, float]:
     """The Holm starting weights a comparison of ``runs`` runs a side plans at the default threshold
     and confidence, errors judged (the same calls :func:`headroom.compare.compare_runs` makes)."""
-    from .compare import _Design, planned_se, power_weights
+    from .compare import Design, planned_se, power_weights
 
     d = compare_defaults()
     keys = [k for k in _HOLM_KEYS if has_cpu or k != "cpu_s_per_req"]
-    planned = {k: planned_se(k, None, _Design(), runs) for k in keys}
+    planned = {k: planned_se(k, 0, Design(), runs) for k in keys}
     return power_weights(planned, True, d["threshold"], 1.0 - d["confidence"])
 
 

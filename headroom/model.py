@@ -81,6 +81,11 @@ class RunMeta:
         ``lower + k * step`` from metadata, or None if unknown."""
         if self.step_concurrency is not None and 0 <= step_index < len(self.step_concurrency):
             return self.step_concurrency[step_index]
+        done = self.fields.get("concurrency")  # headroom ramp's levels, one per step (repeated levels too)
+        if isinstance(done, list) and 0 <= step_index < len(done):
+            c = done[step_index]
+            if isinstance(c, int) and not isinstance(c, bool):
+                return c
         ramp = self.ramp()
         if ramp is None:
             return None

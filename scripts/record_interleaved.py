@@ -17,6 +17,11 @@ gzips every perfResults.csv (-9).  Every process is bounded in time.  It
 refuses to overwrite an existing set folder.
 
 Environment: GEN_CPU (0), SERVER_CPU (1), CONC (1:31:3), STEP (2s), PAUSE (2s).
+
+The sets of issue 37 (``dev-*``: recorded while the model across load was built; ``r5-*``: recorded
+after it was fixed, the held-out check) name their foreign load and pairs per level in LOADS and
+SETS5: ``record`` starts the load's hogs (one seeded ``cpu_hog.py`` each, pinned as listed) and
+passes ``--pairs-per-level``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ GO = {
     "cpu20": {"work": 3690},
     "x2": {"work": 6430},
     "latency": {"work": 3000, "delay": "100us"},
+    # issue 37: a handler that waits 200 us (latency with little CPU); +30 % CPU per request
+    "latency200": {"work": 3000, "delay": "200us"},
+    "cpu30": {"work": 4030},
 }
 #: set -> (server kind, A variant, B variant, recordings, hog seed)
 SETS = {
@@ -75,6 +83,21 @@ SETS = {
     "go-latency-4": ("go", "base", "latency", 8, 2652),
     "go-x2-4": ("go", "base", "x2", 8, 2653),
 }
+#: foreign load -> hogs (CPU, lowest duty, highest duty): "30" about 30 % of the 2-core machine,
+#: "70" about 70 % (what the hogs get depends on what else runs: foreign_cpu in metadata says)
+LOADS = {
+    "30": [("SERVER", 0.5, 0.9)],
+    "70": [("SERVER", 0.7, 0.95), ("SERVER", 0.7, 0.95), ("GEN", 0.6, 0.9)],
+}
+#: issue 37's sets: name -> (server kind, A variant, B variant, recordings, hog seed, load, pairs per level)
+SETS5 = {
+    "dev-go-aa-70": ("go", "base", "base", 4, 3701, "70", 2),
+    "dev-go-latency200-70": ("go", "base", "latency200", 3, 3702, "70", 2),
+    "dev-nginx-aa-70": ("nginx", "keepalive", "keepalive", 4, 3703, "70", 2),
+    "dev-go-aa-30": ("go", "base", "base", 3, 3704, "30", 2),
+}
+for _k, _v in SETS5.items():
+    SETS[_k] = _v[:5]
 #: sets recorded with other step lengths or levels than STEP and CONC
 TIMING = {"x2-1s": ("1:31:2", "1s"), "aa-1s": ("1:31:2", "1s")}
 
@@ -121,6 +144,21 @@ def describe(name: str) -> str:
     )
 
 
+def start_hogs(name: str, seed: int, seconds: float, work: Path) -> list:
+    """The set's CPU hogs: one for the old sets (on the servers' core), LOADS[load] for SETS5."""
+    if name not in SETS5:
+        return [rc.start_hog(seed, seconds, work, SERVER_CPU)]
+    out = []
+    for i, (where, lo, hi) in enumerate(LOADS[SETS5[name][5]]):
+        cpu = SERVER_CPU if where == "SERVER" else GEN_CPU
+        cmd = ["taskset", "-c", cpu, sys.executable, str(ROOT / "scripts" / "cpu_hog.py")]
+        cmd += ["--seed", str(seed * 10 + i), "--duration", str(seconds)]
+        cmd += ["--min-duty", str(lo), "--max-duty", str(hi)]
+        log = open(work / f"hog{i + 1}.log" if i else work / "hog.log", "w")
+        out.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=log, start_new_session=True))
+    return out
+
+
 def record(name: str) -> int:
     kind, va, vb, n, seed = SETS[name]
     dest = OUT / name
@@ -130,15 +168,19 @@ def record(name: str) -> int:
     make = rc.Pair if kind == "nginx" else GoPair
     pairs: list = []
     hog = None
-    budget = n * 150 + 120  # s: an 11-level recording of both sides takes 55-100 s
+    hogs: list = []
+    budget = n * 150 * (SETS5[name][6] if name in SETS5 else 1) + 120  # s: an 11-level recording of both sides takes 55-100 s
     try:
         a = make(va, work).start()
         pairs.append(a)
         b = make(vb, work).start()
         pairs.append(b)
-        hog = rc.start_hog(seed, budget, work, SERVER_CPU)
+        hogs = start_hogs(name, seed, budget, work)
+        hog = hogs[0]
         cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url]
         cmd += ["--interleave", "steps", "--repeats", str(n), "-o", str(dest)]
+        if name in SETS5:
+            cmd += ["--pairs-per-level", str(SETS5[name][6])]
         conc, step = TIMING.get(name, (CONC, STEP))
         cmd += ["--concurrency", conc, "--step-duration", step, "--pause", PAUSE]
         cmd += ["--description", describe(name), "--progress"]
@@ -150,17 +192,18 @@ def record(name: str) -> int:
             log.flush()
             code = subprocess.run(cmd, cwd=ROOT, env=env, stderr=log, timeout=budget + 300).returncode
     finally:
-        if hog is not None and hog.poll() is None:
-            hog.send_signal(signal.SIGTERM)
-            hog.wait(timeout=10)
+        for h in hogs if hog is not None else []:
+            if h.poll() is None:
+                h.send_signal(signal.SIGTERM)
+                h.wait(timeout=10)
         for p in pairs:
             p.stop()
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(work / "record.log", dest / "record.log")
     if kind == "nginx":
         rc.keep_configs(work, dest, pairs)
-    elif (work / "hog.log").exists():
-        shutil.copy(work / "hog.log", dest / "hog.log")
+    for log in sorted(work.glob("hog*.log")):
+        shutil.copy(log, dest / log.name)
     for f in sorted(dest.glob("*/perfResults.csv")):
         subprocess.run(["gzip", "-9", str(f)], check=True)
     shutil.rmtree(work, ignore_errors=True)

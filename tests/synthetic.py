@@ -85,34 +85,40 @@ def ramp(
     drift: float = 0.0,
     factors: dict | None = None,
     cpu_slowdown: float | None = None,
+    plan: np.ndarray | None = None,
 ) -> Run:
     """One synthetic ramp run, reproducible from its seed.
 
     ``factors`` (for :func:`interleaved`) gives the host's factors instead of
     drawing them: ``f_run``, ``f_cpu``, ``tail_run``, ``f_steps`` and
     ``cpu_steps`` (per step).  ``cpu_slowdown``: CPU per request changes by
-    this factor, latency by ``slowdown`` (default: the same).
+    this factor, latency by ``slowdown`` (default: the same).  ``plan``: the concurrency of every
+    step (default PLAN; a level repeated is recorded that many times in a row, as
+    ``headroom ramp --pairs-per-level`` records it); ``slowdown`` may be an array, one factor per
+    step (a change that varies with load).
     """
+    plan = PLAN if plan is None else np.asarray(plan)
+    slowdown = np.broadcast_to(np.asarray(slowdown, np.float64), plan.shape)
     nz = {**NOISE, **(noise or {})}
     rng = np.random.default_rng(seed)
     if factors is None:
         f_run = np.exp(rng.normal(0, nz["run"]) + drift)
         f_cpu = np.exp(rng.normal(0, nz["cpu_run"]))
         tail_run = 3.0 * np.exp(rng.normal(0, nz["tail_run"]))
-        f_steps = np.exp(_ar1(rng, len(PLAN), nz["step"], nz["step_rho"]))
+        f_steps = np.exp(_ar1(rng, len(plan), nz["step"], nz["step_rho"]))
         cpu_steps = None
     else:
         f_run, f_cpu, tail_run = factors["f_run"], factors["f_cpu"], factors["tail_run"]
         f_steps, cpu_steps = factors["f_steps"], factors["cpu_steps"]
-    cpu_slow = slowdown if cpu_slowdown is None else cpu_slowdown
+    cpu_slow = slowdown if cpu_slowdown is None else np.broadcast_to(np.asarray(cpu_slowdown, float), plan.shape)
     t = 1_700_000_000 * 10**9
     starts, lats, offsets, cpu_t, cpu_p = [], [], [0], [], []
-    for k, n in enumerate(PLAN):
+    for k, n in enumerate(plan):
         dur = rng.uniform(1.0, 5.0)
-        r_step = n / usl(n) * slowdown * f_run * f_steps[k]
+        r_step = n / usl(n) * slowdown[k] * f_run * f_steps[k]
         tail = tail_run * np.exp(rng.normal(0, nz["tail_step"]))
         cpu_f = np.exp(rng.normal(0, nz["cpu_step"])) if cpu_steps is None else cpu_steps[k]
-        cpu_step = CPU_S_PER_REQ * cpu_slow * f_cpu * cpu_f
+        cpu_step = CPU_S_PER_REQ * cpu_slow[k] * f_cpu * cpu_f
         step_rows = 0
         for j in range(int(np.ceil(dur))):
             length = min(1.0, dur - j)
@@ -127,8 +133,10 @@ def ramp(
     req = Requests(np.concatenate(starts), np.concatenate(lats), np.asarray(offsets, np.int64))
     cpu = CpuSamples(np.asarray(cpu_t, np.int64), np.asarray(cpu_p), None, 1.0, "synthetic")
     fields = {"lower_concurrency": 1, "concurrency_step": 3, "sha": label}
+    if len(plan) != len(PLAN) or not np.array_equal(plan, PLAN):
+        fields["concurrency"] = [int(c) for c in plan]
     return Run(
-        req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(PLAN), np.int64)
+        req, cpu, RunMeta(label, f"synthetic:{seed}", fields), step_errors=np.zeros(len(plan), np.int64)
     )
 
 
@@ -142,6 +150,10 @@ def ramp(
 #: rounding of 0.2 ms latencies, which the model does not have: its p50 moves with throughput,
 #: by Little's law.  ``tail_step`` replaces the per-step tail noise of NOISE for both sides.
 PAIR_NOISE = {"pair": 0.48, "pair_rho": 0.3, "cpu_pair": 0.065, "cpu_pair_rho": 0.3, "tail_step": 0.55}
+#: the pair noise measured on the dev-* recordings with two pairs per level at about 80 % foreign load
+#: (``bench/noise.py --paired``: pure error within levels and level residuals alike, throughput 0.30-0.34,
+#: p50 0.38, p99 0.33-0.36, CPU per request 0.08-0.09; neighbouring levels' correlation -0.16 to +0.10)
+PAIR_NOISE_2 = {"pair": 0.33, "pair_rho": 0.0, "cpu_pair": 0.085, "cpu_pair_rho": 0.0, "tail_step": 0.45}
 
 
 def interleaved(
@@ -152,14 +164,23 @@ def interleaved(
     noise: dict | None = None,
     pair_noise: dict | None = None,
     job: str = "synthetic",
+    pairs: int = 1,
 ) -> tuple[Run, Run]:
     """One interleaved recording (A, B): both sides share the host's run and step factors, each
     step has its own pair noise; B's server is ``slowdown`` times slower (CPU per request
-    ``cpu_slowdown``, default the same).  Metadata says ``ab.design: interleaved steps``."""
-    pn = {**PAIR_NOISE, **(pair_noise or {})}
+    ``cpu_slowdown``, default the same; either may be a function of the concurrency, a change
+    that varies with load).  ``pairs``: steps per level and side (``--pairs-per-level``).
+    Metadata says ``ab.design: interleaved steps``."""
+    pn = {**(PAIR_NOISE if pairs == 1 else PAIR_NOISE_2), **(pair_noise or {})}
     nz = {**NOISE, "tail_step": pn["tail_step"], **(noise or {})}
     rng = np.random.default_rng([seed, 17])
-    n = len(PLAN)
+    plan = np.repeat(PLAN, pairs)
+    n = len(plan)
+    slow = np.array([slowdown(c) if callable(slowdown) else slowdown for c in plan], float)
+    if cpu_slowdown is None:
+        cslow_all = slow
+    else:
+        cslow_all = np.array([cpu_slowdown(c) if callable(cpu_slowdown) else cpu_slowdown for c in plan], float)
     shared = {
         "f_run": float(np.exp(rng.normal(0, nz["run"]))),
         "f_cpu": float(np.exp(rng.normal(0, nz["cpu_run"]))),
@@ -167,11 +188,13 @@ def interleaved(
     }
     host = _ar1(rng, n, nz["step"], nz["step_rho"])
     out = []
-    for k, (side, slow, cslow) in enumerate((("a", 1.0, 1.0), ("b", slowdown, cpu_slowdown))):
+    for k, (side, sl, cs) in enumerate((("a", 1.0, 1.0), ("b", slow, cslow_all))):
         eps = _ar1(rng, n, pn["pair"] / np.sqrt(2), pn["pair_rho"])
         ceps = _ar1(rng, n, pn["cpu_pair"] / np.sqrt(2), pn["cpu_pair_rho"])
         f = {**shared, "f_steps": np.exp(host + eps), "cpu_steps": np.exp(ceps)}
-        run = ramp(seed * 2 + k, slowdown=slow, cpu_slowdown=cslow, label=f"{side}-01", noise=nz, factors=f)
+        run = ramp(
+            seed * 2 + k, slowdown=sl, cpu_slowdown=cs, label=f"{side}-01", noise=nz, factors=f, plan=plan
+        )
         run.meta.fields["ab"] = {
             "design": "interleaved steps",
             "job": f"{job}-{seed}",

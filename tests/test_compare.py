@@ -90,7 +90,7 @@ def test_different_concurrency_plans_pair_by_nearest_or_are_refused():
 
 
 def _spec(key="cpu_s_per_req"):
-    from headroom.compare import _specs
+    from headroom.compare.specs import specs as _specs
 
     return next(sp for sp in _specs(None, True) if sp.out == key)
 

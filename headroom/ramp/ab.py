@@ -37,6 +37,10 @@ JOB_FILE = "ab.yml"
 DEFAULT_REPEATS = 2
 DEFAULT_MAX_REPEATS = 6
 DEFAULT_STEP_REPEATS = 1  # --interleave steps: one recording is a whole comparison
+#: --interleave steps: A/B pairs at every level (ABBA at one level, BAAB at the next): two pairs of one
+#: level measure the pairs' noise apart from any change that varies with load (compare's model across
+#: load); the cost is twice the steps of one pair per level
+DEFAULT_PAIRS_PER_LEVEL = 2
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
@@ -50,10 +54,19 @@ def interleaved_order(repeats: int) -> list[str]:
     return [("a", "b")[k % 2] for k in range(repeats)]
 
 
-def level_order(recording: int, level_index: int) -> tuple[str, str]:
-    """Which side runs first at a level of recording ``recording`` (1-based): AB, BA, AB ... by level,
-    the first level of every other recording starting with B."""
-    return ("a", "b") if (recording - 1 + level_index) % 2 == 0 else ("b", "a")
+def level_order(recording: int, level_index: int, pair: int = 0) -> tuple[str, str]:
+    """Which side runs first in pair ``pair`` (0-based) of a level of recording ``recording`` (1-based).
+
+    One pair per level: AB, BA, AB ... by level, the first level of every other recording starting
+    with B.  Several pairs per level alternate within the level too: ABBA at one level, BAAB at the
+    next (two pairs), so that a linear drift over a level falls on both sides equally.
+    """
+    return ("a", "b") if (recording - 1 + level_index + pair) % 2 == 0 else ("b", "a")
+
+
+def step_orders(recording: int, levels: int, pairs: int) -> list[str]:
+    """The order of every step pair of a recording, level by level: ["AB", "BA", "BA", "AB", ...]."""
+    return ["".join(level_order(recording, k, j)).upper() for k in range(levels) for j in range(pairs)]
 
 
 def per_look_confidence(confidence: float, max_looks: int) -> float:
@@ -116,6 +129,12 @@ class AbJob:
         self.confidence = _confidence(args.confidence)
         self.until_decided = bool(args.until_decided)
         self.steps = getattr(args, "interleave", None) == "steps"  # A and B within every level
+        pairs = getattr(args, "pairs_per_level", None)
+        if pairs is not None and not self.steps:
+            raise HeadroomError("--pairs-per-level is for --interleave steps")
+        self.pairs = (_positive(pairs, "--pairs-per-level") or DEFAULT_PAIRS_PER_LEVEL) if self.steps else 1
+        if self.pairs > 8:
+            raise HeadroomError(f"--pairs-per-level {self.pairs}: at most 8 pairs per level")
         if self.until_decided:
             if args.repeats is not None:
                 raise HeadroomError("--repeats is not for --until-decided: give --max-repeats N")
@@ -153,6 +172,8 @@ class AbJob:
         elif len(matches) > 2:
             raise HeadroomError("--prometheus-match: give it once, or twice with --ab (A's, then B's)")
         rec = Recorder(a, self.out / a.label)
+        if self.pairs > 1:  # every level repeated: steps of one level are its pairs' replicates
+            rec.levels = [lv for lv in rec.levels for _ in range(self.pairs)]
         given = (self.args.label_a if key == "a" else self.args.label_b) is not None
         # history groups runs by sha: the side's own label when given; else the job folder and side,
         # so that a-01 of two jobs are never taken for repeats of one release
@@ -201,7 +222,8 @@ class AbJob:
         if self.steps:
             doc["recording"] = position
             doc["pair"] = f"{other.label}-{position:02d}"
-            doc["step_order"] = ["".join(level_order(position, k)).upper() for k in range(levels)]
+            doc["pairs_per_level"] = self.pairs
+            doc["step_order"] = step_orders(position, levels, self.pairs)
         return {"ab": doc}
 
     def sequential_doc(self) -> dict | None:
@@ -284,13 +306,13 @@ def _record_pair(job: AbJob, position: int, signals: _Signals) -> int:
     import tempfile
 
     recs = {key: job.recorder(key, position) for key in ("a", "b")}
-    levels = len(recs["a"].levels)
+    levels = len(recs["a"].levels) // job.pairs  # recorder levels hold every level once per pair
     for key, rec in recs.items():
         rec.extra_metadata.update(job.ab_metadata(key, position, levels))
         rec.setup()
     _say(
         f"recording {position}/{len(job.order)}: {recs['a'].label} and {recs['b'].label}, "
-        f"{levels} levels, A and B alternating within every level"
+        f"{levels} levels x {job.pairs} pair(s), A and B alternating within every level"
     )
     for key, rec in recs.items():
         prepare_output(rec.out, job.args.force)
@@ -303,10 +325,11 @@ def _record_pair(job: AbJob, position: int, signals: _Signals) -> int:
             tmp = {key: Path(tmpname) / key for key in recs}
             for d in tmp.values():
                 d.mkdir()
-            for k in range(levels):
+            for k in range(levels * job.pairs):
                 if signals.stop:
                     break
-                if not all(recs[key].step_once(k, tmp[key], signals) for key in level_order(position, k)):
+                order = level_order(position, k // job.pairs, k % job.pairs)
+                if not all(recs[key].step_once(k, tmp[key], signals) for key in order):
                     break
     finally:
         for rec in recs.values():

@@ -197,7 +197,7 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_ab_options(p: argparse.ArgumentParser) -> None:
-    from .ab import DEFAULT_MAX_REPEATS, _confidence
+    from .ab import DEFAULT_MAX_REPEATS, DEFAULT_PAIRS_PER_LEVEL, _confidence
 
     g = p.add_argument_group("interleaved A/B recording")
     g.add_argument(
@@ -212,6 +212,13 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="--ab: alternate whole runs in ABBA order (runs, the default) or A and B within every "
         "load level of one recording (steps: AB at one level, BA at the next; a-01 and b-01 are one recording)",
+    )
+    g.add_argument(
+        "--pairs-per-level",
+        metavar="N",
+        help="--interleave steps: A/B pairs at every level, ABBA at one level and BAAB at the next "
+        f"(default: {DEFAULT_PAIRS_PER_LEVEL}: the pairs of one level measure the noise apart from a change "
+        "that varies with load; 1 halves the time)",
     )
     g.add_argument(
         "--repeats",
@@ -271,6 +278,7 @@ def run(args) -> int:
         for opt, v in (
             ("--repeats", args.repeats),
             ("--interleave", args.interleave),
+            ("--pairs-per-level", args.pairs_per_level),
             ("--cpu-pid-a", args.cpu_pid_a),
             ("--cpu-pid-b", args.cpu_pid_b),
             ("--label-a", args.label_a),

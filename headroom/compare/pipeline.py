@@ -1,0 +1,284 @@
+"""compare_runs: the stages in order (pairing -> tests -> error budget -> decision -> wording)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..model import Objective, Run
+from ..noise import LearnedNoise
+from ..stopped import stop_note, stop_verdict, stops
+from ..summary import Summary
+from . import learned as learn
+from .budget import planned_se, power_weights, weighted_holm
+from .decision import decision, error_metric, not_judged, base_fields, ratio_metric
+from .options import ERROR_THRESHOLD, CompareOptions
+from .pairing import pairs_for, plateau_mask
+from .result import Comparison, Noise, StepPair
+from .shown import shown
+from .specs import all_levels, logs, series, specs
+from .tests import error_test, paired_test, run_level_test
+from .wording import load_notes, load_warnings, mdc_warnings, same_files, single_pair_note
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the comparison's replicates are formed: runs, or the level pairs of interleaved recordings."""
+
+    recordings: list[tuple[int, int]] | None = None  # (baseline run, candidate run) of each recording
+    learned: dict | None = None  # metric -> PairNoise of earlier interleaved A/A recordings
+    levels: int = 0  # distinct load levels compared
+    closed_loop: bool = True
+
+    @property
+    def paired(self) -> bool:
+        return self.recordings is not None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What is judged and against what: the pairs, the specs, the design and learned noise."""
+
+    sides: list
+    pairs: list
+    how: str
+    mask: np.ndarray
+    specs: list
+    design: Design
+    learned: LearnedNoise | None
+    notes: list
+    few: list
+    side_stops: list
+
+
+def compare_runs(
+    baseline: Run | Summary | Sequence[Run | Summary],
+    candidate: Run | Summary | Sequence[Run | Summary],
+    *,
+    objective: Objective | str | None = None,
+    threshold: float = 0.10,
+    error_threshold: float = ERROR_THRESHOLD,
+    noise_from: Sequence[Run | Summary] | LearnedNoise | None = None,
+    confidence: float = 0.95,
+    bucket_s: float = 1.0,
+) -> Comparison:
+    """Compare a baseline with a candidate at matched load (see :mod:`headroom.compare`).
+
+    Parameters
+    ----------
+    baseline, candidate
+        A run or summary, or several repeat runs of the same build (or the halves of
+        interleaved recordings).
+    objective
+        Latency objective (``"p99<=20ms"`` or an Objective): its percentile
+        is the tail metric, and the throughput at it is shown.
+    threshold
+        Practical threshold: a smaller relative change is never called.
+    error_threshold
+        Smallest rise of the error rate (a fraction: 0.001 is 0.1 points) called a regression.
+    noise_from
+        Earlier runs of one unchanged build (or earlier interleaved A/A recordings), or a
+        :class:`headroom.noise.LearnedNoise` (e.g. from :func:`headroom.noise.load_history_noise`).
+    confidence
+        Family-wide confidence: the chance that no metric is called changed when none changed.
+    bucket_s
+        Time bucket width for runs not yet analysed (does not change the decision).
+    """
+    if isinstance(objective, str):
+        from ..model import parse_objective
+
+        objective = parse_objective(objective) if objective else None
+    opts = CompareOptions(objective, threshold, error_threshold, confidence, bucket_s)
+    plan = _plan(baseline, candidate, noise_from, opts)
+    metrics, weights = _decision_metrics(plan, opts)
+    metrics += shown(plan.sides)
+    primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "paired_plateau_rps"
+    runs = (len(plan.sides[0]), len(plan.sides[1]))
+    verdict, reason, needed = decision(
+        metrics, primary, threshold, runs, opts.alpha, int(np.sum(plan.mask)), plan.design.paired
+    )
+    verdict, reason, needed = _with_stops(plan.sides, plan.side_stops, verdict, reason, needed)
+    return _assemble(plan, opts, metrics, weights, primary, (verdict, reason, needed))
+
+
+def _plan(baseline, candidate, noise_from, opts: CompareOptions) -> _Plan:
+    kw = opts.analyze_kwargs()
+    sides = [learn.as_summaries(s, **kw) for s in (baseline, candidate)]
+    labels = _distinct_labels(sides[0] + sides[1])
+    side_stops = stops(sides, labels)
+    pairs, how = pairs_for(sides, side_stops)
+    mask = plateau_mask(sides, pairs)
+    has_cpu = all(np.isfinite(s.table.cpu_s_per_req).any() for side in sides for s in side)
+    sp = specs(opts.objective, has_cpu)
+    design, dnotes = _design(sides, noise_from, sp, pairs, kw)
+    if design.paired:  # every level's pair shares the host: throughput is judged at every level
+        sp = [all_levels(s) if s.out == "paired_plateau_rps" else s for s in sp]
+    learned, notes = (None, []) if design.paired else learn.for_runs(noise_from, sp, pairs, mask, kw)
+    learned, few = learn.few_df(learned)
+    return _Plan(sides, pairs, how, mask, sp, design, learned, notes + dnotes, few, side_stops)
+
+
+def _design(sides, noise_from, sp, pairs, kw) -> tuple[Design, list[str]]:
+    """Interleaved recordings (every run with its partner on the other side) or runs."""
+    meta = [[s.run.meta.fields if s.run.meta is not None else {} for s in side] for side in sides]
+    recs = partners(meta[0], meta[1])
+    closed = all(s.table.kind == "concurrency" for side in sides for s in side)
+    if recs is None:
+        return Design(closed_loop=closed), []
+    notes, learned = [], None
+    if noise_from is not None:
+        learned, why = learn.for_pairs(noise_from, sp, kw)
+        notes.append(why)
+    levels = len({p[0] if p[0] is not None else k for k, p in enumerate(pairs)})
+    return Design(recs, learned, levels, closed), notes
+
+
+def partners(base_meta: Sequence[dict], cand_meta: Sequence[dict]) -> list[tuple[int, int]] | None:
+    """[(baseline index, candidate index)] of the interleaved recordings, or None.
+
+    Every run on both sides must be one half of an interleaved recording whose
+    other half is on the other side; otherwise the comparison is not paired.
+    """
+
+    def key(meta: dict):
+        ab = meta.get("ab") if isinstance(meta, dict) else None
+        if not isinstance(ab, dict) or ab.get("design") != learn.DESIGN:
+            return None
+        rec, job = ab.get("recording"), ab.get("job")
+        if not isinstance(rec, int) or not isinstance(job, str):
+            return None
+        return job, rec
+
+    kb, kc = [key(m) for m in base_meta], [key(m) for m in cand_meta]
+    if any(k is None for k in kb + kc) or len(kb) != len(kc):
+        return None
+    if len(set(kb)) != len(kb) or set(kb) != set(kc):
+        return None
+    return [(i, kc.index(k)) for i, k in enumerate(kb)]
+
+
+def _tests(plan: _Plan) -> dict:
+    """Each metric's test by the design in force: {out key: (spec, Test or None)}."""
+    out = {}
+    for spec in plan.specs:
+        sel = [p for p, m in zip(plan.pairs, plan.mask) if m or spec.pairs == "all"]
+        if plan.design.paired:
+            t = paired_test(plan.sides, sel, spec, plan.design.recordings, plan.design.learned)
+        else:
+            yb = logs(plan.sides[0], [p[1] for p in sel], spec.key)
+            yc = logs(plan.sides[1], [p[2] for p in sel], spec.key)
+            t = run_level_test(yb, yc, spec, plan.learned)
+        out[spec.out] = (spec, t)
+    return out
+
+
+def _decision_metrics(plan: _Plan, opts: CompareOptions):
+    tests = _tests(plan)
+    err = error_test(plan.sides, plan.pairs)
+    pv = {k: t.pvalue for k, (spec, t) in tests.items() if t is not None and spec.weight}
+    if not isinstance(err, str):
+        pv["error_rate"] = err.pvalue
+    runs = (len(plan.sides[0]), len(plan.sides[1]))
+    planned = {
+        k: planned_se(k, t.pairs, plan.design, runs)
+        for k, (spec, t) in tests.items()
+        if t is not None and spec.weight
+    }
+    weights = power_weights(planned, not isinstance(err, str), opts.threshold, opts.alpha, plan.design.closed_loop)
+    holm = weighted_holm(pv, weights, opts.alpha)
+    out = []
+    for _k, (spec, t) in tests.items():
+        if t is None:
+            why = "fewer than 3 matched steps with enough requests on both sides"
+            out.append(not_judged(base_fields(spec, opts.threshold), why))
+        else:
+            out.append(ratio_metric(t, holm, weights, threshold=opts.threshold, alpha=opts.alpha))
+    out.append(error_metric(err, holm, weights, threshold=opts.error_threshold, alpha=opts.alpha))
+    return out, weights
+
+
+def _assemble(plan: _Plan, opts: CompareOptions, metrics, weights, primary, decided) -> Comparison:
+    verdict, reason, needed = decided
+    sides, design = plan.sides, plan.design
+    runs = (len(sides[0]), len(sides[1]))
+    labels = _distinct_labels(sides[0] + sides[1])
+    noise = _noise_of(design, plan.learned, runs)
+    how = plan.how + ("; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else "")
+    notes = [noise.describe(), f"steps paired {how}", *plan.notes, *load_notes(sides, design.paired)]
+    notes += [n for n in (stop_note(plan.side_stops),) if n] + single_pair_note(metrics, design.paired)
+    warnings = same_files(sides) + [w for side in sides for s in side for w in s.warnings]
+    warnings += load_warnings(sides, design.paired) + plan.few + mdc_warnings(metrics, runs, design.paired)
+    c = Comparison(
+        verdict=verdict, reason=reason, metrics=metrics, pairs=_pair_rows(sides, plan.pairs, plan.mask),
+        pairing=how, baseline_labels=labels[: len(sides[0])], candidate_labels=labels[len(sides[0]) :],
+        threshold=opts.threshold, error_threshold=opts.error_threshold, confidence=opts.confidence,
+        noise=noise, objective=opts.objective, notes=notes, warnings=list(dict.fromkeys(warnings)),
+        runs_needed=needed, primary=primary, holm_weights=weights,
+        design="interleaved steps" if design.paired else "runs",
+        stopped=[x for row in plan.side_stops for x in row if x is not None],
+    )  # fmt: skip
+    return _with_profiles(c, sides)
+
+
+def _with_profiles(c: Comparison, sides) -> Comparison:
+    """Where the CPU went, when both sides have step profiles (``RUN/profiles/``)."""
+    from ..profiles.compare import side_diff
+
+    d, warnings = side_diff(sides, c.confidence)
+    return replace(c, profile_diff=d, warnings=c.warnings + warnings) if (d or warnings) else c
+
+
+def _with_stops(sides, side_stops, verdict: str, reason: str, needed):
+    """The verdict when a side stopped answering: said first; the matched steps can only add to it."""
+    got = stop_verdict(sides, side_stops)
+    if got is None:
+        return verdict, reason, needed
+    sv, sr = got
+    if sv == "regressed":
+        extra = f"; the matched steps also say: {reason}" if verdict == "regressed" else ""
+        return "regressed", sr + extra, None
+    if verdict == "regressed":  # the candidate took the load the baseline could not, but costs more
+        return "regressed", f"{reason}; although {sr[0].lower()}{sr[1:]}", None
+    return "improved", sr, None
+
+
+def _noise_of(design: Design, learned: LearnedNoise | None, runs: tuple[int, int]) -> Noise:
+    """Where the comparison's noise came from: the level pairs, learned, repeats or the defaults."""
+    if design.paired:
+        return Noise("interleaved" + (", learned" if design.learned else ""), runs)
+    return Noise("learned" if learned is not None else ("repeats" if max(runs) > 1 else "default"), runs)
+
+
+def _distinct_labels(summaries: list[Summary]) -> list[str]:
+    from ..text import run_labels  # one rule for every table, legend and header
+
+    return run_labels(summaries)
+
+
+def _judged(metrics, key: str) -> bool:
+    return any(m.key == key and m.decides and m.decision != "not judged" for m in metrics)
+
+
+_PAIR_KEYS = ("rps", "p50_s", "p99_s", "cpu_s_per_req")
+
+
+def _pair_rows(sides, pairs, mask) -> list[StepPair]:
+    out = []
+    for p, plateau in zip(pairs, mask):
+        vals = []
+        for k, side in enumerate(sides):
+            row = {}
+            for key in _PAIR_KEYS:
+                v = np.array([series(s.table, key)[p[1 + k][r]] for r, s in enumerate(side)])
+                row[key] = float(np.exp(np.mean(np.log(v)))) if np.all(v > 0) else None
+            if all(s.table.errors is not None for s in side):
+                e = sum(int(s.table.errors[p[1 + k][r]]) for r, s in enumerate(side))
+                n = sum(int(s.table.requests[p[1 + k][r]]) for r, s in enumerate(side)) + e
+                row["errors"], row["error_rate"] = e, e / n if n else None
+            else:
+                row["errors"] = row["error_rate"] = None
+            vals.append(row)
+        out.append(StepPair(p[0], tuple(p[1]), tuple(p[2]), bool(plateau), vals[0], vals[1]))
+    return out

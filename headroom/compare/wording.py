@@ -1,0 +1,163 @@
+"""Wording: the sentences, notes and warnings of a comparison, from its figures only.
+
+Nothing here computes a figure; every number comes from the stages before
+(the text and HTML renderings in :mod:`headroom.text` and :mod:`headroom.html`
+and the opening sentences of :mod:`headroom.headline` read the same objects).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .result import Metric, Noise
+
+
+def pct(v: float) -> str:
+    return f"{v * 100:+.1f}%"
+
+
+def across_load(m: Metric) -> str:
+    """Where a change is largest and how it moves across load: "+240.0% at c=1, +18.0% at c=31"."""
+    if len(m.levels) < 2:
+        return ""
+    lo, hi = m.levels[0], m.levels[-1]
+    text = f"{pct(lo.change)} at {lo.where()}, {pct(hi.change)} at {hi.where()}"
+    top = m.largest(worse=True)
+    if top is not None and top not in (lo, hi):
+        text += f"; largest {pct(top.change)} at {top.where()}"
+    return text
+
+
+def describe(m: Metric, decision: str | None = None) -> str:
+    """A short phrase: the metric, its change and interval (and where it is largest across load)."""
+    if m.change is None:
+        return f"{m.name}: not judged ({m.note})"
+    if m.key == "error_rate":
+        s = f"{m.name} {m.change * 100:+.2f} points"
+        return s + (f" ({m.ci[0] * 100:+.2f} to {m.ci[1] * 100:+.2f})" if m.ci else "")
+    s = f"{m.name} {pct(m.change)}"
+    s += f" (interval {pct(m.ci[0])} to {pct(m.ci[1])})" if m.ci else ""
+    if decision in ("worse", "better") and m.levels:
+        s += f"; across load {across_load(m)}"
+    return s
+
+
+def noise_sentence(noise: Noise) -> str:
+    """How between-run noise entered the intervals, in one sentence."""
+    if noise.source.startswith("interleaved"):
+        n = noise.runs[0]
+        learned = " and earlier interleaved A/A recordings" if "learned" in noise.source else ""
+        return (
+            f"between-run noise: none to account for: A and B alternated within every load level of "
+            f"{n} interleaved recording{'s' if n > 1 else ''}; the change of each metric is fitted across "
+            f"load and judged against the spread of the pairs at the same level and of the levels around "
+            f"the fit (measured here{learned})"
+        )
+    if noise.source not in ("default", "learned", "repeats"):  # read from an older schema
+        return f"between-run noise: {noise.source} (a comparison of an older schema)"
+    if noise.source == "default":
+        return (
+            "between-run noise: per-metric defaults for a shared CI machine (docs/ci.md); "
+            "--noise-from A/A runs or repeat runs would measure it"
+        )
+    if noise.source == "learned":
+        extra = f" and the {noise.runs[0]} + {noise.runs[1]} repeat runs" if max(noise.runs) > 1 else ""
+        return f"between-run noise: learned from earlier runs of an unchanged build{extra}"
+    return (
+        f"between-run noise: measured from the {noise.runs[0]} + {noise.runs[1]} repeat runs, pooled with "
+        "the per-metric defaults (--noise-from A/A runs replaces the defaults)"
+    )
+
+
+def same_files(sides) -> list[str]:
+    """A warning when the candidate is the baseline itself (the same files): nothing can change."""
+    given = [[str(s.run.meta.source) for s in side] for side in sides]
+    if sorted(map(os.path.realpath, given[0])) != sorted(map(os.path.realpath, given[1])):
+        return []
+    return [f"the baseline and the candidate are the same run(s) ({', '.join(given[0])}): every change is 0"]
+
+
+def load_means(sides, key: str = "mean_percent") -> list[list[float | None]]:
+    """Per run, the foreign CPU (or steal, ``steal_mean_percent``) headroom ramp recorded, % of the machine."""
+    out = []
+    for side in sides:
+        vals = []
+        for s in side:
+            fc = s.run.meta.fields.get("foreign_cpu") if s.run.meta is not None else None
+            v = fc.get(key) if isinstance(fc, dict) else None
+            vals.append(float(v) if isinstance(v, (int, float)) else None)
+        out.append(vals)
+    return out
+
+
+def load_notes(sides, paired: bool = False) -> list[str]:
+    notes = []
+    when = "during each side's steps" if paired else "during the runs"
+    for key, what in (
+        ("mean_percent", "CPU used by other processes"),
+        ("steal_mean_percent", "CPU stolen by the host"),
+    ):
+        means = load_means(sides, key)
+        if any(v is None for side in means for v in side):
+            continue
+        b, c = (", ".join(f"{v:.0f}" for v in side) for side in means)
+        notes.append(f"{what} {when} (% of the machine): baseline {b}; candidate {c}")
+    return notes
+
+
+def load_warnings(sides, paired: bool = False) -> list[str]:
+    means = load_means(sides)
+    if any(v is None for side in means for v in side):
+        return []
+    mb, mc = float(np.mean(means[0])), float(np.mean(means[1]))
+    if paired and abs(mc - mb) > 10:  # the sides alternated within every level: bursts fell unevenly
+        return [
+            f"foreign load fell unevenly on the sides of the interleaved recording ({mb:.0f} % baseline, "
+            f"{mc:.0f} % candidate, of the machine): the spread of the level pairs carries it, so the "
+            "intervals are wider; throughput and latency are hit more than CPU per request"
+        ]
+    if abs(mc - mb) > 10:
+        more = "candidate" if mc > mb else "baseline"
+        return [
+            f"the {more} runs were recorded under more foreign load ({max(mb, mc):.0f} % vs {min(mb, mc):.0f} % "
+            "of the machine used by other processes): throughput and latency are not comparable; "
+            "CPU per request is much less affected"
+        ]
+    if max(mb, mc) > 25:
+        what = "the recording was made" if paired else "the runs were recorded"
+        return [f"{what} under heavy foreign load ({max(mb, mc):.0f} % of the machine)"]
+    return []
+
+
+def mdc_warnings(metrics: list[Metric], runs: tuple[int, int], paired: bool = False) -> list[str]:
+    from ..text import big_pct
+
+    big = [m for m in metrics if m.decides and m.mdc is not None and m.mdc > m.threshold]
+    if not big:
+        return []
+    names = ", ".join(f"{m.name} {big_pct(m.mdc)}" for m in big)
+    more = (
+        f"more interleaved recordings (now {runs[0]}), more levels or pairs per level, or longer steps"
+        if paired
+        else f"more interleaved runs per side (now {runs[0]} + {runs[1]}), longer steps or --noise-from A/A runs"
+    )
+    return [
+        f"with this design the smallest change found (80 % power) is: {names} (threshold "
+        f"{big[0].threshold:.0%}); {more} bring it down"
+    ]
+
+
+def single_pair_note(metrics: list[Metric], paired: bool) -> list[str]:
+    """Where an interleaved recording has one pair per level, what the noise estimate rests on."""
+    if not paired:
+        return []
+    m = next((m for m in metrics if m.levels and m.test), None)
+    if m is None or "sign test" not in m.test:
+        return []
+    return [
+        "one A/B pair per level: the noise rests on the level means' spread around the fitted change "
+        "alone (no pairs at the same level to measure it apart), and a sign test over the levels is added; "
+        "record with --pairs-per-level 2 (the default) to measure it apart from the change"
+    ]
