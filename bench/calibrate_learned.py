@@ -6,7 +6,10 @@ on a machine where a run differs from the next by 5-8 % (tests/synthetic.py
 with ``run`` and ``cpu_run`` set to 5 % and 8 %; the other noise terms as
 measured on real runs).  For each comparison a baseline run, a candidate
 run (unchanged, or a server 1.5x slower in latency and CPU per request) and
-six learning runs are drawn without overlap from seeded pools.  Judged with
+six learning runs are drawn without overlap from seeded pools.  Two changes: the
+server 1.5x slower in latency and CPU per request, and 1.5x slower in
+throughput and latency at unchanged CPU per request (issue 37: a latency-led
+change the error budget must not starve).  Judged with
 the server's CPU and without it (as a k6, JMeter, Gatling, vegeta, oha or
 hey run has none).
 
@@ -53,10 +56,13 @@ def pools(noise: float, seed0: int):
     ]
     a = runs(seed0, 1.0, 160)
     b = runs(seed0 + 50_000, 1.5, 60)
+    c = [synthetic.ramp(seed0 + 90_000 + i, noise=nz, slowdown=1.5, cpu_slowdown=1.0) for i in range(60)]
     strip = lambda r: dataclasses.replace(r, cpu=None)  # noqa: E731
+    pool = lambda rs, f: Pool([analyze(f(r)) for r in rs])  # noqa: E731
+    keep = lambda r: r  # noqa: E731
     return {
-        "with": (Pool([analyze(r) for r in a]), Pool([analyze(r) for r in b])),
-        "without": (Pool([analyze(strip(r)) for r in a]), Pool([analyze(strip(r)) for r in b])),
+        cpu: (pool(a, f), {"1.5x slower": pool(b, f), "1.5x slower, same CPU": pool(c, f)})
+        for cpu, f in (("with", keep), ("without", strip))
     }
 
 
@@ -75,19 +81,20 @@ def row(noise: float, change: str, cpu: str, verdicts: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--comparisons", type=int, default=200, help="comparisons per row (200)")
+    ap.add_argument("--noise", type=float, nargs="+", default=[0.05, 0.08], help="run noise (0.05 0.08)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     head = "| run noise | change | server CPU | comparisons | " + " | ".join(VERDICTS) + " | rate |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    for j, noise in enumerate((0.05, 0.08)):
-        for cpu, (a, b) in pools(noise, 70_000 + 1_000 * j).items():
+    for j, noise in enumerate(args.noise):
+        for cpu, (a, bs) in pools(noise, 70_000 + 1_000 * j).items():
             rng = random.Random(j)
-            for change in ("none", "1.5x slower"):
+            for change in ("none", "1.5x slower", "1.5x slower, same CPU"):
                 got = []
                 for _ in range(args.comparisons):
                     x = a.draw(rng, 1)
-                    y = a.draw(rng, 1, exclude=x) if change == "none" else b.draw(rng, 1)
+                    y = a.draw(rng, 1, exclude=x) if change == "none" else bs[change].draw(rng, 1)
                     learn = a.draw(rng, LEARN, exclude=x + y)
                     got.append(compare_runs(x, y, noise_from=learn).verdict)
                 print(row(noise, change, cpu, got), flush=True)

@@ -68,6 +68,10 @@ VARIANTS = {
         "add_header X-C $connection_requests; proxy_set_header X-Request-Id $request_id;",
     },
     "buffering-off": {**KEEPALIVE, "EXTRA": "proxy_buffering off;"},
+    # issue 37: the request through an echo-module subrequest (calib-proxy-echo.conf), with and without
+    # a 1 ms wait before it (latency with little CPU)
+    "echo": {"TEMPLATE": "calib-proxy-echo.conf", "SLEEP": ""},
+    "echo-sleep1ms": {"TEMPLATE": "calib-proxy-echo.conf", "SLEEP": "echo_sleep 0.001;"},
 }
 GZIP = "gzip on; gzip_comp_level 1; gzip_min_length 0; gzip_types *;"
 VARIANTS["gzip1-access-log"] = {**KEEPALIVE, "EXTRA": f"{GZIP} access_log @DIR@/proxy-access.log;"}
@@ -133,17 +137,19 @@ def wait_for(url: str, pids: list[int]) -> None:
 class Pair:
     """A backend nginx and a proxy nginx in front of it, pinned to SERVER_CPU."""
 
-    def __init__(self, variant: str, work: Path):
+    def __init__(self, variant: str, work: Path, path: str = "/index.html"):
         self.variant = variant
         self.dir = work / variant / str(free_port())
         self.procs: list[subprocess.Popen] = []
+        self.path = path  # what the URL asks for ("/" of a Go test server behind the proxy)
 
-    def start(self) -> Pair:
+    def start(self, backend_port: int | None = None) -> Pair:
+        """Start both nginx; ``backend_port``: proxy to a backend already listening there instead."""
         d = self.dir
         for sub in ("www", "backend-tmp", "proxy-tmp"):
             (d / sub).mkdir(parents=True, exist_ok=True)
         (d / "www" / "index.html").write_text("x" * 1023 + "\n")  # 1024 bytes
-        self.backend_port, self.proxy_port = free_port(), free_port()
+        self.backend_port, self.proxy_port = backend_port or free_port(), free_port()
         subs = {
             "DIR": str(d),
             "BACKEND_PORT": str(self.backend_port),
@@ -152,8 +158,8 @@ class Pair:
             **VARIANTS[self.variant],
         }
         render(CONFIGS / "ramp-backend.conf", d / "backend.conf", subs)
-        render(CONFIGS / "calib-proxy.conf", d / "proxy.conf", subs)
-        for name in ("backend", "proxy"):
+        render(CONFIGS / subs.pop("TEMPLATE", "calib-proxy.conf"), d / "proxy.conf", subs)
+        for name in ("backend", "proxy") if backend_port is None else ("proxy",):
             cmd = ["taskset", "-c", SERVER_CPU, NGINX, "-p", str(d), "-c", str(d / f"{name}.conf")]
             self.procs.append(
                 subprocess.Popen(
@@ -167,7 +173,7 @@ class Pair:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.proxy_port}/index.html"
+        return f"http://127.0.0.1:{self.proxy_port}{self.path}"
 
     @property
     def pids(self) -> list[int]:

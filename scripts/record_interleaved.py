@@ -84,10 +84,14 @@ SETS = {
     "go-x2-4": ("go", "base", "x2", 8, 2653),
 }
 #: foreign load -> hogs (CPU, lowest duty, highest duty): "30" about 30 % of the 2-core machine,
-#: "70" about 70 % (what the hogs get depends on what else runs: foreign_cpu in metadata says)
+#: "70" about 70 % (what the hogs get depends on what else runs: foreign_cpu in metadata says); the
+#: dev-* sets were recorded with these.  "a30"/"a70": scripts/load_hog.py holds the foreign load
+#: (everything but the servers, hey and headroom) near 30 % / 70 % of the machine, whatever else runs
 LOADS = {
     "30": [("SERVER", 0.5, 0.9)],
     "70": [("SERVER", 0.7, 0.95), ("SERVER", 0.7, 0.95), ("GEN", 0.6, 0.9)],
+    "a30": 30.0,
+    "a70": 70.0,
 }
 #: issue 37's sets: name -> (server kind, A variant, B variant, recordings, hog seed, load, pairs per level)
 SETS5 = {
@@ -95,6 +99,21 @@ SETS5 = {
     "dev-go-latency200-70": ("go", "base", "latency200", 3, 3702, "70", 2),
     "dev-nginx-aa-70": ("nginx", "keepalive", "keepalive", 4, 3703, "70", 2),
     "dev-go-aa-30": ("go", "base", "base", 3, 3704, "30", 2),
+    # held out: recorded after the model across load was fixed (issue 37), 11 levels x 2 pairs x 2 s
+    **{
+        f"r5-{kind}-{name}-{load[1:]}": (kind, va, vb, n, seed + (100 if load == "a30" else 0), load, 2)
+        for load in ("a70", "a30")
+        for kind, name, va, vb, n, seed in (
+            ("go", "aa", "base", "base", 8, 3711),
+            ("go", "cpu30", "base", "cpu30", 8, 3712),
+            ("go", "x2", "base", "x2", 8, 3713),
+            ("go", "latency200", "base", "latency200", 8, 3714),
+            ("nginx", "aa", "keepalive", "keepalive", 8, 3721),
+            ("nginx", "cpu25", "keepalive", CPU25, 8, 3722),
+            ("nginx", "x2", "keepalive", "no-keepalive", 8, 3723),
+            ("nginx-go", "latency200", "base", "latency200", 8, 3724),
+        )
+    },
 }
 for _k, _v in SETS5.items():
     SETS[_k] = _v[:5]
@@ -128,9 +147,46 @@ class GoPair:
             self.server.stop()
 
 
+class NginxGoPair:
+    """Debian's nginx (keep-alive proxy, 1 worker) in front of a Go test server: the proxy is the
+    server measured (its CPU), the Go upstream is the rest of the system (--exclude-pid): a variant
+    that makes the upstream wait (``latency200``) slows the proxy's latency with no CPU of its own."""
+
+    def __init__(self, variant: str, work: Path):
+        self.variant = variant
+        self.go = GoPair(variant, work)
+        self.proxy = rc.Pair("keepalive", work, path="/")
+
+    def start(self) -> NginxGoPair:
+        self.go.start()
+        self.proxy.start(backend_port=self.go.server.port)
+        return self
+
+    @property
+    def url(self) -> str:
+        return self.proxy.url
+
+    @property
+    def pids(self) -> list[int]:
+        return self.proxy.pids
+
+    @property
+    def dir(self) -> Path:
+        return self.proxy.dir
+
+    def stop(self) -> None:
+        self.proxy.stop()
+        self.go.stop()
+
+
 def describe(name: str) -> str:
     kind, va, vb, n, seed = SETS[name]
-    if kind == "nginx":
+    if kind == "nginx-go":
+        what = (
+            f"nginx {rc.nginx_version()} keep-alive reverse proxy (1 worker, the server measured) in front "
+            f"of a Go test server (--exclude-pid); A's upstream = {GO[va]}, B's = {GO[vb]}"
+        )
+    elif kind == "nginx":
         what = (
             f"nginx {rc.nginx_version()} reverse proxy (1 worker) in front of a backend nginx (1 worker) "
             f"serving a 1024-byte file; A = proxy variant {va}, B = {vb}"
@@ -144,12 +200,19 @@ def describe(name: str) -> str:
     )
 
 
-def start_hogs(name: str, seed: int, seconds: float, work: Path) -> list:
+def start_hogs(name: str, seed: int, seconds: float, work: Path, pids: list[int]) -> list:
     """The set's CPU hogs: one for the old sets (on the servers' core), LOADS[load] for SETS5."""
     if name not in SETS5:
         return [rc.start_hog(seed, seconds, work, SERVER_CPU)]
+    spec = LOADS[SETS5[name][5]]
+    if isinstance(spec, float):  # held near a target by scripts/load_hog.py
+        cmd = [sys.executable, str(ROOT / "scripts" / "load_hog.py"), "--target", f"{spec:g}"]
+        cmd += ["--duration", str(seconds), "--seed", str(seed), "--exclude-name", "hey"]
+        cmd += ["--exclude-name", "-m headroom ramp"] + [f"--exclude-pid={p}" for p in pids]
+        log = open(work / "hog.log", "w")
+        return [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stderr=log, start_new_session=True)]
     out = []
-    for i, (where, lo, hi) in enumerate(LOADS[SETS5[name][5]]):
+    for i, (where, lo, hi) in enumerate(spec):
         cpu = SERVER_CPU if where == "SERVER" else GEN_CPU
         cmd = ["taskset", "-c", cpu, sys.executable, str(ROOT / "scripts" / "cpu_hog.py")]
         cmd += ["--seed", str(seed * 10 + i), "--duration", str(seconds)]
@@ -165,7 +228,7 @@ def record(name: str) -> int:
     if dest.exists():
         sys.exit(f"record_interleaved: {dest} exists; remove it to re-record")
     work = Path(tempfile.mkdtemp(prefix="headroom-il-"))
-    make = rc.Pair if kind == "nginx" else GoPair
+    make = {"nginx": rc.Pair, "go": GoPair, "nginx-go": NginxGoPair}[kind]
     pairs: list = []
     hog = None
     hogs: list = []
@@ -175,7 +238,7 @@ def record(name: str) -> int:
         pairs.append(a)
         b = make(vb, work).start()
         pairs.append(b)
-        hogs = start_hogs(name, seed, budget, work)
+        hogs = start_hogs(name, seed, budget, work, a.pids + b.pids)
         hog = hogs[0]
         cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url]
         cmd += ["--interleave", "steps", "--repeats", str(n), "-o", str(dest)]
@@ -185,6 +248,8 @@ def record(name: str) -> int:
         cmd += ["--concurrency", conc, "--step-duration", step, "--pause", PAUSE]
         cmd += ["--description", describe(name), "--progress"]
         cmd += [f"--cpu-pid-a={p}" for p in a.pids] + [f"--cpu-pid-b={p}" for p in b.pids]
+        if kind == "nginx-go":  # the upstreams are the rest of the system, not foreign load
+            cmd += [f"--exclude-pid={p.go.server.pid}" for p in (a, b)]
         print("record_interleaved:", " ".join(cmd), file=sys.stderr, flush=True)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(work / "record.log", "w") as log:
@@ -200,7 +265,7 @@ def record(name: str) -> int:
             p.stop()
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(work / "record.log", dest / "record.log")
-    if kind == "nginx":
+    if kind in ("nginx", "nginx-go"):
         rc.keep_configs(work, dest, pairs)
     for log in sorted(work.glob("hog*.log")):
         shutil.copy(log, dest / log.name)

@@ -82,9 +82,21 @@ def test_noise_sums_by_plain_loops_and_bancroft_pooling():
     ss_total = float(((d - X @ beta) ** 2).sum())
     assert parts["ss_l"] == pytest.approx(ss_total - ss_pe)
     assert parts["df_l"] == 2 * len(LOADS) - 2
+    # the levels' own noise: successive differences of level means, the largest of each recording left
+    # out, the rest scaled by the mean of the 9 smallest of 10 chi-square(1) draws (by simulation)
+    draws = np.sort(np.random.default_rng(0).chisquare(1, (400_000, 10)), axis=1)[:, :9].mean()
+    ss_d = 0.0
+    for r in (0, 1):
+        means = [d[(rec == r) & (load == c)].mean() for c in LOADS]
+        w = [(b - a) / math.sqrt(1 / 3 + 1 / 3) for a, b in zip(means[:-1], means[1:])]
+        w.remove(max(w, key=abs))
+        ss_d += sum(x * x for x in w) / draws
+    v_d, df_d = ss_d / 18, 2 * 18 / 3
     m = fit(cells, "p50_s")
-    p_lof = sps.f.sf((parts["ss_l"] / parts["df_l"]) / (ss_pe / df_pe), parts["df_l"], df_pe)
-    assert m.pooled == (p_lof > POOL_P)
+    p_pool = sps.f.sf(v_d / (ss_pe / df_pe), df_d, df_pe)
+    assert m.pooled == (p_pool > POOL_P)
+    want = (ss_pe + v_d * df_d) / (df_pe + df_d) if m.pooled else v_d
+    assert m.noise.sd == pytest.approx(math.sqrt(want), rel=2e-3)
 
 
 def test_level_noise_is_not_pooled_away():
@@ -93,7 +105,6 @@ def test_level_noise_is_not_pooled_away():
     cells, *_ = _cells(rng, lambda x: 0.0, sd=0.05, level_sd=0.3)
     m = fit(cells, "p50_s")
     assert not m.pooled
-    assert m.noise.sd == pytest.approx(m.level_sd * math.sqrt(inflation(m.rho, len(LOADS))) ** 0, rel=0.5)
     assert m.noise.sd > 3 * m.pure_sd
 
 
@@ -162,13 +173,14 @@ def test_lag_bias_correction_centres_white_noise_on_zero():
         cells, *_ = _cells(rng, lambda x: 0.0, sd=0.2, pairs=1)
         parts = own_noise(cells)
         raws.append(parts["rho_sum"] / parts["lag_pairs"])
-    # uncorrected, a line's residuals of 11 levels correlate about -0.2 at lag 1
+    # from successive differences: uncorrected, 10 differences of white noise read as rho = +0.1
     assert abs(np.mean(raws)) < 0.03
 
 
 def test_shrunk_rho_is_a_weighted_mean_clipped():
-    assert shrunk_rho(0.0, 0.0) == pytest.approx(0.1)
-    assert shrunk_rho(10 * 0.5, 10) == pytest.approx((10 * 0.5 + 10 * 0.1) / 20)
+    assert shrunk_rho(0.0, 0.0) == pytest.approx(0.0)
+    assert shrunk_rho(0.0, 0.0, replicated=False) == pytest.approx(0.25)
+    assert shrunk_rho(10 * 0.5, 10) == pytest.approx((10 * 0.5 + 10 * 0.0) / 20)
     assert shrunk_rho(-50.0, 100) == 0.0
     assert shrunk_rho(1000 * 0.95, 1000) == 0.8
 
@@ -197,5 +209,6 @@ def test_a_change_that_fades_with_load_is_found():
     # x0.2 at c=1 to x0.9 at c=31 (log ratio -1.6 to -0.1): the old one-pair test read it as noise
     f = lambda x: math.log(0.2 + 0.7 * math.log(x) / math.log(31))  # noqa: E731
     assert _rate(f, 100, 11, sd=0.4) >= 0.95
-    # one pair a level: the sign test joins by Bonferroni (about 0.91 on 300 simulations)
-    assert _rate(f, 100, 12, sd=0.4, pairs=1) >= 0.8
+    # one pair a level: no noise measured apart from the change, the design's correlation prior 0.25
+    # widens the intervals (0.63 here): the weaker design, said in the output
+    assert _rate(f, 100, 12, sd=0.4, pairs=1) >= 0.5

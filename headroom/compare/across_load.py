@@ -70,7 +70,7 @@ DEGREE_MAX = 1
 POOL_P = 0.25
 #: the lag-1 correlation of neighbouring levels' residuals is shrunk towards RHO_PRIOR with the weight of
 #: RHO_PRIOR_WEIGHT neighbour pairs, and clipped to [0, RHO_MAX]
-RHO_PRIOR = 0.1
+RHO_PRIOR = 0.0
 RHO_PRIOR_WEIGHT = 10.0
 RHO_MAX = 0.8
 #: one pair per level (AB at one level, BA at the next) puts each side's steps of neighbouring levels
@@ -186,16 +186,6 @@ def _basis(x: np.ndarray, w: np.ndarray, q: int) -> np.ndarray:
     return np.linalg.inv(r)
 
 
-def _lag_matrix(cells: Cells) -> np.ndarray:
-    """A with u' A u = the sum of products of neighbouring levels' u within each recording."""
-    c = len(cells.load)
-    a = np.zeros((c, c))
-    for i in range(c - 1):  # cells are sorted by (recording, load)
-        if cells.recording[i] == cells.recording[i + 1]:
-            a[i, i + 1] = a[i + 1, i] = 0.5
-    return a
-
-
 def _ar1(cells: Cells, rho: float) -> np.ndarray:
     """Correlation of the level means: rho^|distance in level order| within a recording."""
     pos = np.zeros(len(cells.load))
@@ -235,7 +225,6 @@ class AcrossLoad:
     rho: float
     pure_sd: float | None  # within-level pair noise, where replicates exist
     pure_df: float
-    robust_level_var: float  # per pair: (1.4826 median |level residual| x sqrt(n))^2
     level_sd: float | None  # level means around the fit, per pair
     pooled: bool
     recordings: int
@@ -247,19 +236,9 @@ class AcrossLoad:
 
     @property
     def level_noise(self) -> tuple[float, float]:
-        """(variance of one pair, df) a level's own mean is judged with: the pure error, the noise
-        measured apart from any change (with the default pair noise when it has few df); without
-        replicates, the fit's noise (the level residuals: the change's shape may sit in them)."""
-        if self.pure_sd is None or self.pure_df <= 0:
-            return max(self.noise.ss / self.noise.df, SD_FLOOR**2), self.df
-        ss, df = self.pure_sd**2 * self.pure_df, self.pure_df
-        if df < MIN_DF:
-            sd = default_pair_sd(self.key)
-            ss, df = ss + sd * sd * PRIOR_DF, df + PRIOR_DF
-        # a level's own noise beyond its pairs' (what the machine did to the whole level) shows in the
-        # level means around the line; their median is not moved by the one or two levels a change
-        # may sit at, so it measures that noise without taking a spike for it
-        return max(ss / df, self.robust_level_var, SD_FLOOR**2), df
+        """(variance of one pair, df) a level's own mean is judged with: the fit's noise, which the
+        change's shape does not enter (pure error and successive differences)."""
+        return max(self.noise.ss / self.noise.df, SD_FLOOR**2), self.df
 
     @property
     def raw_se(self) -> np.ndarray:
@@ -307,8 +286,8 @@ class AcrossLoad:
         if self.pure_sd is not None:
             parts.append(f"pair noise within levels {self.pure_sd:.3f} (log)")
         if self.level_sd is not None:
-            parts.append(f"level means around {shape} {self.level_sd:.3f}")
-        how = "pooled" if self.pooled else "level residuals alone"
+            parts.append(f"level means around {shape} {self.level_sd:.3f} (not the noise: a curved change sits there)")
+        how = "pooled with the levels' own" if self.pooled else "the levels' own noise alone"
         parts.append(f"noise {self.noise.sd:.3f} ({how}; {self.source}), {self.df:.0f} df")
         parts.append(f"neighbouring-level correlation {self.rho:+.2f}")
         test = f"no change at any level: p = {self.pvalue:.2g} (line F test {self.p_f:.2g}, "
@@ -317,7 +296,8 @@ class AcrossLoad:
 
 
 def own_noise(cells: Cells, degree: int | None = None, source: str = "this comparison's pairs") -> dict:
-    """The fit's pieces from the pairs alone: basis, coefficients, residual sums, correlation."""
+    """The fit's pieces from the pairs alone: basis, coefficients, residual sums, and the levels' own
+    noise from successive differences."""
     n, m = cells.n, cells.means
     distinct = np.unique(cells.load)
     q = min(degree_for(len(distinct)) if degree is None else degree, max(0, len(distinct) - 1))
@@ -329,35 +309,72 @@ def own_noise(cells: Cells, degree: int | None = None, source: str = "this compa
     ss_l, df_l = float(np.sum(n * e * e)), float(len(m) - (q + 1))
     ss_pe = float(sum(np.sum((v - v.mean()) ** 2) for v in cells.values))
     df_pe = float(sum(len(v) - 1 for v in cells.values))
-    u = np.sqrt(n) * e
-    a = _lag_matrix(cells)
-    lag_pairs = float(np.count_nonzero(np.triu(a)))
-    rho_sum = 0.0
-    if lag_pairs > 0 and df_l > 0 and float(u @ u) > 0:
-        h = (np.sqrt(n)[:, None] * z) @ (z.T * np.sqrt(n)[None, :])  # hat matrix of u
-        bias = -float(np.trace(a @ h)) / df_l  # E[u'Au] / E[u'u] for white noise after the fit
-        rho_sum = (float(u @ a @ u) / float(u @ u) - bias) * lag_pairs
     return dict(
-        q=q, rinv=rinv, z=z, beta=beta, ss_l=ss_l, df_l=df_l, ss_pe=ss_pe, df_pe=df_pe,
-        rho_sum=rho_sum, lag_pairs=lag_pairs, source=source, resid=e,
+        q=q, rinv=rinv, z=z, beta=beta, ss_l=ss_l, df_l=df_l, ss_pe=ss_pe, df_pe=df_pe, source=source,
+        resid=e, **successive(cells),
     )  # fmt: skip
 
 
+def successive(cells: Cells) -> dict:
+    """The levels' own noise from the differences of neighbouring level means (von Neumann).
+
+    A change that moves smoothly with load hardly moves the difference of two neighbouring levels,
+    so the mean square of the differences measures the noise of a level mean whatever the change's
+    shape (a line's residuals would take a curved change for noise).  Scaled to one pair
+    (w = difference / sqrt(1/n_k + 1/n_k+1)), its expectation is v (1 - rho) for levels whose noise
+    has lag-1 correlation rho; the differences' own lag-1 correlation is -(1 - rho) / 2, which
+    gives rho.  The largest difference of each recording (of 4 or more) is left out and the rest
+    scaled to stay unbiased (:func:`_trim_factor`): a change that is steep between two levels (a
+    slower handler at light load) must not pass for noise.  Returns the variance's sum and count
+    (``ss_d``, ``n_d``), its df (a mean square of successive differences is worth about 2/3 of as
+    many independent squares) and rho's sums.
+    """
+    m, n = cells.means, cells.n
+    ss = df = rho_sum = 0.0
+    nd = nlag = 0
+    for r in np.unique(cells.recording):
+        idx = np.flatnonzero(cells.recording == r)  # cells are sorted by (recording, load)
+        if len(idx) < 2:
+            continue
+        w = np.diff(m[idx]) / np.sqrt(1.0 / n[idx][:-1] + 1.0 / n[idx][1:])
+        keep = np.ones(len(w), bool)
+        if len(w) >= 4:
+            keep[int(np.argmax(w * w))] = False
+        ss += float(w[keep] @ w[keep]) / _trim_factor(len(w)) if len(w) >= 4 else float(w @ w)
+        nd += int(keep.sum())
+        df += 2.0 * keep.sum() / 3.0
+        if len(w) >= 3 and float(w @ w) > 0:  # rho from every difference: E[r] = -(1 - rho)(k - 1) / 2k
+            k = len(w)
+            r_w = (float(w[:-1] @ w[1:]) / (k - 1)) / (float(w @ w) / k) * k / (k - 1)
+            rho_sum += (1.0 + 2.0 * r_w) * (k - 1)
+            nlag += k - 1
+    return {"ss_d": ss, "n_d": nd, "df_d": df, "rho_sum": rho_sum, "lag_pairs": float(nlag)}
+
+
+def _trim_factor(n: int) -> float:
+    """E[mean of the n-1 smallest of n chi-square(1) values]: the trimmed mean square's bias."""
+    from scipy.special import erf
+
+    x = np.linspace(0.0, 60.0, 60001)
+    e_max = float(np.trapezoid(1.0 - erf(np.sqrt(x / 2.0)) ** n, x))
+    return (n - e_max) / (n - 1)
+
+
 def _noise(parts: dict, rho: float, levels: float) -> tuple[PairNoise, bool]:
-    """The per-pair noise of a level mean from this comparison's pairs (Bancroft's pooling rule)."""
+    """The per-pair noise of a level mean: the pure error, pooled with the levels' own noise (from
+    successive differences, corrected for rho) unless that shows more noise (Bancroft's rule)."""
     from scipy.special import fdtrc
 
-    ss_l, df_l, ss_pe, df_pe = parts["ss_l"], parts["df_l"], parts["ss_pe"], parts["df_pe"]
-    vif = inflation(rho, levels)
-    df_l_eff = df_l / vif
-    pool = df_pe > 0 and (df_l <= 0 or ss_pe <= 0 or fdtrc(df_l, df_pe, (ss_l / df_l) / (ss_pe / df_pe)) > POOL_P)
-    if df_l <= 0 or (pool and df_pe > 0):
-        ss, df = ss_l + ss_pe, df_l + df_pe
-        var = ss / df if df > 0 else 0.0
-        return PairNoise(var * (df_pe + df_l_eff), df_pe + df_l_eff, parts["rho_sum"], parts["lag_pairs"],
-                         parts["source"]), True  # fmt: skip
-    var = ss_l / df_l
-    return PairNoise(var * df_l_eff, df_l_eff, parts["rho_sum"], parts["lag_pairs"], parts["source"]), False
+    ss_pe, df_pe = parts["ss_pe"], parts["df_pe"]
+    df_d = parts["df_d"]
+    v_d = parts["ss_d"] / parts["n_d"] / max(1.0 - rho, 0.2) if parts["n_d"] > 0 else 0.0
+    src = parts["source"]
+    if df_d <= 0 and df_pe <= 0:
+        return PairNoise(0.0, 0.0, parts["rho_sum"], parts["lag_pairs"], src), True
+    if df_pe > 0 and (df_d <= 0 or ss_pe <= 0 or fdtrc(df_d, df_pe, v_d / (ss_pe / df_pe)) > POOL_P):
+        ss, df = ss_pe + v_d * df_d, df_pe + df_d
+        return PairNoise(ss, df, parts["rho_sum"], parts["lag_pairs"], src), True
+    return PairNoise(v_d * df_d, df_d, parts["rho_sum"], parts["lag_pairs"], src), False
 
 
 def shrunk_rho(rho_sum: float, lag_pairs: float, replicated: bool = True) -> float:
@@ -376,9 +393,10 @@ def fit(
     if cells.pairs < 3 or len(cells.values) < 2:
         return None
     parts = own_noise(cells, degree)
-    rho_sum = parts["rho_sum"] + (learned.rho_sum if learned is not None else 0.0)
-    lag_pairs = parts["lag_pairs"] + (learned.lag_pairs if learned is not None else 0.0)
-    rho = shrunk_rho(rho_sum, lag_pairs, parts["df_pe"] > 0)
+    # the correlation of neighbouring levels is the design's (or learned from A/A recordings), never
+    # this comparison's own: any estimate from its levels reads a curved change as correlation
+    rho = shrunk_rho(learned.rho_sum, learned.lag_pairs, parts["df_pe"] > 0) if learned is not None else (
+        shrunk_rho(0.0, 0.0, parts["df_pe"] > 0))  # fmt: skip
     recs = len(np.unique(cells.recording))
     own, pooled = _noise(parts, rho, len(cells.values) / recs)
     noise, source = _with_prior(own, learned, key)
@@ -395,16 +413,6 @@ def _with_prior(own: PairNoise, learned: PairNoise | None, key: str) -> tuple[Pa
         prior = PairNoise(sd * sd * PRIOR_DF, PRIOR_DF, 0.0, 0.0, "the default pair noise")
         return own.pooled_with(prior), f"with the default pair noise {sd:.2f} ({PRIOR_DF:g} df): few own df"
     return own, "this recording's own pairs"
-
-
-def _robust_level_var(parts: dict, n: np.ndarray) -> float:
-    """The per-pair variance the level means' spread around the line says, from their median absolute
-    residual (a normal's sd is 1.4826 times it), corrected for the terms the line took."""
-    u = np.sqrt(n) * parts["resid"]
-    if len(u) - (parts["q"] + 1) <= 0:
-        return 0.0
-    mad = 1.4826 * float(np.median(np.abs(u)))
-    return mad * mad * len(u) / (len(u) - (parts["q"] + 1))
 
 
 def is_tail(key: str) -> bool:
@@ -442,7 +450,7 @@ def _assemble(
         p_flip=flip_test(cells, z, by_level=not pooled and parts["df_pe"] > 0),
         noise=noise, rho=rho,
         pure_sd=math.sqrt(parts["ss_pe"] / parts["df_pe"]) if parts["df_pe"] > 0 else None,
-        pure_df=parts["df_pe"], key=key, robust_level_var=_robust_level_var(parts, n),
+        pure_df=parts["df_pe"], key=key,
         level_sd=math.sqrt(parts["ss_l"] / parts["df_l"]) if parts["df_l"] > 0 else None,
         pooled=pooled, recordings=len(np.unique(cells.recording)), pairs=cells.pairs, source=source,
         kind=cells.kind, tail=is_tail(key),

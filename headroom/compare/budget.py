@@ -60,7 +60,9 @@ def kinds(keys: list[str], closed_loop: bool) -> list[list[str]]:
     """The kinds of regression (CPU-led, throughput-led, latency-led, tail-led), each as the tested
     metrics that show it."""
     tail = [k for k in keys if k not in ("cpu_s_per_req", "paired_plateau_rps", "p50_s")]
-    both = ["paired_plateau_rps", "p50_s"]  # a closed loop: Little's law ties them at matched load
+    # a closed loop: Little's law ties them at matched load; p50 first (on a tie it is chosen): it is
+    # judged at every matched level, plateau throughput of runs recorded apart only at the saturated ones
+    both = ["p50_s", "paired_plateau_rps"]
     throughput = both if closed_loop else ["paired_plateau_rps"]
     latency = both if closed_loop else ["p50_s"]
     out = [["cpu_s_per_req"], throughput, latency, tail]
