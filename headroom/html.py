@@ -317,6 +317,7 @@ def verdict(c, line: bool = True) -> Fragment:
     """The comparison verdict, its metrics table, the step pairs and what was not judged.
 
     ``line=False`` leaves out the one-line verdict (the report shows :func:`headline` above it)."""
+    from .compare.wording import design_sentence
     from .text import _metric_value, _short_source, big_pct, change_text, interval_text
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
@@ -361,19 +362,11 @@ def verdict(c, line: bool = True) -> Fragment:
         )
         + f"<p><small>{names}</small></p>"
         + _table(head, rows, wrap=(5, 7))
-        + (
-            "<p><small>A and B alternated within every load level (interleaved recording): each decision "
-            "metric's change is the mean of the paired log ratios over the levels, tested against the "
-            "spread of those pairs (with their measured correlation) with Student's t"
-            if c.design == "interleaved steps"
-            else "<p><small>Each decision metric is one value per run (the mean over the matched steps), "
-            "tested against its between-run noise with Student's t"
-        )
-        + f"; a weighted Holm procedure, its error budget shared by each metric's expected power, keeps "
-        f"the chance of any false call at {1 - c.confidence:.0%} (so each interval is at its own, wider level). "
+        + f"<p><small>{_E(design_sentence(c))} (so each interval is at its own, wider level). "
         "<i>detects</i>: the smallest change found with 80 % power by this design. "
         "The verdict 'no regression' means the primary metric was shown not to be worse by the "
         "threshold (one-sided 95 %) and nothing was worse.</small></p>"
+        + _across_load(c)
         + (f"<p><b>Not judged</b></p><ul>{why}</ul>" if why else "")
         + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
         f"</small></p><ul class='notes'>{notes}</ul>"
@@ -385,6 +378,18 @@ def verdict(c, line: bool = True) -> Fragment:
         "decides. p99 in ms; CPU/request change from each step's CPU seconds per request; errors '?' = "
         "unknown (no status column).</p>" + _table(pair_head, pair_rows)
     )
+
+
+def _across_load(c) -> str:
+    """The change of every decision metric at every level (interleaved recordings), or nothing."""
+    from .compare.wording import ACROSS_LOAD_NOTE, across_load_rows
+
+    got = across_load_rows(c)
+    if got is None:
+        return ""
+    head, rows = got
+    body = [[_E(x) for x in r] for r in rows]
+    return f"<p><b>Change across load</b>: {_E(ACROSS_LOAD_NOTE)}.</p>" + _table(head, body)
 
 
 def run_table(run) -> Fragment:

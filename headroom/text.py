@@ -354,7 +354,7 @@ def _noise_rows(c) -> list[str]:
     if c.design == "interleaved steps":
         lines += [
             "",
-            "noise of a level pair (log ratio sd), and the smallest change each metric detects (80 % power)",
+            "noise of a pair (log ratio sd), and the smallest change each metric detects (80 % power)",
         ]
     else:
         lines += ["", "between-run noise per run, and the smallest change each metric detects (80 % power)"]
@@ -452,7 +452,8 @@ def format_comparison(c) -> str:
         ),
         *_wrap(
             f"  {_design_words(c)}, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(shares of the error budget by expected power: {_weights_text(c)}); primary: {primary}"
+            f"(shares of the error budget, maximin over the kinds of regression: {_weights_text(c)}); "
+            f"primary: {primary}"
             if c.primary
             else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
             indent="    ",
@@ -479,6 +480,9 @@ def format_comparison(c) -> str:
             ]
         )
     lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+    from .compare.wording import across_load_lines
+
+    lines += across_load_lines(c)
     lines += _noise_rows(c)
     lines += _pair_lines(c)
     lines += ["", *_wrap(f"verdict: {c.verdict.upper()}: {c.reason}")]
@@ -496,7 +500,7 @@ def format_comparison(c) -> str:
 
 def _design_words(c) -> str:
     if c.design == "interleaved steps":
-        return "paired tests over the levels of interleaved recordings"
+        return "tests of the change across load of interleaved recordings"
     return "run-level tests"
 
 

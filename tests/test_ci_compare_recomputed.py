@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import yaml
 from conftest import ROOT, RUNS
@@ -214,6 +215,12 @@ def _check_interval(m: dict, d: float) -> None:
     # compared as the t statistic the p-value stands for: far in the tail p moves a lot with
     # the sixth digit of the printed standard error
     assert sps.t.isf(m["pvalue"] / 2, df) == pytest.approx(abs(d) / se, rel=2e-3)
+    _check_ci(m, d)
+
+
+def _check_ci(m: dict, d: float) -> None:
+    """The interval exp(d +- t_q se) - 1 at the stated level and df."""
+    se, df = m["se_log"], m["noise"]["df"]
     q = sps.t.ppf(1 - (1 - m["level"]) / 2, df)
     assert m["ci"][0] == pytest.approx(math.expm1(d - q * se), rel=2e-3, abs=2e-5)
     assert m["ci"][1] == pytest.approx(math.expm1(d + q * se), rel=2e-3, abs=2e-5)
@@ -271,63 +278,125 @@ def test_holm_decisions(pair):
     _check_holm(pair[2])
 
 
-IL = ROOT / "data" / "calibration" / "interleaved" / "go-x2"
+IL = ROOT / "data" / "calibration" / "interleaved"
 
 
-def _il_steps(name: str) -> dict[float, dict]:
-    """Per level of one side of an interleaved recording: raw_steps' throughput and p50, and the
-    CPU seconds the recorder measured over exactly that step (metadata step_cpu_s) per request."""
-    out = raw_steps(f"../calibration/interleaved/go-x2/{name}")
-    meta = yaml.safe_load((IL / name / "metadata.yml").read_text())
-    for k, level in enumerate(meta["concurrency"]):
-        out[float(level)]["cpu_s_per_req"] = meta["step_cpu_s"][k] / meta["step_requests"][k]
+def _il_steps(name: str) -> list[tuple[float, dict]]:
+    """Every step of one side of an interleaved recording, in order: (level, {rps, p50_s, cpu_s_per_req})
+    from the raw rows, CPU from the seconds the recorder measured over exactly that step (step_cpu_s)."""
+    folder = IL / name
+    meta = yaml.safe_load((folder / "metadata.yml").read_text())
+    text = gzip.decompress((folder / "perfResults.csv.gz").read_bytes()).decode()
+    sections: list[list[tuple[int, float]]] = []
+    for row in csv.reader(io.StringIO(text)):
+        if row and row[0] == "start-time":
+            sections.append([])
+        elif row:
+            sections[-1].append((_ns(row[0]), float(row[1])))
+    out = []
+    for k, (level, sec) in enumerate(zip(meta["concurrency"], sections)):
+        start = min(t for t, _ in sec)
+        end = max(t + round(lat * 1e9) for t, lat in sec)
+        lats = sorted(lat for _, lat in sec)
+        vals = {
+            "rps": len(sec) / ((end - start) / 1e9),
+            "p50_s": lats[math.ceil(0.5 * len(lats)) - 1],
+            "cpu_s_per_req": meta["step_cpu_s"][k] / meta["step_requests"][k],
+            # docs/ci.md: a step under 0.5 s or 50 requests drops out of its pair
+            "usable": len(sec) >= 50 and (end - start) / 1e9 >= 0.5,
+        }
+        out.append((float(level), vals))
     return out
 
 
-def _paired_se(d: list[list[float]]) -> tuple[float, float]:
-    """The paired standard error as docs/ci.md states it, written out: residuals around each
-    recording's mean; their lag-1 correlation bias-corrected ((K r + 1) / (K - 3)) and shrunk
-    towards +0.45 with 40 residuals' weight, clipped to [0, 0.8]; the AR(1) inflation of a mean of
-    K; df = residual df / inflation; the spread of the recordings' means when that is larger."""
-    ss = df = num = den = 0.0
-    for x in d:
-        e = [v - statistics.fmean(x) for v in x]
-        ss += sum(v * v for v in e)
-        df += len(x) - 1
-        num += sum(a * b for a, b in zip(e, e[1:]))
-        den += sum(a * a for a in e[:-1])
-    k = statistics.fmean(len(x) for x in d)
-    rho = min(0.8, max(0.0, (df * (num / den * k + 1) / (k - 3) + 40 * 0.45) / (df + 40)))
-    n = round(k)
-    vif = 1 + 2 * sum((1 - j / n) * rho**j for j in range(1, n))
-    total = sum(len(x) for x in d)
-    se, eff = math.sqrt(max(ss / df, 1e-4) * vif / total), max(1.0, df / vif)
-    means = [statistics.fmean(x) for x in d]
-    spread = statistics.stdev(means) / math.sqrt(len(d))
-    return (spread, len(d) - 1.0) if spread > se else (se, eff)
+#: docs/ci.md's default pair noise (the prior of a recording with under 8 df of its own, with 4 df)
+PRIOR_SD = {"paired_plateau_rps": 0.40, "p50_s": 0.35, "cpu_s_per_req": 0.12}
 
 
-def test_an_interleaved_comparison_recomputed_from_its_raw_files():
-    """go-x2 recordings 01 and 02 (raw files kept): every level's paired log ratio from the raw
-    rows and the recorder's per-step CPU, then the change, standard error, df, p and interval."""
-    names = ("01", "02")
-    sides = [(_il_steps(f"a-{r}"), _il_steps(f"b-{r}")) for r in names]
+def _model(pairs: list[tuple[float, float]], key: str) -> dict:
+    """docs/ci.md's model across load, written out for one recording of (level, log ratio) pairs:
+    a line in log load by least squares on the pairs; pure error within levels; the levels' own noise
+    from successive differences of level means (the largest left out, scaled by the trimmed mean of
+    9 of 10 chi-square(1) draws, by simulation); pooled unless their F test has p <= 0.25; the F test of
+    the line; each level's t test, Bonferroni over the levels; the smaller of the two p-values, doubled."""
+    from scipy import stats as sps
+
+    levels = sorted({x for x, _ in pairs})
+    by = {c: [d for x, d in pairs if x == c] for c in levels}
+    x = [math.log(c) for c, _ in pairs]
+    d = [v for _, v in pairs]
+    n = len(d)
+    xm = statistics.fmean(x)
+    slope = sum((a - xm) * (b - statistics.fmean(d)) for a, b in zip(x, d)) / sum((a - xm) ** 2 for a in x)
+    ss_pe = sum((v - statistics.fmean(vs)) ** 2 for vs in by.values() for v in vs)
+    df_pe = sum(len(vs) - 1 for vs in by.values())
+    means = [statistics.fmean(by[c]) for c in levels]
+    w = [(b - a) / math.sqrt(1 / len(by[c0]) + 1 / len(by[c1]))
+         for a, b, c0, c1 in zip(means, means[1:], levels, levels[1:])]  # fmt: skip
+    trim = np.sort(np.random.default_rng(0).chisquare(1, (400_000, len(w))), axis=1)[:, :-1].mean()
+    w.remove(max(w, key=abs))
+    v_d, df_d = sum(v * v for v in w) / trim / len(w), 2 * len(w) / 3
+    pooled = sps.f.sf(v_d / (ss_pe / df_pe), df_d, df_pe) > 0.25
+    var, df = ((ss_pe + v_d * df_d) / (df_pe + df_d), df_pe + df_d) if pooled else (v_d, df_d)
+    if df < 8:
+        var, df = (var * df + PRIOR_SD[key] ** 2 * 4) / (df + 4), df + 4
+    se = math.sqrt(var / n)  # the average's: pairs independent (the design's correlation is 0)
+    se_slope = math.sqrt(var / sum((a - xm) ** 2 for a in x))
+    mean = statistics.fmean(d)
+    f = ((mean / se) ** 2 + (slope / se_slope) ** 2) / 2  # the line's two coefficients are orthogonal
+    p_f = sps.f.sf(f, 2, df)
+    p_lv = min(1.0, len(levels) * min(2 * sps.t.sf(abs(statistics.fmean(by[c])) / math.sqrt(var / len(by[c])), df)
+                                      for c in levels))  # fmt: skip
+    raw = {c: (statistics.fmean(by[c]), math.sqrt(var / len(by[c]))) for c in levels}
+    return {"mean": mean, "se": se, "df": df, "p": min(1.0, 2 * min(p_f, p_lv)), "levels": raw}
+
+
+def _worse_at_a_level(m: dict, want: dict, alpha_local: float, threshold: float) -> bool:
+    """A level's own mean worse by the threshold, its Bonferroni interval (the levels' half of
+    alpha_local, over the levels) clear of no change on the worse side."""
+    sign = 1.0 if m["better"] == "lower" else -1.0
+    q = sps.t.ppf(1 - alpha_local / (4 * len(want["levels"])), want["df"])
+    return any(
+        sign * d >= math.log1p(threshold) and sign * d - q * se > 0 for d, se in want["levels"].values()
+    )
+
+
+@pytest.mark.parametrize("rec,codes", [("dev-go-aa-70/a-01", (0, 3)), ("dev-go-latency200-70/a-03", (1,))])
+def test_an_interleaved_comparison_recomputed_from_its_raw_files(rec, codes):
+    """Two recordings with two pairs a level, raw files kept (an A/A one, and one whose candidate
+    waits 200 us a request): every pair's log ratio from the raw rows and the recorder's per-step
+    CPU, then the change, its standard error, df and p-value of the model across load, and the
+    interval."""
+    rb = rec.replace("/a-", "/b-")
+    a, b = _il_steps(rec), _il_steps(rb)
     p = subprocess.run(
-        [sys.executable, "-m", "headroom", "compare", "--baseline", *(IL / f"a-{r}" for r in names),
-         "--candidate", *(IL / f"b-{r}" for r in names), "--json", "-"],
+        [sys.executable, "-m", "headroom", "compare", IL / rec, IL / rb, "--json", "-"],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )  # fmt: skip
-    assert p.returncode == 1, p.stderr
+    assert p.returncode in codes, p.stderr
     doc = json.loads(p.stdout)
     assert doc["settings"]["design"] == "interleaved steps"
+    wants = {}
     for key in DECIDING:
         field = "rps" if key == "paired_plateau_rps" else key
-        d = [[math.log(c[k][field] / a[k][field]) for k in sorted(a)] for a, c in sides]
+        assert all(la == lb for (la, _), (lb, _) in zip(a, b))
+        pairs = [
+            (la, math.log(vb[field] / va[field])) for (la, va), (_, vb) in zip(a, b) if va["usable"] and vb["usable"]
+        ]
+        want = _model(pairs, key)
         m = _metric(doc, key)
-        mean = statistics.fmean(v for x in d for v in x)
-        assert math.log1p(m["change"]) == pytest.approx(mean, abs=2e-5), key
-        se, df = _paired_se(d)
-        assert m["se_log"] == pytest.approx(se, rel=2e-3), key
-        assert m["noise"]["df"] == pytest.approx(df, rel=2e-3), key
-        _check_interval(m, mean)
-    _check_holm(doc)
+        assert math.log1p(m["change"]) == pytest.approx(want["mean"], abs=2e-5), key
+        assert m["se_log"] == pytest.approx(want["se"], rel=3e-3), key
+        assert m["noise"]["df"] == pytest.approx(want["df"], rel=1e-6), key
+        assert m["pvalue"] == pytest.approx(want["p"], rel=1e-2, abs=1e-9), key
+        _check_ci(m, want["mean"])
+        wants[key] = want
+    weights = doc["settings"]["weights"]
+    ms = {m["key"]: m for m in doc["metrics"] if m["key"] in weights and m["pvalue"] is not None}
+    rejected, local = _holm({k: m["pvalue"] for k, m in ms.items()}, {k: weights[k] for k in ms}, 0.05)
+    for key in DECIDING:
+        m = ms[key]
+        assert m["level"] == pytest.approx(1 - local[key], abs=2e-6), key
+        sign = 1.0 if m["better"] == "lower" else -1.0
+        worse = sign * math.log1p(m["change"]) >= math.log1p(0.10) or _worse_at_a_level(m, wants[key], local[key], 0.10)
+        assert (m["decision"] == "worse") == (key in rejected and worse), (key, m["decision"])

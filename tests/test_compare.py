@@ -247,7 +247,7 @@ def test_runs_needed_would_decide():
             bad = logc if m.better == "lower" else -logc
             if m.key == "cpu_s_per_req" and bad + sst.t.ppf(0.95, df) * se < math.log1p(0.10):
                 return True
-            w = WEIGHTS.get(m.key, WEIGHTS["tail"])
+            w = m.weight  # the share the comparison planned for it
             if abs(m.change) >= 0.10 and abs(logc) > sst.t.ppf(1 - 0.05 * w / 2, df) * se:
                 return True
         return False

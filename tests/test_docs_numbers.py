@@ -2,7 +2,7 @@
 
 Every quoted weight, default noise, threshold, confidence and format list is
 compared with the declaration it describes: ``headroom/metrics.py`` (default
-noise per metric), ``headroom/paired.py`` DEFAULTS (noise of a level pair),
+noise per metric), ``headroom/compare/across_load.py`` DEFAULT_PAIR_SD (noise of a pair),
 ``compare.power_weights`` planned as a comparison plans it (Holm weights),
 the keyword defaults of ``compare_runs`` / ``history.analyse``, and the
 format registry.  The text side is read two ways:
@@ -37,7 +37,8 @@ from pathlib import Path
 
 import pytest
 
-from headroom import compare, history, metrics, paired
+from headroom import compare, history, metrics
+from headroom.compare import across_load
 from headroom.formats import FORMATS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,7 +78,7 @@ def code_noise() -> dict[str, float]:
 def code_weights(has_cpu: bool) -> dict[str, float]:
     """Holm starting weights of one run a side at compare_runs' defaults, errors judged."""
     keys = ["paired_plateau_rps", "p50_s", "p99_s"] + (["cpu_s_per_req"] if has_cpu else [])
-    planned = {k: compare.planned_se(k, None, compare._Design(), (1, 1)) for k in keys}
+    planned = {k: compare.planned_se(k, 0, compare.Design(), (1, 1)) for k in keys}
     d = compare_defaults()
     w = compare.power_weights(planned, True, d["threshold"], 1.0 - d["confidence"])
     return {("plateau_rps" if k == "paired_plateau_rps" else k): v for k, v in w.items()}
@@ -280,7 +281,7 @@ def block_quotes(where: str, kinds: set[str], block: str) -> list[Quote]:
         if "noise" in kinds:
             out += metric_quotes(where, p, True, lambda c: {k: 100 * v for k, v in code_noise().items()})
         if "pair-noise" in kinds:
-            out += metric_quotes(where, p, True, lambda c: {k: 100 * v for k, v in paired.DEFAULTS.items()})
+            out += metric_quotes(where, p, True, lambda c: {k: 100 * v for k, v in across_load.DEFAULT_PAIR_SD.items()})
         if "weights" in kinds:
             out += metric_quotes(where, p, False, weight_values(p))
     return out

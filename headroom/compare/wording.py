@@ -161,3 +161,64 @@ def single_pair_note(metrics: list[Metric], paired: bool) -> list[str]:
         "alone (no pairs at the same level to measure it apart), and a sign test over the levels is added; "
         "record with --pairs-per-level 2 (the default) to measure it apart from the change"
     ]
+
+
+def design_sentence(c) -> str:
+    """How the changes were tested and the error budget shared, in one sentence (text and HTML)."""
+    if c.design == "interleaved steps":
+        how = (
+            "A and B alternated within every load level (interleaved recording): each decision metric's "
+            "paired log ratios are fitted as a line in log load and tested for no change at any level (the "
+            "line's F test, or the levels' own means, Bonferroni; a tail percentile by the F test and a "
+            "sign-flip test both), against the noise of pairs at the same level and of neighbouring levels"
+        )
+    else:
+        how = (
+            "Each decision metric is one value per run (the mean over the matched steps), tested against "
+            "its between-run noise with Student's t"
+        )
+    return (
+        f"{how}; a weighted Holm procedure keeps the chance of any false call at {1 - c.confidence:.0%}, "
+        "its budget shared to give CPU-, throughput-, latency- and tail-led regressions of the threshold's "
+        "size the same share of the power each would have alone (maximin)"
+    )
+
+
+def _level_cell(lc, m: Metric) -> str:
+    """A level's own change, '!' when its simultaneous interval excludes no change."""
+    beyond = lc.raw_ci is not None and (lc.raw_ci[0] > 0 or lc.raw_ci[1] < 0)
+    return f"{lc.raw * 100:+.0f}%" + ("!" if beyond else "")
+
+
+def across_load_rows(c) -> tuple[list[str], list[list[str]]] | None:
+    """The change of every decision metric at every level (interleaved recordings): header and rows."""
+    ms = [m for m in c.metrics if m.decides and m.levels]
+    if not ms:
+        return None
+    head = ["level", "pairs"] + [m.name for m in ms]
+    rows = []
+    for k, lc in enumerate(ms[0].levels):
+        row = [lc.where(), str(lc.pairs)]
+        for m in ms:
+            same = [x for x in m.levels if x.load == lc.load]
+            row.append(_level_cell(same[0], m) if same else "-")
+        rows.append(row)
+    rows.append(["fitted", ""] + [f"{pct(m.levels[0].change)} .. {pct(m.levels[-1].change)}" for m in ms])
+    return head, rows
+
+
+ACROSS_LOAD_NOTE = (
+    "each level's own change (candidate / baseline - 1 of its pairs' geometric mean; ! = beyond its "
+    "interval, simultaneous over the levels); 'fitted': the line in log load at the lowest and highest level"
+)
+
+
+def across_load_lines(c) -> list[str]:
+    """The across-load table as terminal lines (empty when the design has no levels)."""
+    from ..text import _table
+
+    got = across_load_rows(c)
+    if got is None:
+        return []
+    head, rows = got
+    return ["", "change across load: " + ACROSS_LOAD_NOTE, *_table(head, rows, "rr" + "r" * (len(head) - 2))]
