@@ -94,7 +94,10 @@ def _epilog_compare() -> str:
         "(plateau throughput over the saturated steps, p50, p99 or the objective's percentile, "
         "CPU per request over all). The change is candidate / baseline of those values, tested "
         "against the between-run noise of that metric (learned with --noise-from, pooled with the "
-        f"spread between repeat runs, else {helptext.noise_clause()}), with Student's t. "
+        f"spread between repeat runs, else {helptext.noise_clause()}), with Student's t. Interleaved "
+        "recordings (ramp --ab --interleave steps) are judged level by level instead: each metric's "
+        "paired log ratios fitted as a line in log load, tested for no change at any level against "
+        "the noise of pairs at the same level and of neighbouring levels (docs/ci.md). "
         f"{helptext.holm_sentences()} A metric is worse/better only when Holm finds a change AND it "
         f"is at least the threshold (default {helptext.pct(d['threshold'])}). With nothing worse or "
         'better, the gate passes ("no regression", exit 0) when the primary metric (CPU per request '

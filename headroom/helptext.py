@@ -105,8 +105,9 @@ def holm_sentences() -> str:
 
     return (
         'A weighted Holm procedure keeps the chance of any false "changed" within 1-confidence; '
-        "each metric's starting share of it follows the power the design gives it (the output "
-        "and the JSON show the shares used). Holm weights of one run a side at the defaults: "
+        "the shares maximise the worst-case power over CPU-, throughput-, latency- and tail-led "
+        "regressions of the threshold's size, each relative to what the whole budget would give it "
+        "(the output and the JSON show the shares used). Holm weights of one run a side at the defaults: "
         f"{weights_text()}; without the server's CPU: {weights_text(has_cpu=False)} "
         f"(the error rate keeps {WEIGHTS['error_rate']:g})."
     )
