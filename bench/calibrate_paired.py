@@ -39,6 +39,7 @@ from headroom import reduce_run  # noqa: E402
 from headroom.compare import compare_runs  # noqa: E402
 
 VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
+SEQUENTIAL = False
 
 def varies(c: float) -> float:
     """A change that varies with load: x0.2 of the throughput at c=1 rising to x0.9 at c=40 (linear in
@@ -103,19 +104,53 @@ def synthetic_rows(seeds: int, pairs: int) -> list[str]:
     return out
 
 
+#: --until-decided as headroom ramp runs it with --max-repeats 6: a look after every recording
+MAX_LOOKS = 6
+
+
+def sequential(recordings, cpu: bool) -> list[tuple[int, str]]:
+    """Replay --until-decided --max-repeats 6 on the recorded order: consecutive sequences (the next
+    starts where the last stopped), each looking after every recording at 1 - 0.05 / 6 and stopping
+    at the first decided look.  Returns (recordings used, verdict) of each sequence."""
+    out, start = [], 0
+    runs = [(ra if cpu else no_cpu(ra), rb if cpu else no_cpu(rb)) for ra, rb in recordings]
+    while start < len(runs):
+        for n in range(1, MAX_LOOKS + 1):
+            if start + n > len(runs):
+                return out
+            got = runs[start : start + n]
+            c = compare_runs([a for a, _ in got], [b for _, b in got], confidence=1 - 0.05 / MAX_LOOKS)
+            if c.verdict != "inconclusive" or n == MAX_LOOKS:
+                out.append((n, c.verdict))
+                break
+        start += n
+    return out
+
+
 def real_rows(root: Path, only: str | None = None):
     for d in sorted(p for p in root.iterdir() if p.is_dir() and (only is None or only in p.name)):
         a = sorted(d.glob("a-*"))
         pairs = [(x, d / ("b" + x.name[1:])) for x in a if (d / ("b" + x.name[1:])).is_dir()]
         if not pairs:
             continue
-        with_cpu, without = [], []
+        with_cpu, without, runs = [], [], []
         for x, y in pairs:
             ra, rb = reduce_run(str(x)), reduce_run(str(y))
+            runs.append((ra, rb))
             with_cpu.append(compare_runs(ra, rb).verdict)
             without.append(compare_runs(no_cpu(ra), no_cpu(rb)).verdict)
-        yield row("real", d.name, "with", with_cpu)
-        yield row("real", d.name, "without", without)
+        fc = [r.meta.fields.get("foreign_cpu", {}).get("mean_percent") for pair in runs for r in pair]
+        fc = [v for v in fc if isinstance(v, (int, float))]
+        load = f" (foreign {min(fc):.0f}-{max(fc):.0f} %, mean {sum(fc) / len(fc):.0f})" if fc else ""
+        for cpu, verdicts in (("with", with_cpu), ("without", without)):
+            seq = sequential(runs, cpu == "with") if SEQUENTIAL else []
+            extra = ""
+            if seq:
+                ns = sorted(n for n, _ in seq)
+                extra = f"; until-decided: median {ns[len(ns) // 2]} recording(s), " + ", ".join(
+                    f"{n}:{v}" for n, v in seq
+                )
+            yield row("real", d.name + load, cpu, verdicts)[:-2] + extra + " |"
 
 
 def main() -> None:
@@ -125,8 +160,11 @@ def main() -> None:
     ap.add_argument("--no-synthetic", action="store_true", help="only the real sets")
     ap.add_argument("--pairs", type=int, default=2, help="synthetic pairs per level (2)")
     ap.add_argument("--only", help="real sets whose name contains this")
+    ap.add_argument("--sequential", action="store_true", help="replay --until-decided on each real set")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    global SEQUENTIAL
+    SEQUENTIAL = args.sequential
     head = "| source | change | server CPU | comparisons | " + " | ".join(VERDICTS) + " | rate |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))

@@ -4,7 +4,7 @@ Each :class:`Metric` says what a number is (key, name, unit), which way is
 better, the between-run noise assumed when no repeats measured it, and whether
 it *decides* (a verdict or a history's exit code can turn on it) or is only
 *shown* beside the verdict.  history, history_view, serialize, text, html and
-plot read this table; compare.py's specs and noise.py's defaults are written so
+plot read this table; headroom/compare/specs.py and noise.py's defaults are written so
 that they can read it too (WIRING.md).  The next metric is one entry here.
 """
 

@@ -92,6 +92,24 @@ def _metric(m: dict, schema: int):
         pvalue=m.get("pvalue"),
         se=m.get("se_log"),
         weight=m.get("weight"),
+        levels=tuple(_level(x) for x in m.get("levels") or ()),
+        test=m.get("test", ""),
+    )
+
+
+def _level(x: dict):
+    """A metric's change at one load level (interleaved recordings), from its JSON."""
+    from .compare import LevelChange
+
+    raw_ci = x.get("raw_ci")
+    return LevelChange(
+        load=x["load"],
+        change=x["change"],
+        ci=(x["ci"][0], x["ci"][1]),
+        raw=x["raw_change"],
+        pairs=x["pairs"],
+        kind=x.get("kind", "concurrency"),
+        raw_ci=None if raw_ci is None else (raw_ci[0], raw_ci[1]),
     )
 
 

@@ -60,7 +60,7 @@ def test_intervals_are_the_stated_t_intervals(doc):
 def test_run_level_standard_error_is_the_stated_noise(doc):
     if doc["settings"].get("design") == "interleaved steps":
         pytest.skip(
-            "a paired comparison: its standard error comes from the level pairs (tests/test_paired.py)"
+            "a paired comparison: its standard error comes from the level pairs (tests/test_across_load.py)"
         )
     nb, nc = len(doc["baseline"]), len(doc["candidate"])
     for m in doc["metrics"]:

@@ -26,7 +26,7 @@ REQ_S_ROWS = {
     "max useful throughput": "max_useful_rps",
 }
 #: figures the comparison shows beside its verdict, under the summary's own names (its paired
-#: plateau estimate is a different figure and gets its own name in compare.py)
+#: plateau estimate is a different figure and gets its own name in headroom/compare/specs.py)
 SHOWN = {"capacity_rps": "capacity_rps", "knee_rps": "knee_rps", "peak_step_rps": "peak_step_rps"}
 
 

@@ -70,3 +70,19 @@ def test_bad_documents_are_one_line_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(HeadroomError, match=r"bad\.json: not a readable JSON document"):
         read_json(bad)
+
+
+def test_an_interleaved_comparison_round_trips_with_its_levels():
+    """The change at every level (issue 37) is written and read back: JSON -> Comparison -> JSON."""
+    from headroom import reduce_run
+    from headroom.compare import compare_runs, to_json
+    from headroom.serialize import comparison_from_json
+
+    sets = ROOT / "data" / "calibration" / "interleaved" / "dev-go-latency200-70"
+    c = compare_runs(reduce_run(str(sets / "a-03")), reduce_run(str(sets / "b-03")))
+    doc = to_json(c)
+    levels = next(m for m in doc["metrics"] if m["key"] == "p50_s")["levels"]
+    assert [lv["load"] for lv in levels] == sorted(lv["load"] for lv in levels) and len(levels) == 11
+    assert all(lv["raw_ci"][0] <= lv["raw_change"] <= lv["raw_ci"][1] for lv in levels)
+    back = comparison_from_json(json.loads(json.dumps(doc)))
+    assert to_json(back) == doc

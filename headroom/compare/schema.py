@@ -15,6 +15,7 @@ def _level_doc(lc: LevelChange) -> dict:
         "change": _n(lc.change),
         "ci": [_n(lc.ci[0]), _n(lc.ci[1])],
         "raw_change": _n(lc.raw),
+        "raw_ci": None if lc.raw_ci is None else [_n(lc.raw_ci[0]), _n(lc.raw_ci[1])],
         "pairs": lc.pairs,
     }
 
