@@ -30,17 +30,22 @@ def paired(args) -> None:
     if args.synthetic:
         import synthetic
 
-        runs = [r for i in range(args.synthetic) for r in synthetic.interleaved(2000 + i)]
-        what = f"{args.synthetic} synthetic interleaved recordings (tests/synthetic.py)"
+        runs = [r for i in range(args.synthetic) for r in synthetic.interleaved(2000 + i, pairs=2)]
+        what = f"{args.synthetic} synthetic interleaved recordings, two pairs a level (tests/synthetic.py)"
     else:
         runs = [reduce_run(p) for p in args.runs]
         what = f"{len(runs) // 2} interleaved recordings"
-    print(f"noise of the level pairs (log B/A around each recording's mean) of {what}")
-    print("| metric | residual sd | df | lag-1 (raw) | lag-1 used | levels |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"noise of the pairs (log B/A) of {what}: within a level (pure error), and the levels' own")
+    print("(successive differences of level means, per pair); neighbouring levels' correlation from them")
+    print("| metric | pure sd | df | levels' own sd | df | correlation (measured) | recordings |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    pct = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     for key, v in measure_paired_noise(runs).items():
-        lag = "-" if v["lag1"] is None else f"{v['lag1']:+.2f}"
-        print(f"| {key} | {v['sd']:.1%} | {v['df']:g} | {lag} | {v['rho']:+.2f} | {v['levels']:g} |")
+        lag = "-" if v["rho_measured"] is None else f"{v['rho_measured']:+.2f}"
+        print(
+            f"| {key} | {pct(v['pure_sd'])} | {v['pure_df']:g} | {pct(v['levels_sd'])} | {v['levels_df']:.0f} "
+            f"| {lag} | {v['recordings']} |"
+        )
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from ..model import HeadroomError, Run
 from ..noise import spread
 from ..summary import Summary
-from .across_load import own_noise, shrunk_rho
+from .across_load import own_noise
 from .learned import aa_recordings, as_summaries
 from .pairing import pair_steps, plateau_mask
 from .specs import series, specs
@@ -61,18 +61,18 @@ def measure_paired_noise(runs: Sequence[Run | Summary], **kw) -> dict:
 
     ``runs``: the a-NN and b-NN folders of ``headroom ramp --ab --interleave
     steps`` jobs of an unchanged build.  Returns {metric key: {"pure_sd",
-    "pure_df", "level_sd", "level_df", "rho", "recordings"}}: the sd of a pair's
-    log ratio around its level's mean (pure error), the sd (per pair) of the
-    level means around each recording's fitted change, and the bias-corrected
-    lag-1 correlation of neighbouring levels' residuals (as measured, then as
-    the fit uses it).
+    "pure_df", "levels_sd", "levels_df", "rho_measured", "recordings"}}: the sd
+    of a pair's log ratio around its level's mean (pure error), the levels' own
+    noise per pair (successive differences of level means, the largest of each
+    recording left out) and the neighbouring levels' correlation those
+    differences show (what the bench reports; compare uses the design's).
     """
     recs = aa_recordings(as_summaries(runs, **kw))
     if not recs:
         raise HeadroomError("no interleaved recordings among the runs (a-NN and b-NN of ramp --ab --interleave steps)")
     out = {}
     for spec in specs(None, True):
-        tot = dict(ss_pe=0.0, df_pe=0.0, ss_l=0.0, df_l=0.0, rho_sum=0.0, lag_pairs=0.0)
+        tot = dict(ss_pe=0.0, df_pe=0.0, ss_d=0.0, n_d=0.0, df_d=0.0, rho_sum=0.0, lag_pairs=0.0)
         for g in recs:
             pairs, _ = pair_steps([g["a"].table], [g["b"].table])
             cells = pair_cells([[g["a"]], [g["b"]]], pairs, spec.key, [(0, 0)])[0]
@@ -84,10 +84,9 @@ def measure_paired_noise(runs: Sequence[Run | Summary], **kw) -> dict:
         out[spec.out] = {
             "pure_sd": math.sqrt(tot["ss_pe"] / tot["df_pe"]) if tot["df_pe"] else None,
             "pure_df": tot["df_pe"],
-            "level_sd": math.sqrt(tot["ss_l"] / tot["df_l"]) if tot["df_l"] else None,
-            "level_df": tot["df_l"],
+            "levels_sd": math.sqrt(tot["ss_d"] / tot["n_d"]) if tot["n_d"] else None,
+            "levels_df": tot["df_d"],
             "rho_measured": tot["rho_sum"] / tot["lag_pairs"] if tot["lag_pairs"] else None,
-            "rho": shrunk_rho(tot["rho_sum"], tot["lag_pairs"]),
             "recordings": len(recs),
         }
     return out
