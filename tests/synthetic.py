@@ -150,10 +150,11 @@ def ramp(
 #: rounding of 0.2 ms latencies, which the model does not have: its p50 moves with throughput,
 #: by Little's law.  ``tail_step`` replaces the per-step tail noise of NOISE for both sides.
 PAIR_NOISE = {"pair": 0.48, "pair_rho": 0.3, "cpu_pair": 0.065, "cpu_pair_rho": 0.3, "tail_step": 0.55}
-#: the pair noise measured on the dev-* recordings with two pairs per level at about 80 % foreign load
-#: (``bench/noise.py --paired``: pure error within levels and level residuals alike, throughput 0.30-0.34,
-#: p50 0.38, p99 0.33-0.36, CPU per request 0.08-0.09; neighbouring levels' correlation -0.16 to +0.10)
-PAIR_NOISE_2 = {"pair": 0.33, "pair_rho": 0.0, "cpu_pair": 0.085, "cpu_pair_rho": 0.0, "tail_step": 0.45}
+#: the pair noise measured on 16 real A/A recordings with two pairs per level at 61-88 % foreign load
+#: (dev-go-aa-70, dev-nginx-aa-70, r5-go-aa-70; ``bench/noise.py --paired``: pure error within levels
+#: and the levels' own noise alike, throughput 42/46 %, p50 38/40 %, p99 83/63 %, CPU per request
+#: 9.4/10.5 %; neighbouring levels' correlation -0.25 to +0.11)
+PAIR_NOISE_2 = {"pair": 0.44, "pair_rho": 0.0, "cpu_pair": 0.10, "cpu_pair_rho": 0.0, "tail_step": 0.55}
 
 
 def interleaved(
