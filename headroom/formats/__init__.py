@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..model import HeadroomError
-from . import ab, gatling, hey, hlog, jmeter, k6, oha, throughputramp, vegeta
+from . import ab, gatling, hey, hlog, jmeter, k6, locust, oha, throughputramp, vegeta
 from ._common import COARSE_MS, EXACT, SUMMARY, Table
 from ._protocol import Reader
 from ._scan import BOM, bare_cr, first_line, head_bytes, is_text, short
@@ -61,6 +61,7 @@ FORMATS: dict[str, Reader] = {
         oha.READER,
         ab.READER,
         hlog.READER,
+        locust.READER,
     )
 }
 #: The former name of a registry entry.
