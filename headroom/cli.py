@@ -178,6 +178,13 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="the concurrency of every step when the file does not say (a hey ramp, --steps): "
         "1:40:3 is 1, 4, ..., 40; or a list 1,2,4,8; one level per step",
     )
+    p.add_argument(
+        "--name",
+        dest="request_name",
+        metavar="NAME",
+        help="only the requests of this name, e.g. --name /api/cart (an endpoint: the request name "
+        "of a Locust run recorded by headroom.locust)",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     telemetry_options(p)
 

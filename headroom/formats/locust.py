@@ -49,12 +49,13 @@ def scan(path: Path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None)
     """One pass over a headroom.locust file: the requests as batches (``key``: the stage), the
     stages and user counts on the side (``scan.side``)."""
     path = Path(path)
-    head = first_line(strip_bom(head_bytes(path))).rstrip(b"\r")
+    data = strip_bom(head_bytes(path))
+    head = first_line(data).rstrip(b"\r")
     if head != HEADER:
         raise fail(path, 1, f"not a headroom.locust file: header '{short(head)}'")
-    _version_check(path)
+    role = _run_row(path, data)
     s = Scan(path=path, fmt="locust", fidelity=EXACT, key_kind="label")
-    s._gen = _batches(s, chunk_bytes, name)
+    s._gen = _batches(s, chunk_bytes, name, role == "worker")
     return s
 
 
@@ -74,6 +75,7 @@ class _Side:
         self.stage_t, self.stage_k, self.stage_users = [], [], []
         self.users_t, self.users_n = [], []
         self.stop_t: int | None = None
+        self.worker = False  # a worker's file of a distributed run (its run row)
         self.pairs: dict[tuple[int, int], int] = {}  # (stage, users) -> requests: the fallback level
 
     def add(self, ev, t, k, u, lines, path) -> None:
@@ -106,7 +108,7 @@ def _int(t, col: str, n: int, missing: int = -1) -> np.ndarray:
     return np_column(c, np.int64) if n else np.zeros(0, np.int64)
 
 
-def _batches(s: Scan, chunk_bytes: int, name: str | None):
+def _batches(s: Scan, chunk_bytes: int, name: str | None, worker: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -116,6 +118,7 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None):
     if name is not None:
         types["name"] = pa.string()
     side, rows, kept, events = _Side(), 0, 0, {}
+    side.worker = worker
     for blk in blocks(path, chunk_bytes, s.warnings, header=True):
         t = read_block_csv(blk, path, columns=COLUMNS, types=types, row_problem=_row_problem)
         n = t.num_rows
@@ -141,7 +144,9 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None):
                      | ((ok != 0) & (ok != 1)))  # fmt: skip
         if bad.any():
             i = int(np.argmax(bad))
-            raise fail(path, int(lines[i]), _request_problem(t_us[i], lat[i], stage[i], users[i], status[i], ok[i]))
+            raise fail(
+                path, int(lines[i]), _request_problem(t_us[i], lat[i], stage[i], users[i], status[i], ok[i])
+            )
         if name is not None:
             req &= np.asarray(pc.equal(t.column("name"), name).combine_chunks().fill_null(False), bool)
         pair = stage[req] * (1 << 32) + users[req]
@@ -158,6 +163,8 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None):
         raise fail(path, None, "no requests (the file has a header but no request rows)")
     if kept == 0:
         raise fail(path, None, f"--name {short(name, 60)}: no request of that name in this file")
+    if name is not None:
+        s.warnings.append(f"{path}: --name {short(name, 60)}: {kept:,} of its {events[0]:,} requests")
 
 
 def _request_problem(t, lat, stage, users, status, ok) -> str:
@@ -198,9 +205,11 @@ class LocustPlan:
 
     def __init__(self, scan: Scan, raw):
         self.scan = scan
-        found = [np.unique(c["key"]) for c in raw.chunks(COLS)]
-        self.stages = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
         side: _Side = scan.side.get("locust") or _Side()
+        found = [np.unique(c["key"]) for c in raw.chunks(COLS)]
+        if side.worker:  # every stage the master set (workers' files align stage by stage), even one
+            found.append(np.asarray([k for k, u in zip(side.stage_k, side.stage_users) if u > 0], np.int64))
+        self.stages = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
         self.conc, self.notes = [], []
         st = sorted(zip(side.stage_t, side.stage_k, side.stage_users), key=lambda x: x[1])
         begins = {k: t for t, k, _ in st}
@@ -227,7 +236,10 @@ class LocustPlan:
 
     def found(self) -> Found:
         n = len(self.stages)
-        names = [f"concurrency {c}" if c is not None else f"stage {k}" for c, k in zip(self.conc, self.stages.tolist())]
+        names = [
+            f"concurrency {c}" if c is not None else f"stage {k}"
+            for c, k in zip(self.conc, self.stages.tolist())
+        ]
         conc = list(self.conc) if all(c is not None for c in self.conc) else None
         src = f"Locust stages (the target user count changed {n - 1} times): {n} steps" if n > 1 else \
             "one Locust stage (one target user count): one step"  # fmt: skip
@@ -235,20 +247,22 @@ class LocustPlan:
         return Found(names, conc, None, src, w)
 
 
-def _version_check(path: Path) -> None:
-    """Refuse a file written by a later layout of headroom.locust, naming both versions."""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    if head[:2] == b"\x1f\x8b":
-        return
-    for line in head.split(b"\n")[1:3]:
-        if line.startswith(b"run,") and b"headroom.locust " in line:
-            v = line.split(b"headroom.locust ", 1)[1].split(b";", 1)[0].strip()
-            if v.isdigit() and int(v) > VERSION:
-                raise HeadroomError(
-                    f"{path}: written by headroom.locust layout {int(v)}; this headroom reads layout {VERSION}: "
-                    "upgrade headroom"
-                )
+def _run_row(path: Path, head: bytes) -> str:
+    """The process's role from the ``run`` row (``local`` or ``worker``); a file of a later layout of
+    headroom.locust is refused naming both versions."""
+    for line in head.split(b"\n")[1:4]:
+        f = line.rstrip(b"\r").split(b",")
+        if f[0] != b"run" or len(f) < 9:
+            continue
+        about = f[8].decode("utf-8", "replace")
+        v = about.split("headroom.locust ", 1)[-1].split(";", 1)[0].strip()
+        if v.isdigit() and int(v) > VERSION:
+            raise HeadroomError(
+                f"{path}: written by headroom.locust layout {int(v)}; this headroom reads layout {VERSION}: "
+                "upgrade headroom"
+            )
+        return f[7].decode("utf-8", "replace")
+    return "local"
 
 
 READER = Reader(

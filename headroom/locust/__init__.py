@@ -41,6 +41,7 @@ from pathlib import Path
 
 from locust import __version__ as LOCUST_VERSION
 from locust import events
+from locust.event import EventHook
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 #: Version of the file's layout (the ``run`` row says it).
@@ -52,6 +53,11 @@ DEFAULT_DIR = "headroom-locust"
 #: The custom message by which a master tells its workers a new stage.
 STAGE_MESSAGE = "headroom_stage"
 _BUFFER = 1 << 20
+
+#: Fired in a process that writes a file when its stage changes, after the ``stage`` row:
+#: ``stage_changed.fire(environment=..., stage=k, users=target)`` (e.g. to snapshot Locust's own
+#: statistics at the same moment, as scripts/locust/ does to check the files against them).
+stage_changed = EventHook()
 _QUOTE = frozenset(',"\r\n')
 
 
@@ -137,7 +143,9 @@ class Recorder:
         about = f"headroom.locust {FORMAT_VERSION}; locust {LOCUST_VERSION}"
         if self.role == "worker":
             about += f"; worker {self.runner.worker_index}"
-        self.out.write(f"run,{time.time_ns() // 1000},{max(self.stage, 0)},{self.users},,,,{self.role},{about},\n")
+        self.out.write(
+            f"run,{time.time_ns() // 1000},{max(self.stage, 0)},{self.users},,,,{self.role},{about},\n"
+        )
         for row in self.pending:
             self.out.write(row)
         self.pending = []
@@ -154,6 +162,8 @@ class Recorder:
     def new_stage(self, stage: int, users: int) -> None:
         self.stage, self.target = stage, users
         self._write(f"stage,{time.time_ns() // 1000},{stage},{users},,,,,,\n")
+        if self.name is not None:
+            stage_changed.fire(environment=self.env, stage=stage, users=users)
 
     def users_changed(self, n: int) -> None:
         self.users = n
