@@ -165,7 +165,9 @@ class SpoolSource:
         from .formats._batch import CHUNK_BYTES
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
-        scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES), options=self.settings)
+        scan = self.reader.open(
+            self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES), options=self.settings
+        )
         raw = None
         have: dict[str, bool] | None = None
         stats: dict[int, StepStats] = {}

@@ -15,7 +15,6 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import ROOT
 
