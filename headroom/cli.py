@@ -518,11 +518,34 @@ def _noise_from(paths: list[str], load):
     return [load(p) for p in paths]
 
 
+def _locust_history(args):
+    """A Locust stats history given to summary: its steps (None: not one); options needing requests refused."""
+    from pathlib import Path
+
+    from .formats import head_bytes
+    from .formats.locust_history import is_history, read_history, refused
+
+    path = Path(args.run[0])
+    if len(args.run) != 1 or not path.is_file() or not is_history(head_bytes(path)):
+        return None
+    for flag, value in (("--objective", args.objective), ("--bins", args.bins), ("--bin-width", args.bin_width),
+                        ("--current-load", args.current_load), ("--target-load", args.target_load),
+                        ("--dask", args.dask), ("--steps", args.steps), ("--prometheus", args.prometheus),
+                        ("--bucket", None if args.bucket == 1.0 else args.bucket)):  # fmt: skip
+        if value is not None:
+            raise refused(path, flag)
+    return read_history(path, args.request_name)
+
+
 def _summary(args) -> int:
     from .io import reduce_run
     from .summary import analyze, to_json
     from .text import format_summary
 
+    history = _locust_history(args)
+    if history is not None:
+        emit(history.text(), history.to_json(), history.notes, args.json)
+        return 0
     run = reduce_run(
         args.run,
         client=args.dask,

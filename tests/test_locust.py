@@ -15,6 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -238,3 +239,86 @@ def test_name_of_no_request_and_name_on_a_format_without_names(tmp_path):
     assert r.returncode == 2 and "--name nope: no request of that name" in r.stderr
     r = cli("summary", ROOT / "tests" / "data" / "formats" / "oha.csv", "--name", "x")
     assert r.returncode == 2 and "holds no request names" in r.stderr and len(r.stderr.strip()) <= 300
+
+
+# --------------------------------------------------------------------------
+# Locust's own --csv stats history: steps and counts with their fidelity said; the rest refused
+
+HISTORY = SAMPLES / "goserver-single-history"
+
+
+def test_stats_history_steps_and_counts_to_the_second():
+    """A stats history written with --csv-full-history (stages of 12 s) is read: one step per held user
+    count, its requests within one second's worth of Locust's exact per-stage count, Locust's own window
+    percentiles at the step's end, and what it cannot do said."""
+    from headroom.formats.locust_history import read_history
+
+    h = read_history(HISTORY / "locust-own" / "run_stats_history.csv")
+    stages = own("goserver-single-history")
+    assert [s.users for s in h.steps] == STAGE_USERS
+    ends = defaultdict(list)
+    for r in rows(HISTORY / "run" / "locust.csv.gz"):
+        ends[int(r["stage"])].append(int(r["time_us"]) + int(r["latency_us"]))
+    for k, s in enumerate(h.steps):
+        exact = stages[str(k)]["all"]["requests"]
+        per_second = exact / 12
+        assert abs(s.requests - exact) <= per_second
+        assert len(ends[k]) == exact  # the listener's rows are Locust's count
+        assert s.p50_ms is not None and s.p99_ms is not None
+    doc = h.to_json()
+    assert doc["kind"] == "locust-stats-history" and "no requests" in doc["fidelity"]
+
+
+def test_stats_history_window_percentiles_are_locusts_of_its_last_10_s():
+    """Locust's window percentile at a step's last row is its own percentile (rank int(n p) + 1 of times
+    rounded its way) of the requests that completed in about the 10 s before that row: within one ms of
+    it computed from the listener's rows of every 10-12 s window ending at that second."""
+    from headroom.formats.locust_history import read_history
+
+    h = read_history(HISTORY / "locust-own" / "run_stats_history.csv")
+    rs = rows(HISTORY / "run" / "locust.csv.gz")
+    done = np.array([int(r["time_us"]) + int(r["latency_us"]) for r in rs], np.int64)
+    rounded = np.array([locust_bucket(int(r["latency_us"]) / 1000) for r in rs])
+    t0 = int(next(csv.DictReader(open(HISTORY / "locust-own" / "run_stats_history.csv")))["Timestamp"])
+    for s in h.steps:
+        end_us = (t0 + s.end_s) * 1_000_000
+        got = []
+        for back in (10, 11, 12):
+            pick = rounded[(done >= end_us - back * 1_000_000) & (done < end_us + 1_000_000)].tolist()
+            got += [locust_rank_value(pick, 0.5)]
+        assert min(got) - 1 <= s.p50_ms <= max(got) + 1
+
+
+def test_stats_history_without_full_history_has_no_step_percentiles(tmp_path):
+    r = cli("summary", SAMPLES / "goserver-single" / "locust-own" / "run_stats_history.csv", "--json", "-")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout[r.stdout.index("{") :])
+    assert [s["users"] for s in doc["steps"]] == STAGE_USERS
+    assert all(s["p50_ms"] is None for s in doc["steps"])
+    assert "without --csv-full-history" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args,want",
+    [
+        (["summary", "{h}", "--objective", "p99<=20ms"], "--objective needs every request"),
+        (["summary", "{h}", "--bins", "4"], "--bins needs every request"),
+        (["compare", "{h}", "{h}"], "only 'headroom summary FILE' reads it"),
+        (
+            ["summary", str(SAMPLES / "goserver-single" / "locust-own" / "run_stats.csv")],
+            "Locust's --csv statistics",
+        ),
+        (
+            ["summary", str(SAMPLES / "goserver-single" / "locust-own" / "run_exceptions.csv")],
+            "--csv statistics",
+        ),
+        (["summary", str(SAMPLES / "jmeter-listener" / "jmeter-listener.csv")], "JmeterListener"),
+    ],
+)
+def test_what_needs_requests_is_refused_in_one_line(args, want):
+    h = str(HISTORY / "locust-own" / "run_stats_history.csv")
+    r = cli(*[a.format(h=h) for a in args])
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and want in lines[0] and "headroom.locust" in lines[0], lines
+    assert len(lines[0].split(": ", 3)[-1]) <= 200  # besides "headroom: error: PATH: "

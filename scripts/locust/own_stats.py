@@ -26,16 +26,24 @@ def stages_of(path: Path) -> dict:
             old = a["entries"].get(name, {"num_requests": 0, "num_failures": 0, "response_times": {}})
             rt = Counter({int(k): v for k, v in e["response_times"].items()})
             rt.subtract({int(k): v for k, v in old["response_times"].items()})
-            per[name] = (e["num_requests"] - old["num_requests"], e["num_failures"] - old["num_failures"],
-                         +rt)
+            per[name] = (
+                e["num_requests"] - old["num_requests"],
+                e["num_failures"] - old["num_failures"],
+                +rt,
+            )
         out[a["stage"]] = {"users": a["users"], "per": per}
     return out
 
 
 def figures(n: int, f: int, rt: Counter) -> dict:
     # Locust's percentiles are over every request logged with a response time, failures too
-    return {"requests": n, "failures": f,
-            "percentiles_ms": {f"{p:g}": calculate_response_time_percentile(rt, n, p) for p in PERCENTILES_TO_REPORT}}
+    return {
+        "requests": n,
+        "failures": f,
+        "percentiles_ms": {
+            f"{p:g}": calculate_response_time_percentile(rt, n, p) for p in PERCENTILES_TO_REPORT
+        },
+    }
 
 
 def main(folder: str) -> None:
@@ -53,8 +61,11 @@ def main(folder: str) -> None:
         for v in per.values():
             total[2].update(v[2])
         users = next(p[k]["users"] for p in procs if k in p)
-        out["stages"][str(k)] = {"users": users, "all": figures(*total),
-                                 "names": {name: figures(*v) for name, v in sorted(per.items())}}
+        out["stages"][str(k)] = {
+            "users": users,
+            "all": figures(*total),
+            "names": {name: figures(*v) for name, v in sorted(per.items())},
+        }
     json.dump(out, sys.stdout, indent=1)
     print()
 

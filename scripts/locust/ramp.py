@@ -75,16 +75,27 @@ class OwnStats:
             self._add(self.reported, e)
 
     def snapshot(self, what, stage, users):
-        now = {k: {"num_requests": v["num_requests"], "num_failures": v["num_failures"],
-                   "response_times": Counter(v["response_times"])} for k, v in self.reported.items()}
+        now = {
+            k: {
+                "num_requests": v["num_requests"],
+                "num_failures": v["num_failures"],
+                "response_times": Counter(v["response_times"]),
+            }
+            for k, v in self.reported.items()
+        }
         for e in self.env.stats.entries.values():
             self._add(now, e.serialize())
         if self.out is None:
             OWN_DIR.mkdir(parents=True, exist_ok=True)
             index = f"-{self.env.runner.worker_index}" if self.role == "worker" else ""
             self.out = open(OWN_DIR / f"snapshots-{self.role}{index}.jsonl", "w")
-        row = {"what": what, "stage": stage, "users": users, "time": time.time(),
-               "entries": {k: {**v, "response_times": dict(v["response_times"])} for k, v in now.items()}}
+        row = {
+            "what": what,
+            "stage": stage,
+            "users": users,
+            "time": time.time(),
+            "entries": {k: {**v, "response_times": dict(v["response_times"])} for k, v in now.items()},
+        }
         self.out.write(json.dumps(row) + "\n")
         self.out.flush()
 

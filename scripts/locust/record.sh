@@ -5,7 +5,10 @@
 # 127.0.0.1 only; one process, and a master with two workers.  Every run bounded by `timeout`;
 # every server and worker stopped by its PID.
 #
-#   scripts/locust/record.sh [goserver] [nginx]       (default: both)
+#   scripts/locust/record.sh [goserver] [nginx] [history]      (default: goserver nginx)
+#
+# history: one process against the Go test server with stages of 12 s and --csv-full-history
+# (Locust's 10 s windows fit in a stage), for the stats-history reader.
 #
 # Needs locust (pip install locust==2.47.0; the one used is printed) and headroom importable
 # (pip install -e .).  Per run, OUT/<target>-<mode>/ holds:
@@ -81,14 +84,14 @@ stop_server() {
   sleep 0.5
 }
 
-# one run: $1 target name, $2 mode (single|distributed)
+# one run: $1 target name, $2 mode (single|distributed), $3 more options of the master (or single)
 run_locust() {
-  local target=$1 mode=$2 d=$OUT/$1-$2 w=$WORK/$1-$2
+  local target=$1 mode=$2 d=$OUT/$1-$2${3:+-history} w=$WORK/$1-$2
   rm -rf "$d" "$w"
   mkdir -p "$d/locust-own" "$w"
   export LOCUST_OWN_DIR=$w/own
   local common=(-f "$HERE/ramp.py" --headless --host "$URL" --csv "$w/own/run" --json-file "$w/own/stats"
-                --headroom-dir "$w/run" --stop-timeout 0)
+                --headroom-dir "$w/run" --stop-timeout 0 ${3:-})
   mkdir -p "$w/own"
   if [ "$mode" = single ]; then
     (cd "$w" && timeout "$LIMIT" locust "${common[@]}" > "$w/own/stdout.txt" 2>&1) || true
@@ -116,6 +119,12 @@ run_locust() {
 
 [ $# -gt 0 ] || set -- goserver nginx
 for target in "$@"; do
+  if [ "$target" = history ]; then
+    start_goserver
+    LOCUST_STAGE_S=12 LIMIT=120 run_locust goserver single --csv-full-history
+    stop_server
+    continue
+  fi
   "start_$target"
   run_locust "$target" single
   run_locust "$target" distributed
