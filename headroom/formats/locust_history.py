@@ -31,7 +31,7 @@ HEAD = b"Timestamp,User Count,Type,Name,Requests/s,Failures/s"
 KIND = "locust-stats-history"
 #: Locust's sliding window of "current" percentiles (locust.stats.CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW).
 WINDOW_S = 10
-RECORD_INSTEAD = "record with headroom.locust (import headroom.locust in the locustfile)"
+RECORD_INSTEAD = "record with headroom.locust (import it in the locustfile)"
 FIDELITY = (
     "Locust's stats history: a row a second (whole-second times) of cumulative counts, so a step's "
     "requests are exact to those seconds; percentiles are Locust's own, over its last 10 s, of times "
@@ -58,7 +58,7 @@ def summary_only(head: bytes) -> str | None:
     text = strip_bom(head)
     line = first_line(text).rstrip(b"\r")
     if is_history(text):
-        return f"looks like {what_it_is()}: only 'headroom summary FILE' reads it; else {RECORD_INSTEAD}"
+        return f"looks like {what_it_is()}: only 'headroom summary FILE' reads it; else, {RECORD_INSTEAD}"
     if line.startswith(_STATS) or line.startswith(_FAILURES) or line.startswith(_EXCEPTIONS):
         return f"looks like Locust's --csv statistics (one summary per run, no requests): {RECORD_INSTEAD}"
     if line == _JMETER_LISTENER and _SECOND.match(text.split(b"\n", 2)[1] if text.count(b"\n") > 1 else b""):
@@ -69,7 +69,7 @@ def summary_only(head: bytes) -> str | None:
 
 def what_it_is() -> str:
     """The one-line description of a stats history, for refusals."""
-    return "Locust's stats history (counts a second, 10 s percentile windows, no requests)"
+    return "Locust's stats history (counts a second, percentiles of 10 s windows, no requests)"
 
 
 def refused(path, what: str) -> HeadroomError:
