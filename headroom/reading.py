@@ -983,6 +983,8 @@ def run_from_partial(
     cpu, tel, fields = server_telemetry(
         files, fields, p, telemetry, lambda: cpu_for(files, fields, cpu_cores, warnings)
     )
+    if tel is not None:
+        warnings.extend(tel.warnings)
     errors = int(sum(p.error_codes.values()))
     total = sum(q.n for q in p.steps.values())
     if p.skipped:
