@@ -29,9 +29,9 @@ from ..model import HeadroomError
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, read_block_csv, row_lines
 from ._common import EXACT, fail, first_line, short
-from ._plans import COLS, Found
+from ._plans import Found
 from ._protocol import Reader
-from ._scan import head_bytes, np_column, strip_bom
+from ._scan import head_bytes, strip_bom
 
 HEADER = b"event,time_us,stage,users,latency_us,status,ok,method,name,error"
 COLUMNS = HEADER.decode().split(",")
@@ -78,15 +78,26 @@ class _Side:
         self.worker = False  # a worker's file of a distributed run (its run row)
         self.pairs: dict[tuple[int, int], int] = {}  # (stage, users) -> requests: the fallback level
 
+    def count_pairs(self, stage: np.ndarray, users: np.ndarray) -> None:
+        """Requests per (stage, users), by runs (rows come nearly in order: no sort)."""
+        if not len(stage):
+            return
+        change = np.flatnonzero((stage[1:] != stage[:-1]) | (users[1:] != users[:-1])) + 1
+        first = np.r_[0, change]
+        n = np.diff(np.r_[first, len(stage)])
+        for s, u, c in zip(stage[first].tolist(), users[first].tolist(), n.tolist()):
+            self.pairs[(s, u)] = self.pairs.get((s, u), 0) + c
+
     def add(self, ev, t, k, u, lines, path) -> None:
-        for name in EVENTS[1:]:
-            mask = ev == EVENTS.index(name)
+        """The rows that are not requests (their event codes ``ev``, times, stages, users)."""
+        for i, name in enumerate(EVENTS[1:], start=1):
+            mask = ev == i
             if not mask.any():
                 continue
             bad = mask & ((t < 0) | (k < 0) | (u < 0))
             if bad.any():
-                i = int(np.argmax(bad))
-                raise fail(path, int(lines[i]), f"a {name} row without its time, stage and users")
+                j = int(np.argmax(bad))
+                raise fail(path, int(lines[j]), f"a {name} row with a negative time, stage or users")
             if name == "stage":
                 self.stage_t += t[mask].tolist()
                 self.stage_k += k[mask].tolist()
@@ -98,26 +109,33 @@ class _Side:
                 self.stop_t = int(t[mask].max())
 
 
-def _int(t, col: str, n: int, missing: int = -1) -> np.ndarray:
-    """An int64 column with its nulls (empty fields) as ``missing``."""
-    import pyarrow.compute as pc
+def _indices(col) -> np.ndarray:
+    """The codes of a dictionary column (one chunk) as a numpy view (no conversion through pandas)."""
+    ind = col.indices
+    return np.frombuffer(ind.buffers()[1], np.int32, count=len(ind), offset=ind.offset * 4)
 
+
+def _column(t, col: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """An int64 column as a numpy view of its Arrow values, and its validity (None: no nulls); pyarrow's
+    fill_null would import pandas for its scalar."""
     c = t.column(col)
-    if c.null_count:
-        c = pc.fill_null(c, missing)
-    return np_column(c, np.int64) if n else np.zeros(0, np.int64)
+    a = c.combine_chunks() if c.num_chunks != 1 else c.chunk(0)
+    values = np.frombuffer(a.buffers()[1], np.int64, count=len(a), offset=a.offset * 8)
+    if not a.null_count:
+        return values, None
+    bits = np.frombuffer(a.buffers()[0], np.uint8)
+    return values, np.unpackbits(bits, bitorder="little")[a.offset : a.offset + len(a)].astype(bool)
 
 
 def _batches(s: Scan, chunk_bytes: int, name: str | None, worker: bool):
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     path = s.path
     types = {"event": pa.dictionary(pa.int32(), pa.string())}
     types.update({c: pa.int64() for c in _NUMERIC})
     if name is not None:
-        types["name"] = pa.string()
-    side, rows, kept, events = _Side(), 0, 0, {}
+        types["name"] = pa.dictionary(pa.int32(), pa.string())
+    side, total, kept = _Side(), 0, 0
     side.worker = worker
     for blk in blocks(path, chunk_bytes, s.warnings, header=True):
         t = read_block_csv(blk, path, columns=COLUMNS, types=types, row_problem=_row_problem)
@@ -127,77 +145,94 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None, worker: bool):
         lines = row_lines(blk, n)
         ev_col = t.column("event").combine_chunks()
         values = ev_col.dictionary.to_pylist()
-        code = np.array([EVENTS.index(v) if v in EVENTS else -1 for v in values], np.int64)
-        ev = code[np.asarray(ev_col.indices, np.int64)]
-        if (ev < 0).any():
-            i = int(np.argmax(ev < 0))
+        code = np.array([EVENTS.index(v) if v in EVENTS else -1 for v in values], np.int8)
+        ev = code[_indices(ev_col)]
+        other = np.flatnonzero(ev != 0)  # few: stages, user counts, the run and stop rows
+        if len(other) and ev[other].min() < 0:
+            i = int(other[np.argmax(ev[other] < 0)])
             raise fail(path, int(lines[i]), _row_problem([values[int(ev_col.indices[i].as_py())]] + [""] * 9))
-        t_us, stage, users = (_int(t, c, n) for c in ("time_us", "stage", "users"))
-        req = ev == 0
-        side.add(ev, t_us, stage, users, lines, path)
-        rows += n
-        events[0] = events.get(0, 0) + int(req.sum())
-        if not req.any():
-            continue
-        lat, status, ok = (_int(t, c, n) for c in ("latency_us", "status", "ok"))
-        bad = req & ((t_us < 0) | (lat < 0) | (stage < 0) | (users < 0) | (status < 0) | (status > 999)
-                     | ((ok != 0) & (ok != 1)))  # fmt: skip
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise fail(
-                path, int(lines[i]), _request_problem(t_us[i], lat[i], stage[i], users[i], status[i], ok[i])
+        cols = {c: _column(t, c) for c in ("time_us", "stage", "users")}
+        for c, (_, valid) in cols.items():
+            if valid is not None:
+                i = int(np.argmax(~valid))
+                what = EVENTS[int(ev[i])]
+                raise fail(path, int(lines[i]), f"a {what} row without {c}")
+        if len(other):
+            side.add(
+                ev[other], *(cols[c][0][other] for c in ("time_us", "stage", "users")), lines[other], path
             )
-        if name is not None:
-            req &= np.asarray(pc.equal(t.column("name"), name).combine_chunks().fill_null(False), bool)
-        pair = stage[req] * (1 << 32) + users[req]
-        vals, cnt = np.unique(pair, return_counts=True)
-        for v, c in zip(vals.tolist(), cnt.tolist()):
-            key = (v >> 32, v & 0xFFFFFFFF)
-            side.pairs[key] = side.pairs.get(key, 0) + c
-        kept += int(req.sum())
-        if not req.any():
+        req = None if not len(other) else np.flatnonzero(ev == 0)
+        nreq = n if req is None else len(req)
+        total += nreq
+        if not nreq:
             continue
-        yield Batch(t_us[req] * 1000, lat[req] / 1e6, status[req], ok[req] == 1, stage[req], lines[req])
+        pick = _picker(req)
+        got = {}
+        for c in ("time_us", "stage", "users", "latency_us", "status", "ok"):
+            v, valid = cols[c] if c in cols else _column(t, c)
+            if valid is not None and not pick(valid).all():
+                i = int(pick(np.arange(n))[np.argmax(~pick(valid))])
+                raise fail(path, int(lines[i]), f"a request row without {c}")
+            got[c] = pick(v)
+        line = pick(lines)
+        _check_requests(path, got, line)
+        if name is not None:
+            names = t.column("name").combine_chunks()
+            vals = names.dictionary.to_pylist()
+            m = pick(_indices(names)) == (vals.index(name) if name in vals else -1)
+            got, line = {c: v[m] for c, v in got.items()}, line[m]
+        side.count_pairs(got["stage"], got["users"])
+        kept += len(line)
+        if not len(line):
+            continue
+        yield Batch(
+            got["time_us"] * 1000, got["latency_us"] / 1e6, got["status"], got["ok"] == 1, got["stage"], line
+        )
     s.side["locust"] = side
-    if events.get(0, 0) == 0:
+    if total == 0:
         raise fail(path, None, "no requests (the file has a header but no request rows)")
     if kept == 0:
         raise fail(path, None, f"--name {short(name, 60)}: no request of that name in this file")
     if name is not None:
-        s.warnings.append(f"{path}: --name {short(name, 60)}: {kept:,} of its {events[0]:,} requests")
+        s.warnings.append(f"{path}: --name {short(name, 60)}: {kept:,} of its {total:,} requests")
 
 
-def _request_problem(t, lat, stage, users, status, ok) -> str:
-    for what, v, lo, hi in (("time_us", t, 0, None), ("latency_us", lat, 0, None), ("stage", stage, 0, None),
-                            ("users", users, 0, None), ("status", status, 0, 999), ("ok", ok, 0, 1)):  # fmt: skip
-        if v < lo or (hi is not None and v > hi):
-            if v == -1:
-                return f"a request row without {what}"
-            return f"bad {what} {int(v)} in a request row (expected {lo} to {hi})" if hi is not None else \
-                f"bad {what} {int(v)} in a request row (expected >= {lo})"  # fmt: skip
-    return "a bad request row"
+def _picker(rows: np.ndarray | None):
+    """``a -> a[rows]`` (all of ``a`` when ``rows`` is None)."""
+    return (lambda a: a) if rows is None else (lambda a: a[rows])
 
 
-def _held(side: _Side, k: int, t0: int, t1: int) -> tuple[int | None, float]:
-    """The user count this process held longest in [t0, t1) (us), and when it first reached it (s after t0)."""
-    ut = np.asarray(side.users_t, np.int64)
-    un = np.asarray(side.users_n, np.int64)
+#: the values a request row's columns may take: (lowest, highest or None)
+_RANGES = {"time_us": (0, None), "latency_us": (0, None), "stage": (0, None), "users": (0, None),
+           "status": (0, 999), "ok": (0, 1)}  # fmt: skip
+
+
+def _check_requests(path: Path, got: dict, line: np.ndarray) -> None:
+    """Every request row's values in range (by the columns' extremes: the rows only to name a bad one)."""
+    for c, (lo, hi) in _RANGES.items():
+        v = got[c]
+        if v.min() < lo or (hi is not None and v.max() > hi):
+            i = int(np.argmax((v < lo) | (v > hi if hi is not None else False)))
+            want = f"{lo} to {hi}" if hi is not None else f">= {lo}"
+            raise fail(path, int(line[i]), f"bad {c} {int(v[i])} in a request row (expected {want})")
+
+
+def _held(ut: np.ndarray, un: np.ndarray, t0: int, t1: int) -> tuple[int | None, float]:
+    """The user count a process held longest in [t0, t1) (us), and when it first reached it (s after t0),
+    from its user-count changes (``ut`` sorted, ``un`` the counts)."""
     if not len(ut) or t1 <= t0:
         return None, 0.0
-    o = np.argsort(ut, kind="stable")
-    ut, un = ut[o], un[o]
-    i0 = int(np.searchsorted(ut, t0, side="right")) - 1  # the count in force at t0
-    start_n = int(un[i0]) if i0 >= 0 else 0
-    inside = (ut >= t0) & (ut < t1)
-    times = np.concatenate([[t0], ut[inside], [t1]])
-    counts = np.concatenate([[start_n], un[inside]])
-    dur = np.diff(times)
-    per: dict[int, int] = {}
-    for c, d in zip(counts.tolist(), dur.tolist()):
-        per[c] = per.get(c, 0) + d
-    level = max(per, key=lambda c: (per[c], c))
-    reached = times[:-1][counts == level]
-    return level, (float(reached[0]) - t0) / 1e6 if len(reached) else 0.0
+    i0 = int(np.searchsorted(ut, t0, side="right"))  # the count in force at t0 is the one before
+    i1 = int(np.searchsorted(ut, t1, side="left"))
+    times = [t0, *ut[i0:i1].tolist(), t1]
+    counts = [int(un[i0 - 1]) if i0 > 0 else 0, *un[i0:i1].tolist()]
+    held: dict[int, int] = {}
+    first: dict[int, int] = {}
+    for c, a, b in zip(counts, times, times[1:]):
+        held[c] = held.get(c, 0) + (b - a)
+        first.setdefault(c, a)
+    level = max(held, key=lambda c: (held[c], c))  # the longest; a tie goes to the higher count
+    return level, (first[level] - t0) / 1e6
 
 
 class LocustPlan:
@@ -206,22 +241,25 @@ class LocustPlan:
     def __init__(self, scan: Scan, raw):
         self.scan = scan
         side: _Side = scan.side.get("locust") or _Side()
-        found = [np.unique(c["key"]) for c in raw.chunks(COLS)]
+        found = {s for s, _ in side.pairs}  # the stages of the requests, counted while they were read
         if side.worker:  # every stage the master set (workers' files align stage by stage), even one
-            found.append(np.asarray([k for k, u in zip(side.stage_k, side.stage_users) if u > 0], np.int64))
-        self.stages = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+            found |= {k for k, u in zip(side.stage_k, side.stage_users) if u > 0}
+        self.stages = np.array(sorted(found), np.int64)
         self.conc, self.notes = [], []
         st = sorted(zip(side.stage_t, side.stage_k, side.stage_users), key=lambda x: x[1])
         begins = {k: t for t, k, _ in st}
         target = {k: u for _, k, u in st}
-        ends_at = side.stop_t
+        keys = sorted(begins)
+        after = {k: begins[j] for k, j in zip(keys, keys[1:])}  # the next stage's start
+        ut = np.asarray(side.users_t, np.int64)
+        o = np.argsort(ut, kind="stable")
+        ut, un = ut[o], np.asarray(side.users_n, np.int64)[o]
         for k in self.stages.tolist():
             t0 = begins.get(k)
-            later = [begins[j] for j in begins if j > k]
-            t1 = min(later) if later else ends_at
+            t1 = after.get(k, side.stop_t)
             level, ramp = (None, 0.0)
             if t0 is not None and t1 is not None:
-                level, ramp = _held(side, k, t0, t1)
+                level, ramp = _held(ut, un, t0, t1)
                 if level is not None and ramp > 0.1 * (t1 - t0) / 1e6 and ramp > 0.5:
                     self.notes.append(f"stage {k}: {level} users only {ramp:.1f} s into its {(t1 - t0) / 1e6:.1f} s "
                                       "(spawn rate); the requests of its ramp-up are in it")  # fmt: skip
@@ -233,6 +271,12 @@ class LocustPlan:
 
     def assign(self, c: dict) -> np.ndarray:
         return np.searchsorted(self.stages, c["key"]).astype(np.int64)
+
+    def ranks(self) -> np.ndarray:
+        """Every stage number's step (-1: a stage without one), for ``Reader.keyed``."""
+        out = np.full(int(self.stages[-1]) + 1 if len(self.stages) else 1, -1, np.int32)
+        out[self.stages] = np.arange(len(self.stages), dtype=np.int32)
+        return out
 
     def found(self) -> Found:
         n = len(self.stages)
@@ -269,5 +313,5 @@ READER = Reader(
     "locust", "Locust (headroom.locust)", EXACT,
     "import headroom.locust in the locustfile (or locust -f locustfile.py,$(python3 -m headroom.locust)); "
     "read the --headroom-dir folder",
-    "a header 'event,time_us,stage,users,latency_us,...'", guess, scan, LocustPlan, scan_options=("name",),
+    "a header 'event,time_us,stage,users,latency_us,...'", guess, scan, LocustPlan, keyed=True, scan_options=("name",),
 )  # fmt: skip
