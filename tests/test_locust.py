@@ -111,14 +111,14 @@ def test_per_name_counts_and_percentiles_within_locusts_rounding(run):
         if r["name"] == "home":
             by_stage[int(r["stage"])].append(int(r["latency_us"]))
     for k, step in enumerate(s["steps"]):
-        mine = own_home = stages[str(k)]["names"]["GET home"]
-        assert step["requests"] == mine["requests"] == len(by_stage[k])
-        assert step["errors"] == own_home["failures"] == 0
+        locusts = stages[str(k)]["names"]["GET home"]
+        assert step["requests"] == locusts["requests"] == len(by_stage[k])
+        assert step["errors"] == locusts["failures"] == 0
         lat = by_stage[k]
         for key, p in (("p50_s", 0.5), ("p90_s", 0.9), ("p99_s", 0.99)):
             exact = nearest_rank(lat, p) / 1e6
             assert step[key] == pytest.approx(exact, abs=1e-9)
-            theirs = mine["percentiles_ms"][f"{p:g}"]
+            theirs = locusts["percentiles_ms"][f"{p:g}"]
             assert theirs == locust_rank_value([locust_bucket(x / 1000) for x in lat], p)
             # rounding: whole ms under 100 ms (10 ms steps to 1 s); the ranks differ by at most one
             step_ms = 1 if theirs < 100 else 10
