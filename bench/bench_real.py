@@ -7,7 +7,8 @@ For each real sample in tests/data/formats/real/ (JMeter 5.6.3 CSV JTL
 ``jmeter-stacked.csv.gz``, Gatling 3.11 ``gatling-ClosedRampSimulation.log.gz``, Gatling 3.16.0
 binary ``gatling3_16_0-ClosedRampSimulation.log.gz`` (times shifted in the records; strings defined
 once), ApacheBench ``ab-steps/ab-c*.tsv.gz`` (the five steps one after another in one file),
-k6 ramping-vus CSV ``k6-ramping-vus.csv.gz``, vegeta ``vegeta-rates.csv.gz``)
+k6 ramping-vus CSV ``k6-ramping-vus.csv.gz``, vegeta ``vegeta-rates.csv.gz``, Locust
+``locust/goserver-single/run/locust.csv.gz``: headroom.locust's file of a real run, 4 stages)
 a file of about N requests is written to bench/_data/ (git-ignored) by tiling
 the sample's data rows k times (k = round(N / the sample's requests)), tile i
 shifted in time by i x (the sample's span + 1 s): the header is kept once
@@ -201,7 +202,37 @@ def tile_vegeta(k: int, out: Path) -> Path:
     return k * len(rows)
 
 
+def tile_locust(k: int, out: Path) -> Path:
+    """headroom.locust's file of the Go test server run (one process, 4 stages): each tile shifted by the
+    sample's span + 1 s and its stages numbered after the previous tile's (a tile's stages are new ones)."""
+    import csv
+
+    with gzip.open(REAL / "locust" / "goserver-single" / "run" / "locust.csv.gz", "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    head, rows = rows[0], rows[1:]
+    t = [int(r[1]) for r in rows]
+    shift, stages = max(t) - min(t) + 1_000_000, 1 + max(int(r[2]) for r in rows)
+    with open(out, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(head)
+        for i in range(k):
+            w.writerows([r[0], int(r[1]) + i * shift, int(r[2]) + i * stages, *r[3:]] for r in rows)
+    return 1 + k * len(rows)
+
+
 # ---- floors: pyarrow.csv.read_csv of the columns the reader needs --------------------------
+
+
+def floor_locust(p):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    # the reader's columns and types (the event names as a dictionary, the rest integers)
+    types = {"event": pa.dictionary(pa.int32(), pa.string())}
+    types.update({c: pa.int64() for c in ("time_us", "stage", "users", "latency_us", "status", "ok")})
+    return pacsv.read_csv(
+        p, convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types))
+    ).num_rows
 
 
 def floor_jmeter(p):
@@ -289,6 +320,13 @@ CASES = {  # key: (label, sample, tiled name, tile, floor)
     "ab": ("ab -g (5 steps in one file)", "ab-steps/ab-c1.tsv.gz", "real-ab.tsv", tile_ab, floor_ab),
     "k6": ("k6 CSV (ramping-vus)", "k6-ramping-vus.csv.gz", "real-k6.csv", tile_k6, floor_k6),
     "vegeta": ("vegeta CSV (5 attacks)", "vegeta-rates.csv.gz", "real-vegeta.csv", tile_vegeta, floor_vegeta),
+    "locust": (
+        "Locust (headroom.locust, 4 stages)",
+        "locust/goserver-single/run/locust.csv.gz",
+        "real-locust.csv",
+        tile_locust,
+        floor_locust,
+    ),  # fmt: skip
 }
 
 

@@ -181,6 +181,13 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         help="the concurrency of every step when the file does not say (a hey ramp, --steps): "
         "1:40:3 is 1, 4, ..., 40; or a list 1,2,4,8; one level per step",
     )
+    p.add_argument(
+        "--name",
+        dest="request_name",
+        metavar="NAME",
+        help="only the requests of this name, e.g. --name /api/cart (an endpoint: the request name "
+        "of a Locust run recorded by headroom.locust)",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     telemetry_options(p)
 
@@ -514,11 +521,34 @@ def _noise_from(paths: list[str], load):
     return [load(p) for p in paths]
 
 
+def _locust_history(args):
+    """A Locust stats history given to summary: its steps (None: not one); options needing requests refused."""
+    from pathlib import Path
+
+    from .formats import head_bytes
+    from .formats.locust_history import is_history, read_history, refused
+
+    path = Path(args.run[0])
+    if len(args.run) != 1 or not path.is_file() or not is_history(head_bytes(path)):
+        return None
+    for flag, value in (("--objective", args.objective), ("--bins", args.bins), ("--bin-width", args.bin_width),
+                        ("--current-load", args.current_load), ("--target-load", args.target_load),
+                        ("--dask", args.dask), ("--steps", args.steps), ("--prometheus", args.prometheus),
+                        ("--bucket", None if args.bucket == 1.0 else args.bucket)):  # fmt: skip
+        if value is not None:
+            raise refused(path, flag)
+    return read_history(path, args.request_name)
+
+
 def _summary(args) -> int:
     from .io import reduce_run
     from .summary import analyze, to_json
     from .text import format_summary
 
+    history = _locust_history(args)
+    if history is not None:
+        emit(history.text(), history.to_json(), history.notes, args.json)
+        return 0
     run = reduce_run(
         args.run,
         client=args.dask,

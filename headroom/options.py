@@ -33,6 +33,8 @@ class ReadOptions:
         Cut a run without steps of its own: a duration ("10s") or start times ("0,10,20").
     concurrency
         The concurrency of every step when the file does not say ("1:40:3" or "1,2,4").
+    name
+        Keep only the requests of this name (an endpoint: Locust's request name).
     """
 
     cpu_cores: float | None = None
@@ -41,6 +43,7 @@ class ReadOptions:
     format: str | None = None
     steps: str | None = None
     concurrency: str | None = None
+    name: str | None = None
 
     @classmethod
     def from_args(cls, args) -> ReadOptions:
@@ -52,6 +55,7 @@ class ReadOptions:
             format=getattr(args, "format", None),
             steps=getattr(args, "steps", None),
             concurrency=getattr(args, "concurrency", None),
+            name=getattr(args, "request_name", None),
         )
 
     def to_dict(self) -> dict:

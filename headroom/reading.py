@@ -72,6 +72,7 @@ class ReadSettings:
     steps: str | None = None
     concurrency: tuple[int, ...] | None = None  # a stated plan (--concurrency)
     keep_requests: bool = False  # every kept request too (load_run), in Partial.rows
+    name: str | None = None  # only the requests of this name (--name)
 
     @property
     def bucket_ns(self) -> int:
@@ -84,7 +85,7 @@ class ReadSettings:
 
         plan_c = parse_concurrency(options.concurrency) if options.concurrency is not None else None
         return cls(skip_bad_rows=options.skip_bad_rows, base_time_ns=options.hey_start_ns, format=options.format,
-                   steps=options.steps, concurrency=plan_c, **how)  # fmt: skip
+                   steps=options.steps, concurrency=plan_c, name=options.name, **how)  # fmt: skip
 
 
 class CsvSource:
@@ -444,7 +445,7 @@ def _spool_file(path: Path, reader, s: ReadSettings, shift: int, key: int, raw, 
     from .formats._common import check_rows
     from .formats._plans import plan_for
 
-    scan = reader.open(path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES))
+    scan = reader.open(path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES), options=s)
     one, mine = Spool(RAW), None
     try:
         for b in scan.batches():
@@ -512,11 +513,26 @@ def source_for(files: RunFiles, path: Path, s: ReadSettings):
     from .formats import reader_for
 
     reader = reader_for(path, s.format)
+    if s.name is not None and "name" not in reader.scan_options:
+        raise _no_names(path, reader)
     if reader.layout == "sections":
         if s.steps:
             raise _steps_of_their_own(path)
         return HeySource(path, s, reader) if relative_offsets(path) else CsvSource(path, s)
     return SpoolSource(path, s, reader)
+
+
+def _no_names(path: Path, reader) -> HeadroomError:
+    names = [r.name for r in _readers() if "name" in r.scan_options]
+    return HeadroomError(
+        f"{path}: --name: {reader.tool} output holds no request names (read with names: {', '.join(names)})"
+    )
+
+
+def _readers():
+    from .formats import FORMATS
+
+    return FORMATS.values()
 
 
 def _steps_of_their_own(path: Path) -> HeadroomError:
@@ -543,6 +559,8 @@ def candidates(files: RunFiles, s: ReadSettings) -> tuple[str, list]:
             "one format per run"
         )
     reader = readers[0]
+    if s.name is not None and "name" not in reader.scan_options:
+        raise _no_names(files.steps[0], reader)
     if reader.layout == "sections":
         if any(relative_offsets(p) for p in files.steps):
             from .tables import csv_family_folder
@@ -965,6 +983,8 @@ def run_from_partial(
     cpu, tel, fields = server_telemetry(
         files, fields, p, telemetry, lambda: cpu_for(files, fields, cpu_cores, warnings)
     )
+    if tel is not None:
+        warnings.extend(tel.warnings)
     errors = int(sum(p.error_codes.values()))
     total = sum(q.n for q in p.steps.values())
     if p.skipped:

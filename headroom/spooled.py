@@ -106,16 +106,31 @@ def _tally(stats, sid: np.ndarray, c: dict, failed: np.ndarray, have: dict | Non
         np.minimum.reduceat(np.where(kept, st, _I64.max), first),
         np.maximum.reduceat(np.where(kept, end, _I64.min), first),
     )
+    codes = _run_codes(first, failed, status) if have is not None and failed.any() else {}
     for j, k in enumerate(sid[first].tolist()):
         if k < 0:
             continue
         n, nf, lo, hi, ml, en, t0, t1 = (int(f[j]) if i != 4 else float(f[j]) for i, f in enumerate(figures))
         s = stats if isinstance(stats, StepStats) else stats.setdefault(k, StepStats())
         s.merge(n, nf, lo, hi, ml, en, *((t0, t1) if nf < n else (None, None)))
-        if nf and have is not None:  # (StepStats.add: no codes)
-            a, b = first[j], first[j] + n
-            codes = status[a:b][failed[a:b]] if status is not None else np.full(nf, -1, np.int64)
-            add_codes(s.codes, failed_codes(codes))
+        if j in codes:  # (StepStats.add: no codes)
+            add_codes(s.codes, codes[j])
+
+
+def _run_codes(first: np.ndarray, failed: np.ndarray, status) -> dict[int, dict[int, int]]:
+    """The failed rows' codes counted per run of rows (``first``: where each run begins), in one count
+    for the whole chunk (-1: no status)."""
+    where = np.flatnonzero(failed)
+    run = np.searchsorted(first, where, side="right") - 1
+    code = status[where] if status is not None else np.full(len(where), -1, np.int64)
+    lo = int(code.min())
+    key = run.astype(np.int64) * (int(code.max()) - lo + 1) + (code - lo)
+    vals, counts = np.unique(key, return_counts=True)
+    width = int(code.max()) - lo + 1
+    out: dict[int, dict[int, int]] = {}
+    for v, c in zip(vals.tolist(), counts.tolist()):
+        out.setdefault(v // width, {})[v % width + lo] = c
+    return out
 
 
 def _tally_one(s: StepStats, c: dict, failed: np.ndarray, have: dict) -> None:
@@ -159,13 +174,16 @@ class SpoolSource:
 
     # ---------------------------------------------------------------- the passes
 
-    def _spool(self, one_step: bool = False):
+    def _spool(self, one_step: bool = False, keyed: bool = False):
         """Parse the file into a spool; check every row's values (as the table path does first).
-        ``one_step``: every row is in step 0, whose statistics are taken here (else None)."""
+        ``one_step``: every row is in step 0, whose statistics are taken here (else None);
+        ``keyed``: every row's step is its key (in key order), whose statistics are taken here by key."""
         from .formats._batch import CHUNK_BYTES
 
         # blocks of at most 16 MB: a parsed block takes several times its size while it is converted
-        scan = self.reader.open(self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES))
+        scan = self.reader.open(
+            self.path, chunk_bytes=min(self.settings.chunk_bytes, CHUNK_BYTES), options=self.settings
+        )
         raw = None
         have: dict[str, bool] | None = None
         stats: dict[int, StepStats] = {}
@@ -183,12 +201,14 @@ class SpoolSource:
             raw.append(own=True, **c)  # (the batch's arrays are not used after this pass)
             if one_step:
                 _tally_one(stats.setdefault(0, StepStats()), c, failed_rows(c, have), have)
+            elif keyed:
+                _tally(stats, c["key"], c, failed_rows(c, have), have)
         if raw is None or raw.n == 0:
             if raw is not None:
                 raw.close()
             raise HeadroomError(f"{self.path}: no requests (the file has a header but no data rows)")
         _release_arrow_memory()
-        return scan, raw, have, stats if one_step else None
+        return scan, raw, have, stats if one_step or keyed else None
 
     def _prepare(self):
         """Steps found, every row's step, accounting per step (once)."""
@@ -197,18 +217,24 @@ class SpoolSource:
         from .formats._plans import plan_for
 
         one_step = self.reader.one_step and not self.settings.steps
-        scan, raw, have, stats = self._spool(one_step)
-        keys = OneStepKeys(have) if one_step else Spool(KEYS)
+        keyed = self.reader.keyed and not self.settings.steps and not one_step
+        scan, raw, have, stats = self._spool(one_step, keyed)
+        keys = OneStepKeys(have) if one_step else None if keyed else Spool(KEYS)
         try:
             plan = plan_for(scan, raw, self.settings, have, self.reader)
-            if not one_step:
+            if keyed:  # the steps are the keys in order: each key's rank, no pass over the rows
+                rank = plan.ranks()
+                keys = KeyedSteps(have, rank)
+                stats = {int(rank[k]): v for k, v in stats.items()}
+            elif not one_step:
                 stats = assign_steps(raw, plan, have, keys)
             found = plan.found()
             errors_known = have["ok"] or have["status"]
             self._done = _finish(self.path, scan, found, (stats, raw, keys), errors_known, self.settings)
         except BaseException:
             raw.close()
-            keys.close()
+            if keys is not None:
+                keys.close()
             raise
         return self._done
 
@@ -313,8 +339,26 @@ class OneStepKeys:
         pass
 
 
+class KeyedSteps:
+    """The steps of the rows of a file whose key is its step (``Reader.keyed``): the key's rank
+    (``rank[key]``), -2 - rank for a failed row, computed from the row as it is read back."""
+
+    def __init__(self, have: dict, rank: np.ndarray):
+        self.have, self.rank = have, np.asarray(rank, np.int32)
+        self.needs = ("key", *(("ok",) if have["ok"] else ("status",) if have["status"] else ()))
+
+    def of(self, c: dict) -> np.ndarray:
+        step = self.rank[c["key"]]
+        if len(self.needs) == 1:
+            return step
+        return np.where(failed_rows(c, self.have), np.int32(-2) - step, step)
+
+    def close(self) -> None:
+        pass
+
+
 def _rows(raw: Spool, keys, names: tuple[str, ...]):
-    if isinstance(keys, OneStepKeys):
+    if isinstance(keys, OneStepKeys | KeyedSteps):
         for c in raw.chunks(tuple(dict.fromkeys(("start_ns", *names, *keys.needs)))):
             yield c, keys.of(c)
         return

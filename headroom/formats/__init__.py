@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..model import HeadroomError
-from . import ab, gatling, hey, hlog, jmeter, k6, oha, throughputramp, vegeta
+from . import ab, gatling, hey, hlog, jmeter, k6, locust, locust_history, oha, throughputramp, vegeta
 from ._common import COARSE_MS, EXACT, SUMMARY, Table
 from ._protocol import Reader
 from ._scan import BOM, bare_cr, first_line, head_bytes, is_text, short
@@ -61,6 +61,7 @@ FORMATS: dict[str, Reader] = {
         oha.READER,
         ab.READER,
         hlog.READER,
+        locust.READER,
     )
 }
 #: The former name of a registry entry.
@@ -114,9 +115,9 @@ def summary_only(head: bytes) -> str | None:
     ):
         return ("looks like wrk/wrk2 text output (one summary per run): record per-request data with "
                 "hey -o csv, vegeta or oha --output-format csv instead")  # fmt: skip
-    if text.startswith(b"Timestamp,User Count,Type,Name,Requests/s"):
-        return ("looks like Locust's stats history (10 s sliding windows, rounded): not per request; "
-                "Locust has no per-request export: use another generator")  # fmt: skip
+    why = locust_history.summary_only(text)
+    if why:
+        return why
     return None
 
 

@@ -74,6 +74,10 @@ class Reader:
         :class:`~headroom.formats._plans.OneStep`): a spooled file's step
         statistics are then taken while it is parsed, with no pass of
         their own.
+    keyed
+        Every row's step is its ``key`` (steps in key order, keys small integers): a spooled file's
+        step statistics are taken while it is parsed and each row's step is ``plan.ranks()[key]``,
+        with no pass of their own (headroom.locust's stages).
     scan_options
         Reading options its scan takes (``skip_bad_rows``, ``progress``).
     errors_unknown
@@ -96,6 +100,7 @@ class Reader:
     layout: str = "records"
     one_file_per_step: bool = False
     one_step: bool = False
+    keyed: bool = False
     scan_options: tuple[str, ...] = ()
     errors_unknown: str = "no status column"
     read_with: Callable | None = None

@@ -283,12 +283,18 @@ def head_bytes(path: Path, n: int = HEAD_BYTES) -> bytes:
 
 
 def short(s, n: int = 100) -> str:
-    """At most n characters of a value from a file, printable ASCII only (binary junk as escapes)."""
+    """At most n characters of a value from a file as printed, printable ASCII only (binary junk as
+    escapes, counted as printed: ``\\x00`` is four), and ``...`` when cut."""
     if isinstance(s, bytes):
         s = s[: n * 4].decode("utf-8", "replace")
-    s = str(s)
-    s = s if len(s) <= n else s[:n] + "..."
-    return ascii(s)[1:-1]
+    out, used = [], 0
+    for ch in str(s):
+        e = ascii(ch)[1:-1] if ch not in "'\"" else ch
+        if used + len(e) > n:
+            return "".join(out) + "..."
+        out.append(e)
+        used += len(e)
+    return "".join(out)
 
 
 def first_line(data: bytes) -> bytes:

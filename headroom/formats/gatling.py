@@ -47,6 +47,15 @@ def guess(head: bytes) -> bool:
     return first.startswith(b"RUN\t") or (b"\tREQUEST\t" in head[:4096]) or head.startswith(b"REQUEST\t")
 
 
+def looks_open(u_start, u_end) -> bool:
+    """An open model by its users: no user active for over a quarter of the run (a closed model starts a
+    user as another ends, :func:`headroom.levels.idle_share`), even where the active users are few and
+    steady enough to look held (low arrival rates, one request per user)."""
+    from ..levels import OPEN_IDLE_SHARE, idle_share
+
+    return idle_share(u_start, u_end) > OPEN_IDLE_SHARE
+
+
 def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
     """The steps of the requests (start, end ms) from the USER records (headroom.levels).
 
@@ -63,9 +72,9 @@ def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
     users = gatling_active_users(u_start, u_end if len(u_end) else [], st)
     inf = closed_loop(st * 1_000_000, users, end_ns=en * 1_000_000, source="active users (USER records)")
     src = "active users around each request (USER START/END records)"
-    if inf.looks_open:
+    if inf.looks_open or looks_open(u_start, u_end):
         arrivals = np.asarray(u_start, np.int64) * 1_000_000
-        inf = steps_from_arrivals(st * 1_000_000, arrivals_ns=arrivals, transients="next",
+        inf = steps_from_arrivals(st * 1_000_000, arrivals_ns=arrivals, transients="next", edges="events",
                                   source="users started per second (open model)")  # fmt: skip
         src = "users started per second (open model: rate steps)"
     rs = reader_steps(inf)
@@ -575,6 +584,9 @@ class GatlingPlan:
         level = CachedLevels(  # (request times counted as the user times are kept: from ``base``)
             raw, lambda c: gatling_active_users(us, ue, c["start_ns"] // 1_000_000 - base, presorted=True)
         )
+        if looks_open(us, ue):  # the users alone say it: rate steps from their arrivals (whole-table reader)
+            self.fallback = TablePlan(scan, raw, finish)
+            return
         counted = Counted(raw, level)
         if counted.looks_open:  # rate steps from the users' arrivals: the whole-table reader
             self.fallback = TablePlan(scan, raw, finish)

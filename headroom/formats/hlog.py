@@ -150,10 +150,9 @@ class _Header:
 
 def _old_version(v: str) -> str:
     return (
-        f"HdrHistogram log format version {short(v, 20)}: headroom reads versions {', '.join(VERSIONS)}, "
-        "whose histograms are V2-encoded (the maintained Python decoder reads only those); version 1.1 "
-        "is what HdrHistogram 2.1.4 (YCSB 0.17.0's own dependency) writes: record with HdrHistogram "
-        "2.1.12 on YCSB's classpath instead (as YCSB's master does), which writes version 1.3"
+        f"HdrHistogram log format version {short(v, 20)}: headroom reads versions {', '.join(VERSIONS)} "
+        "(V2-encoded histograms); 1.1 is HdrHistogram 2.1.4's (YCSB 0.17.0's own): record with "
+        "HdrHistogram 2.1.12 on YCSB's classpath (as YCSB's master does)"
     )
 
 

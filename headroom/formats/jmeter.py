@@ -281,6 +281,10 @@ class _CsvPass:
         nl = buf.find(b"\n", start, end)
         first = first_line(buf[start : nl if nl >= 0 else end])
         self.cols = [c.strip() for c in first.decode("utf-8", "replace").split(",")]
+        if "timeStamp" not in self.cols or "elapsed" not in self.cols:
+            raise fail(
+                self.scan.path, 1, f"a JTL CSV header without timeStamp and elapsed: '{short(first, 60)}'"
+            )
         self.types = _csv_types(self.cols)
         if "allThreads" not in self.types:
             self.scan.key_kind = None

@@ -44,9 +44,8 @@ from ._scan import TS_UTC, head_bytes, strip_bom
 _CSV_HEAD = re.compile(rb"^metric_name,timestamp,metric_value(,|$)")
 _UNIX_SCALE = {19: 1, 16: 1_000, 13: 1_000_000}  # digits of a unix time now -> ns factor
 _SECONDS_HINT = (
-    "k6's default CSV timeFormat is whole seconds, too coarse for per-second buckets: "
-    "run k6 with --out csv=fileName=F,timeFormat=rfc3339_nano (or unix_nano, unix_micro, unix_milli; "
-    "K6_CSV_TIME_FORMAT=rfc3339_nano), or use --out json=F"
+    "k6's default CSV timeFormat is whole seconds, too coarse: run k6 with "
+    "--out csv=fileName=F,timeFormat=rfc3339_nano (or K6_CSV_TIME_FORMAT=rfc3339_nano), or --out json=F"
 )
 
 
@@ -492,6 +491,9 @@ def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     path = Path(path)
     header = first_line(strip_bom(head_bytes(path))).decode("utf-8", "replace")
     cols = [c.strip() for c in header.split(",")]
+    missing = [c for c in ("metric_name", "timestamp", "metric_value") if c not in cols]
+    if missing:
+        raise fail(path, 1, f"a k6 CSV header without {', '.join(missing)}: '{short(header, 60)}'")
     scan = _new_scan(path, "k6-csv")
     scan._gen = _csv_batches(scan, chunk_bytes, cols)
     return scan

@@ -17,6 +17,8 @@ examples:
       --cpu-pid 1234 --label v1.2-rc1
   headroom ramp http://127.0.0.1:8080/ -o runs/n --concurrency 1:9:4 --requests-per-step 20000
   headroom ramp http://127.0.0.1:8080/ -o runs/open --rate 1000:8000:1000 --engine vegeta
+  headroom ramp http://127.0.0.1:8080/ -o runs/locust --engine locust --locustfile locustfile.py \\
+      --concurrency 1,2,4,8 --step-duration 10s --cpu-pid 1234
   taskset -c 0 headroom ramp http://127.0.0.1:8080/ -o runs/pinned --cpu-pid 1234   # generator on CPU 0
   headroom compare runs/baseline runs/candidate
   # a CPU profile of a Go server at every step (net/http/pprof), compared per request
@@ -171,7 +173,13 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         choices=ENGINES,
-        help="load generator (default: hey; with --rate: vegeta, else oha)",
+        help="load generator (default: hey; with --rate: vegeta, else oha); locust runs your --locustfile",
+    )
+    p.add_argument(
+        "--locustfile",
+        metavar="FILE",
+        help="--engine locust: your locustfile, run at every step with -u LEVEL (its users make the "
+        "requests; headroom's listener records them); --engine-arg=--processes=2 for a master and workers",
     )
     p.add_argument(
         "--engine-arg",

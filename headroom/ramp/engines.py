@@ -1,4 +1,4 @@
-"""Load generators that ``headroom ramp`` drives: hey, vegeta, oha.
+"""Load generators that ``headroom ramp`` drives: hey, vegeta, oha, and Locust with your locustfile.
 
 headroom does not send HTTP load itself.  Each engine knows how to build the
 command line of one step (a fixed concurrency for a duration or a number of
@@ -33,6 +33,15 @@ a number of requests, else unknown (None).  vegeta writes a row with code 0
 and the error text: such rows are kept with status-code 0 (headroom counts
 every non-2xx row as an error, never as a latency).  Non-2xx responses are
 rows with their status everywhere.
+
+Locust.  ``--engine locust --locustfile FILE`` runs the user's own locustfile at every step
+(``locust -f FILE,PLUGIN --headless -u N -r 20N -t D --host URL``; ``--engine-arg=--processes=2``
+for a master and workers), with headroom's listener (:mod:`headroom.locust`, given as a second
+locustfile) writing every request with its absolute start; a step is read through
+:mod:`headroom.formats.locust`.  A request Locust counted as a failure is an error: its status
+when it has a non-2xx one, else 0 (no response, or the locustfile failed a 2xx answer: said in
+a warning).  Locust has no fixed total rate and no request count: closed loop, by duration
+(whole seconds, rounded up).
 """
 
 from __future__ import annotations
@@ -54,9 +63,10 @@ INSTALL_HINT = {
     "hey": "install it with 'apt-get install hey' (Debian/Ubuntu) or 'go install github.com/rakyll/hey@latest'",
     "vegeta": "install it with 'go install github.com/tsenart/vegeta/v12@latest' (then put $(go env GOPATH)/bin on PATH)",
     "oha": "install it with 'cargo install oha' (or a release binary from github.com/hatoo/oha)",
+    "locust": "install it with 'python3 -m pip install locust' (in the environment headroom runs in)",
 }
 
-ENGINES = ("hey", "vegeta", "oha")
+ENGINES = ("hey", "vegeta", "oha", "locust")
 
 
 @dataclass
@@ -136,7 +146,8 @@ class Engine:
         self.path = path
 
     @classmethod
-    def find(cls) -> Engine:
+    def find(cls, options=None) -> Engine:
+        """The engine on PATH (``options``: the ramp's arguments, for engines that need more)."""
         path = shutil.which(cls.name)
         if path is None:
             raise HeadroomError(f"{cls.name} not found on PATH: {INSTALL_HINT[cls.name]}")
@@ -411,6 +422,137 @@ class Oha(Engine):
         return rows
 
 
+#: headroom's listener as a locustfile of its own (not imported here: it imports Locust and gevent)
+PLUGIN = Path(__file__).resolve().parent.parent / "locust" / "headroom_locust.py"
+
+
+class Locust(Engine):
+    """Locust (locust.io) running the user's locustfile, with headroom's listener (module docstring)."""
+
+    name = "locust"
+    supports_requests = False
+
+    def __init__(self, path: str, locustfile: Path | None = None, prefix: list[str] | None = None):
+        super().__init__(path)
+        self.locustfile = locustfile
+        self.prefix = prefix or [path]
+
+    @classmethod
+    def find(cls, options=None) -> Engine:
+        import importlib.util
+        import sys
+
+        given = getattr(options, "locustfile", None)
+        if not given:
+            raise HeadroomError(
+                "--engine locust needs --locustfile FILE (your locustfile: its users make the requests)"
+            )
+        lf = Path(given)
+        if not lf.is_file():
+            raise HeadroomError(f"--locustfile {given}: no such file")
+        # this Python's Locust first: its listener (headroom.locust) must import this headroom
+        if importlib.util.find_spec("locust") is not None:
+            return cls(sys.executable, lf.resolve(), [sys.executable, "-m", "locust"])
+        path = shutil.which("locust")
+        if path is not None:
+            return cls(path, lf.resolve())
+        raise HeadroomError(f"locust not found: {INSTALL_HINT['locust']}")
+
+    def version(self) -> str:
+        out = _run_quiet([*self.prefix, "--version"], timeout=20.0).strip()
+        return out.split(" from ")[0].replace("locust ", "") if out else "unknown"
+
+    def command(self, url: str, plan: StepPlan, workdir: Path, extra: list[str] | None = None) -> list[str]:
+        import math
+
+        if plan.concurrency is None:
+            raise HeadroomError("Locust cannot hold a fixed total rate: use --concurrency (or vegeta, oha)")
+        n = plan.concurrency
+        run_s = max(1, math.ceil(plan.duration_s or 1.0))
+        return [
+            *self.prefix, "-f", f"{self.locustfile},{PLUGIN}", "--headless", "--host", url.rstrip("/"),
+            "-u", str(n), "-r", str(20 * n), "-t", f"{run_s}s", "--stop-timeout", "0",
+            "--headroom-dir", str(workdir / "locust"), "--json-file", str(workdir / "locust-stats"),
+            "--only-summary", "--exit-code-on-error", "0",
+            "--loglevel", "WARNING", *(extra or []),
+        ]  # fmt: skip
+
+    def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
+        from ..formats import locust
+
+        rows, failed_2xx = StepRows(), 0
+        files = sorted((workdir / "locust").glob("locust*.csv"))
+        if not files or not any(_has_request(f) for f in files):
+            raise HeadroomError(f"Locust recorded no request{_task_error(workdir / 'err')}")
+        kinds: dict[str, int] = {}
+        for f in files:
+            if not _has_request(f):  # a worker that ran no user at this level
+                continue
+            scan = locust.scan(f)
+            for b in scan.batches():
+                ok = b.ok
+                status = np.where(~ok & (b.status >= 200) & (b.status <= 299), 0, b.status)
+                failed_2xx += int((~ok & (b.status >= 200) & (b.status <= 299)).sum())
+                rows.start_ns += b.start_ns.tolist()
+                rows.response_time += [f"{x:.6f}" for x in b.latency_s.tolist()]
+                rows.status += status.tolist()
+            rows.warnings += [w for w in scan.warnings if "truncated" in w]
+            for text, n in _locust_errors(f).items():
+                kinds[text] = kinds.get(text, 0) + n
+        _same_as_locusts_count(workdir / "locust-stats.json", len(rows))
+        rows.transport_errors = 0  # a failure without a response is a row with status 0
+        rows.error_kinds = _kinds(kinds) if kinds else None
+        if failed_2xx:
+            rows.warnings.append(
+                f"{failed_2xx:,} requests the locustfile failed on a 2xx answer are counted as errors with status 0"
+            )
+        return rows
+
+
+def _same_as_locusts_count(stats: Path, rows: int) -> None:
+    """Locust's own count of the step (its --json-file, written at exit, every worker's included) must be
+    the listener's rows: else the step's files are incomplete (a worker's file lost, a process killed)."""
+    import json
+
+    try:
+        counted = sum(int(e["num_requests"]) for e in json.loads(stats.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no statistics (an older Locust): nothing to check against
+    if counted != rows:
+        raise HeadroomError(
+            f"Locust counted {counted:,} requests but its listener wrote {rows:,} (a file missing?)"
+        )
+
+
+def _has_request(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return any(line.startswith(b"request,") for line in f)
+
+
+def _task_error(err: Path) -> str:
+    """``: <the first error a task raised>`` from Locust's log, or a hint."""
+    try:
+        with open(err, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if "/ERROR/locust" in line:
+                    return ": the locustfile's tasks raised " + line.split(": ", 1)[-1].strip()[:150]
+    except OSError:
+        pass
+    return " (is the server down, or do the locustfile's users make no request?)"
+
+
+def _locust_errors(path: Path) -> dict[str, int]:
+    """The error texts of a headroom.locust file's failed requests, counted."""
+    import csv
+
+    dist: dict[str, int] = {}
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        for row in csv.reader(f):
+            if len(row) > 9 and row[0] == "request" and row[6] == "0":
+                dist[row[9]] = dist.get(row[9], 0) + 1
+    return dist
+
+
 def _vegeta_errors(path: Path) -> dict[str, int]:
     """vegeta's error texts (6th CSV column) of the rows with code 0, counted."""
     import csv
@@ -441,12 +583,15 @@ def rows_from_scan(path: Path, scan_csv, launch_ns: int, digits: int = 6) -> Ste
     return rows
 
 
-def get_engine(name: str) -> Engine:
-    """The engine called ``name``, found on PATH (exit 2 with an install hint otherwise)."""
-    cls = {"hey": Hey, "vegeta": Vegeta, "oha": Oha}.get(name)
+def get_engine(name: str, options=None) -> Engine:
+    """The engine called ``name``, found on PATH (exit 2 with an install hint otherwise); ``options``:
+    the ramp's arguments (Locust's ``--locustfile``)."""
+    cls = {"hey": Hey, "vegeta": Vegeta, "oha": Oha, "locust": Locust}.get(name)
     if cls is None:
         raise HeadroomError(f"unknown engine {name!r}: expected one of {', '.join(ENGINES)}")
-    return cls.find()
+    if getattr(options, "locustfile", None) and cls is not Locust:
+        raise HeadroomError("--locustfile is for --engine locust")
+    return cls.find(options)
 
 
 def rate_engine(name: str | None) -> Engine:
@@ -455,6 +600,8 @@ def rate_engine(name: str | None) -> Engine:
         raise HeadroomError(
             "--rate needs vegeta or oha: hey cannot hold a fixed total rate (its -q is per worker)"
         )
+    if name == "locust":
+        raise HeadroomError("--rate needs vegeta or oha: Locust cannot hold a fixed total rate")
     if name is not None:
         return get_engine(name)
     for cls in (Vegeta, Oha):

@@ -362,7 +362,9 @@ class Recorder:
             self.step_limit = 300.0
         else:
             self.step_limit = self.step_duration + self.request_timeout + 10.0
-        self.engine: Engine = rate_engine(args.engine) if self.open_loop else get_engine(args.engine or "hey")
+        self.engine: Engine = (
+            rate_engine(args.engine) if self.open_loop else get_engine(args.engine or "hey", args)
+        )
         if self.requests_per_step is not None and not self.engine.supports_requests:
             raise HeadroomError(f"{self.engine.name} has no request count: use --step-duration (or hey, oha)")
         self.label = args.label or out.resolve().name

@@ -149,7 +149,16 @@ def range_query(
     return [(m, np.asarray(ts, np.float64), np.asarray(vs, np.float64)) for m, ts, vs in out.values()]
 
 
-def _one_series(src: PromSource, query: str, rows, start_s: float, end_s: float, required: bool):
+def _one_series(src: PromSource, query: str, rows, start_s: float, end_s: float, required: bool, notes=None):
+    """The one series a query returned; an optional one (a Go runtime series the user did not ask for)
+    that is missing or ambiguous is None (ambiguous: said in ``notes``), a required one an error."""
+    if len(rows) > 1 and not required:
+        if notes is not None:
+            notes.append(
+                f"{src.describe()}: {query!r} returned {len(rows)} series (several servers): left out "
+                "(optional; --prometheus-match 'job=\"...\"' picks one server for it)"
+            )
+        return None
     if not rows:
         if not required:
             return None
@@ -280,14 +289,16 @@ def _series_rows(src: PromSource, plan: dict, start_s: float, end_s: float) -> d
 def fetch(src: PromSource, start_ns: int, end_ns: int, *, pad_s: float = 3.0) -> Telemetry:
     """Every series :data:`DEFAULTS` names, over the load window ``[start_ns, end_ns]`` (padded by
     ``pad_s`` so that the first and last intervals are whole).  Required series that are
-    missing raise :class:`TelemetryError`; optional ones (Go runtime) are left out."""
+    missing or ambiguous raise :class:`TelemetryError`; optional ones (Go runtime) are left out, an
+    ambiguous one (several servers) with a note in the telemetry's warnings."""
     start_s = float(np.floor(start_ns / 1e9 - pad_s))
     end_s = float(np.ceil(end_ns / 1e9 + pad_s))
     plan = {key: src.query_for(key) for key in DEFAULTS}
     found = _series_rows(src, plan, start_s, end_s)
     series: dict[str, Series] = {}
+    notes: list[str] = []
     for key, (query, kind, required) in plan.items():
-        row = _one_series(src, query, found.get(key, []), start_s, end_s, required)
+        row = _one_series(src, query, found.get(key, []), start_s, end_s, required, notes)
         if row is None:
             continue
         _, t, vals = row
@@ -300,7 +311,7 @@ def fetch(src: PromSource, start_ns: int, end_ns: int, *, pad_s: float = 3.0) ->
     if "gc_cpu_share" in series and not np.isfinite(series["gc_cpu_share"].values).any():
         del series["gc_cpu_share"]
     _check_cover(src, series, start_ns, end_ns)
-    return Telemetry(series, f"prometheus {src.url}")
+    return Telemetry(series, f"prometheus {src.url}", warnings=tuple(notes))
 
 
 def _unit(key: str) -> str:
