@@ -41,6 +41,7 @@ from headroom.compare import compare_runs  # noqa: E402
 VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
 SEQUENTIAL = False
 
+
 def varies(c: float) -> float:
     """A change that varies with load: x0.2 of the throughput at c=1 rising to x0.9 at c=40 (linear in
     log concurrency), CPU unchanged: the server 5x slower at light load, 1.1x at the top."""

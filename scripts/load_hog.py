@@ -36,9 +36,15 @@ def _args(argv):
     p.add_argument("--target", type=float, required=True, help="foreign CPU to hold, %% of the machine")
     p.add_argument("--duration", type=float, required=True, help="stop after this many seconds")
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="spinning processes (one per CPU)")
-    p.add_argument("--exclude-pid", type=int, action="append", default=[], help="a server process (and children)")
-    p.add_argument("--exclude-name", action="append", default=[], help="processes whose command line has this")
+    p.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 1, help="spinning processes (one per CPU)"
+    )
+    p.add_argument(
+        "--exclude-pid", type=int, action="append", default=[], help="a server process (and children)"
+    )
+    p.add_argument(
+        "--exclude-name", action="append", default=[], help="processes whose command line has this"
+    )
     p.add_argument("--jitter", type=float, default=0.15, help="duty jitter per cycle (0.15)")
     a = p.parse_args(argv)
     if not 0 < a.duration <= MAX_DURATION_S:
@@ -90,7 +96,15 @@ def _cpu_s(pids: set[int]) -> float:
 
 def _machine_busy_s() -> float:
     t = psutil.cpu_times()
-    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0) + getattr(t, "guest", 0.0) * 0
+    return (
+        t.user
+        + t.nice
+        + t.system
+        + t.irq
+        + t.softirq
+        + getattr(t, "steal", 0.0)
+        + getattr(t, "guest", 0.0) * 0
+    )
 
 
 def main(argv=None) -> int:

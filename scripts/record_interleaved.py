@@ -232,7 +232,9 @@ def record(name: str) -> int:
     pairs: list = []
     hog = None
     hogs: list = []
-    budget = n * 150 * (SETS5[name][6] if name in SETS5 else 1) + 120  # s: an 11-level recording of both sides takes 55-100 s
+    budget = (
+        n * 150 * (SETS5[name][6] if name in SETS5 else 1) + 120
+    )  # s: an 11-level recording of both sides takes 55-100 s
     try:
         a = make(va, work).start()
         pairs.append(a)

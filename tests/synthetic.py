@@ -110,7 +110,9 @@ def ramp(
     else:
         f_run, f_cpu, tail_run = factors["f_run"], factors["f_cpu"], factors["tail_run"]
         f_steps, cpu_steps = factors["f_steps"], factors["cpu_steps"]
-    cpu_slow = slowdown if cpu_slowdown is None else np.broadcast_to(np.asarray(cpu_slowdown, float), plan.shape)
+    cpu_slow = (
+        slowdown if cpu_slowdown is None else np.broadcast_to(np.asarray(cpu_slowdown, float), plan.shape)
+    )
     t = 1_700_000_000 * 10**9
     starts, lats, offsets, cpu_t, cpu_p = [], [], [0], [], []
     for k, n in enumerate(plan):
@@ -181,7 +183,9 @@ def interleaved(
     if cpu_slowdown is None:
         cslow_all = slow
     else:
-        cslow_all = np.array([cpu_slowdown(c) if callable(cpu_slowdown) else cpu_slowdown for c in plan], float)
+        cslow_all = np.array(
+            [cpu_slowdown(c) if callable(cpu_slowdown) else cpu_slowdown for c in plan], float
+        )
     shared = {
         "f_run": float(np.exp(rng.normal(0, nz["run"]))),
         "f_cpu": float(np.exp(rng.normal(0, nz["cpu_run"]))),

@@ -26,7 +26,6 @@ from headroom.compare.across_load import (
     Cells,
     degree_for,
     fit,
-    inflation,
     own_noise,
     shrunk_rho,
 )

@@ -381,7 +381,9 @@ def test_an_interleaved_comparison_recomputed_from_its_raw_files(rec, codes):
         field = "rps" if key == "paired_plateau_rps" else key
         assert all(la == lb for (la, _), (lb, _) in zip(a, b))
         pairs = [
-            (la, math.log(vb[field] / va[field])) for (la, va), (_, vb) in zip(a, b) if va["usable"] and vb["usable"]
+            (la, math.log(vb[field] / va[field]))
+            for (la, va), (_, vb) in zip(a, b)
+            if va["usable"] and vb["usable"]
         ]
         want = _model(pairs, key)
         m = _metric(doc, key)
@@ -398,5 +400,7 @@ def test_an_interleaved_comparison_recomputed_from_its_raw_files(rec, codes):
         m = ms[key]
         assert m["level"] == pytest.approx(1 - local[key], abs=2e-6), key
         sign = 1.0 if m["better"] == "lower" else -1.0
-        worse = sign * math.log1p(m["change"]) >= math.log1p(0.10) or _worse_at_a_level(m, wants[key], local[key], 0.10)
+        worse = sign * math.log1p(m["change"]) >= math.log1p(0.10) or _worse_at_a_level(
+            m, wants[key], local[key], 0.10
+        )
         assert (m["decision"] == "worse") == (key in rejected and worse), (key, m["decision"])

@@ -281,7 +281,9 @@ def block_quotes(where: str, kinds: set[str], block: str) -> list[Quote]:
         if "noise" in kinds:
             out += metric_quotes(where, p, True, lambda c: {k: 100 * v for k, v in code_noise().items()})
         if "pair-noise" in kinds:
-            out += metric_quotes(where, p, True, lambda c: {k: 100 * v for k, v in across_load.DEFAULT_PAIR_SD.items()})
+            out += metric_quotes(
+                where, p, True, lambda c: {k: 100 * v for k, v in across_load.DEFAULT_PAIR_SD.items()}
+            )
         if "weights" in kinds:
             out += metric_quotes(where, p, False, weight_values(p))
     return out

@@ -27,7 +27,12 @@ from headroom.model import Requests
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ROOT / "data" / "calibration" / "interleaved"
-RECORDINGS = [("dev-go-aa-70", "01"), ("dev-go-aa-70", "02"), ("dev-nginx-aa-70", "01"), ("dev-nginx-aa-70", "02")]
+RECORDINGS = [
+    ("dev-go-aa-70", "01"),
+    ("dev-go-aa-70", "02"),
+    ("dev-nginx-aa-70", "01"),
+    ("dev-nginx-aa-70", "02"),
+]
 SERVER_FIELDS = ("step_cpu_s", "step_sched_run_s", "step_sched_wait_s")
 
 

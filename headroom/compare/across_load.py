@@ -282,11 +282,15 @@ class AcrossLoad:
     def how(self) -> str:
         """One line: what the standard error and the test stand on."""
         shape = {1: "a constant", 2: "a line"}[self.terms] + " in log load"
-        parts = [f"{self.pairs} pairs at {len(self.loads)} levels in {self.recordings} interleaved recording(s)"]
+        parts = [
+            f"{self.pairs} pairs at {len(self.loads)} levels in {self.recordings} interleaved recording(s)"
+        ]
         if self.pure_sd is not None:
             parts.append(f"pair noise within levels {self.pure_sd:.3f} (log)")
         if self.level_sd is not None:
-            parts.append(f"level means around {shape} {self.level_sd:.3f} (not the noise: a curved change sits there)")
+            parts.append(
+                f"level means around {shape} {self.level_sd:.3f} (not the noise: a curved change sits there)"
+            )
         how = "pooled with the levels' own" if self.pooled else "the levels' own noise alone"
         parts.append(f"noise {self.noise.sd:.3f} ({how}; {self.source}), {self.df:.0f} df")
         parts.append(f"neighbouring-level correlation {self.rho:+.2f}")
@@ -380,7 +384,9 @@ def _noise(parts: dict, rho: float, levels: float) -> tuple[PairNoise, bool]:
 def shrunk_rho(rho_sum: float, lag_pairs: float, replicated: bool = True) -> float:
     """The lag-1 correlation used: measured (bias-corrected), shrunk towards its prior (RHO_PRIOR, or
     RHO_PRIOR_SINGLE without replicates), clipped to [0, RHO_MAX]."""
-    prior, weight = (RHO_PRIOR, RHO_PRIOR_WEIGHT) if replicated else (RHO_PRIOR_SINGLE, RHO_PRIOR_SINGLE_WEIGHT)
+    prior, weight = (
+        (RHO_PRIOR, RHO_PRIOR_WEIGHT) if replicated else (RHO_PRIOR_SINGLE, RHO_PRIOR_SINGLE_WEIGHT)
+    )
     raw = rho_sum / lag_pairs if lag_pairs > 0 else prior
     w = lag_pairs if lag_pairs > 0 else 0.0
     return float(min(RHO_MAX, max(0.0, (w * raw + weight * prior) / (w + weight))))
@@ -441,7 +447,9 @@ def _assemble(
     a = (n @ z) / n.sum()  # the pairs' mean of the basis: the average change is a' beta
     wald = float(beta @ np.linalg.pinv(cov) @ beta) / (q + 1)
     p_f = float(fdtrc(q + 1, noise.df, wald)) if wald > 0 else 1.0
-    raw = np.array([np.concatenate([v for v, x in zip(cells.values, cells.load) if x == c]).mean() for c in loads])
+    raw = np.array(
+        [np.concatenate([v for v, x in zip(cells.values, cells.load) if x == c]).mean() for c in loads]
+    )
     level_pairs = np.array([sum(len(v) for v, x in zip(cells.values, cells.load) if x == c) for c in loads])
     return AcrossLoad(
         loads=loads, fitted=fitted, se_fitted=se_f, raw=raw, level_pairs=level_pairs,

@@ -137,7 +137,9 @@ def _test_line(t: Test) -> str:
         return "run-level t test of the mean over the matched levels"
     m = t.model
     if m.tail:
-        return f"no change at any level: F test of a line in log load and sign-flip test, both ({m.df:.0f} df)"
+        return (
+            f"no change at any level: F test of a line in log load and sign-flip test, both ({m.df:.0f} df)"
+        )
     return f"no change at any level: F test of a line in log load or the levels' own means, Bonferroni ({m.df:.0f} df)"
 
 
@@ -204,7 +206,10 @@ def verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str,
         )
     unclear = sorted((m for m in judged if m.decision == "unclear"), key=size, reverse=True)
     if unclear:
-        return "inconclusive", f"{describe(unclear[0])} could be inside or beyond +-{unclear[0].threshold:.0%}"
+        return (
+            "inconclusive",
+            f"{describe(unclear[0])} could be inside or beyond +-{unclear[0].threshold:.0%}",
+        )
     return "inconclusive", "nothing could be judged (no matched steps with enough data)"
 
 

@@ -144,4 +144,7 @@ def for_pairs(noise_from, specs: list[Spec], kw) -> tuple[dict | None, str]:
         if pn is not None:
             out[canonical(spec.out)] = pn
     n = len(recs)
-    return out or None, f"--noise-from: noise of the level pairs pooled from {n} earlier interleaved A/A recording(s)"
+    return (
+        out or None,
+        f"--noise-from: noise of the level pairs pooled from {n} earlier interleaved A/A recording(s)",
+    )

@@ -69,7 +69,9 @@ def measure_paired_noise(runs: Sequence[Run | Summary], **kw) -> dict:
     """
     recs = aa_recordings(as_summaries(runs, **kw))
     if not recs:
-        raise HeadroomError("no interleaved recordings among the runs (a-NN and b-NN of ramp --ab --interleave steps)")
+        raise HeadroomError(
+            "no interleaved recordings among the runs (a-NN and b-NN of ramp --ab --interleave steps)"
+        )
     out = {}
     for spec in specs(None, True):
         tot = dict(ss_pe=0.0, df_pe=0.0, ss_d=0.0, n_d=0.0, df_d=0.0, rho_sum=0.0, lag_pairs=0.0)

@@ -80,7 +80,9 @@ def common_pairs(sides) -> tuple[list[tuple], str]:
     lvs = [levels(t) for t in tables]
     common = sorted(set.intersection(*(set(lv) for lv in lvs)))
     how = "by concurrency" if known else "by step index (concurrency unknown: no ramp parameters in metadata)"
-    return _replicated(common, lvs, len(sides[0]), known), how + ", up to the level where a run stopped answering"
+    return _replicated(
+        common, lvs, len(sides[0]), known
+    ), how + ", up to the level where a run stopped answering"
 
 
 def pairs_for(sides, side_stops) -> tuple[list[tuple], str]:

@@ -13,7 +13,7 @@ from ..stopped import stop_note, stop_verdict, stops
 from ..summary import Summary
 from . import learned as learn
 from .budget import planned_se, power_weights, weighted_holm
-from .decision import decision, error_metric, not_judged, base_fields, ratio_metric
+from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
 from .options import ERROR_THRESHOLD, CompareOptions
 from .pairing import pairs_for, plateau_mask
 from .result import Comparison, Noise, StepPair
@@ -186,7 +186,9 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
         for k, (spec, t) in tests.items()
         if t is not None and spec.weight
     }
-    weights = power_weights(planned, not isinstance(err, str), opts.threshold, opts.alpha, plan.design.closed_loop)
+    weights = power_weights(
+        planned, not isinstance(err, str), opts.threshold, opts.alpha, plan.design.closed_loop
+    )
     holm = weighted_holm(pv, weights, opts.alpha)
     out = []
     for _k, (spec, t) in tests.items():
@@ -205,7 +207,9 @@ def _assemble(plan: _Plan, opts: CompareOptions, metrics, weights, primary, deci
     runs = (len(sides[0]), len(sides[1]))
     labels = _distinct_labels(sides[0] + sides[1])
     noise = _noise_of(design, plan.learned, runs)
-    how = plan.how + ("; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else "")
+    how = plan.how + (
+        "; A and B of each level recorded seconds apart (interleaved steps)" if design.paired else ""
+    )
     notes = [noise.describe(), f"steps paired {how}", *plan.notes, *load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(plan.side_stops),) if n] + single_pair_note(metrics, design.paired)
     warnings = same_files(sides) + [w for side in sides for s in side for w in s.warnings]

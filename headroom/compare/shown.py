@@ -17,7 +17,11 @@ ROWS = (
 
 def _missing_note(sides) -> str:
     poor = any(s.capacity.model is not None and not s.capacity.model.trusted for side in sides for s in side)
-    return "a run's model fits poorly (R2 of log throughput below 0.5)" if poor else "not available for every run"
+    return (
+        "a run's model fits poorly (R2 of log throughput below 0.5)"
+        if poor
+        else "not available for every run"
+    )
 
 
 def shown(sides) -> list[Metric]:
@@ -38,7 +42,9 @@ def shown(sides) -> list[Metric]:
         ):
             note += "; a run still rose at its last step (its capacity is a lower bound)"
         if key == "rps_at_objective":
-            held = [s.capacity.at_objective.lower_bound for side in sides for s in side if s.capacity.at_objective]
+            held = [
+                s.capacity.at_objective.lower_bound for side in sides for s in side if s.capacity.at_objective
+            ]
             if any(held):
                 note += "; a run held the objective at every step (a lower bound)"
         out.append(Metric(key, name, "req/s", "higher", False, b, c, ch, None, 0.0, "shown", note))

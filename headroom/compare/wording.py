@@ -197,7 +197,7 @@ def across_load_rows(c) -> tuple[list[str], list[list[str]]] | None:
         return None
     head = ["level", "pairs"] + [m.name for m in ms]
     rows = []
-    for k, lc in enumerate(ms[0].levels):
+    for lc in ms[0].levels:
         row = [lc.where(), str(lc.pairs)]
         for m in ms:
             same = [x for x in m.levels if x.load == lc.load]
