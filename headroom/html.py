@@ -49,13 +49,20 @@ def _errors_caption(s) -> str:
 
 
 def header(
-    title: str, summaries: Sequence[Summary], parameters: dict | None = None, version: str = ""
+    title: str,
+    summaries: Sequence[Summary],
+    parameters: dict | None = None,
+    version: str = "",
+    *,
+    sides: Sequence[Sequence[Summary]] | None = None,
 ) -> Fragment:
     """The report's title block: title and run labels (the parameters and version: :func:`parameters`,
     at the end of the report; the two arguments are accepted and not shown here).
 
     An empty ``title`` gives "Capacity report: LABEL" for one run and
-    "Capacity comparison: BASELINE vs CANDIDATE" for two.
+    "Capacity comparison: BASELINE vs CANDIDATE" for two.  ``sides``: every
+    run of the baseline and of the candidate when a side has more than one
+    (``summaries`` are then the first of each, the runs the figures show).
     """
     labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
     if not title:
@@ -76,7 +83,23 @@ def header(
         + "</li>"
         for role, s, label in zip(roles, summaries, labels)
     )
-    return Fragment(f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>")
+    more = _more_runs(sides) if sides is not None else ""
+    return Fragment(f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>{more}")
+
+
+def _more_runs(sides: Sequence[Sequence[Summary]]) -> str:
+    """The runs of a side beyond its first: all judged by the verdict, the first shown in the figures."""
+    if all(len(side) == 1 for side in sides):
+        return ""
+    labels = _labels([s for side in sides for s in side])
+    nb = len(sides[0])
+    parts = []
+    for role, names in (("baseline", labels[:nb]), ("candidate", labels[nb:])):
+        parts.append(f"{role} {len(names)} run{'s' if len(names) > 1 else ''} ({_E(', '.join(names))})")
+    return (
+        f"<p><small>The verdict judges every run: {'; '.join(parts)}. The figures and tables below show "
+        "the first run of each side.</small></p>"
+    )
 
 
 #: report parameters as the command line spells them, and how to show a value
@@ -88,6 +111,10 @@ _OPTIONS = {
     "cpu_target": ("--cpu-target", "CPU busy % at which an instance is full"),
     "figure_format": ("--figure-format", "figure format"),
     "log_latency": ("--log-latency", "logarithmic latency axes"),
+    "threshold": ("--threshold", "smallest change worth calling"),
+    "confidence": ("--confidence", "confidence for all decision metrics together"),
+    "error_threshold": ("--error-threshold", "rise of the error rate called a regression"),
+    "noise_from": ("--noise-from", "between-run noise learned from"),
 }
 
 
@@ -104,13 +131,45 @@ def parameters(params: dict, version: str) -> Fragment:
     )
 
 
-def headline(c) -> Fragment:
-    """The comparison's answer, one sentence per question (:func:`headroom.headline.headline`)."""
+#: MIME type under which the comparison report's verdict travels in the executed notebook (read by
+#: ``headroom report``, which prints it and, with ``--exit-code``, exits with its exit code)
+VERDICT_MIME = "application/vnd.headroom.verdict+json"
+
+
+class VerdictFragment(Fragment):
+    """The headline as HTML, with the verdict and its exit code as JSON beside it (not exported)."""
+
+    doc: dict = {}
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": str(self), VERDICT_MIME: dict(self.doc)}
+
+
+def mismatch_box(warnings: Sequence[str]) -> str:
+    """The runs' mismatches (:mod:`headroom.mismatch`) as a red box: the first thing a reader sees."""
+    from .mismatch import PREFIX, first
+
+    found = first(warnings)
+    if not found:
+        return ""
+    items = "".join(f"<li>{_E(w.removeprefix(PREFIX))}</li>" for w in found)
+    return (
+        '<div class="mismatch"><b>These runs do not measure the same thing; read the verdict with '
+        f"care:</b><ul>{items}</ul></div>"
+    )
+
+
+def headline(c) -> VerdictFragment:
+    """The comparison's answer, one sentence per question (:func:`headroom.headline.headline`),
+    after the runs' mismatches; carries the verdict and exit code for ``headroom report``."""
     from .headline import headline as sentences
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
-    items = "".join(f"<li>{_E(x)}</li>" for x in sentences(c))
-    return Fragment(f'<div class="headline {colour}"><ul>{items}</ul></div>')
+    said = sentences(c)
+    items = "".join(f"<li>{_E(x)}</li>" for x in said)
+    out = VerdictFragment(f'{mismatch_box(c.warnings)}<div class="headline {colour}"><ul>{items}</ul></div>')
+    out.doc = {"verdict": c.verdict, "exit_code": c.exit_code, "reason": c.reason, "headline": said}
+    return out
 
 
 def _table(head: list[str], rows: list[list[str]], cls: str = "headroom", wrap: Sequence[int] = ()) -> str:
@@ -303,10 +362,17 @@ class WarningsFragment(Fragment):
         return {"text/html": str(self), WARNINGS_MIME: {"warnings": list(self.warnings)}}
 
 
-def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
-    """Warnings raised while reading and analysing, or a line saying there were none."""
+def warnings_list(summaries: Summary | Sequence[Summary], comparison=None) -> WarningsFragment:
+    """Warnings raised while reading and analysing, or a line saying there were none.
+
+    With a ``comparison``: its warnings (the runs' mismatches first, then what the
+    verdict's design cannot see), then each run's own not already among them.
+    """
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
     texts = [f"{lb}: {w}" for s, lb in zip(runs, _labels(runs)) for w in s.warnings]
+    if comparison is not None:
+        own = {w for s in runs for w in s.warnings}
+        texts = [w for w in comparison.warnings if w not in own] + texts
     items = "".join(f"<li>{_E(t)}</li>" for t in texts)
     out = WarningsFragment(f"<ul>{items}</ul>" if texts else "<p>No warnings.</p>")
     out.warnings = tuple(texts)

@@ -83,10 +83,11 @@ class VerdictOptions:
     notebook, where :func:`headroom.report.compare_sides` hands it to
     :func:`headroom.compare.compare_runs`.
 
+    The latency objective is an analysis option (it changes the summaries as
+    well as the tail metric); it travels beside this object.
+
     Attributes
     ----------
-    objective
-        The latency objective as written (``"p99<=20ms"``; ``""``: none).
     threshold
         Smallest relative change worth calling.
     error_threshold
@@ -97,7 +98,6 @@ class VerdictOptions:
         Earlier runs of one unchanged build, or one ``headroom history --json`` file.
     """
 
-    objective: str = ""
     threshold: float = 0.10
     error_threshold: float = 0.001
     confidence: float = 0.95
@@ -110,9 +110,7 @@ class VerdictOptions:
     def from_args(cls, args) -> VerdictOptions:
         """From an argparse namespace of ``compare`` or ``report`` (options it lacks stay default)."""
         d = cls()
-        obj = getattr(args, "objective", None)
         return cls(
-            objective=str(obj) if obj else "",
             threshold=_given(args, "threshold", d.threshold),
             error_threshold=_given(args, "error_threshold", d.error_threshold),
             confidence=_given(args, "confidence", d.confidence),
