@@ -322,6 +322,47 @@ def memory_table(s: Summary, *, label: str | None = None) -> Fragment:
     )
 
 
+def has_memory(summaries: Summary | Sequence[Summary]) -> bool:
+    """Whether any run has memory telemetry (else the report shows no memory figure)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    return any(s.memory is not None for s in runs)
+
+
+MEMORY_HOW = (
+    "<p><b>How to read it.</b> Left: the server's resident memory (RSS, solid) and, for a Go server, the "
+    "heap in use (dashed), in MiB on the throughput plot's time axis; a missing sample stays a gap. Right: "
+    "each load step's median RSS against its throughput, the bar reaching the step's maximum. Memory that "
+    "climbs with throughput is buffers and garbage waiting for the collector (Go's GOGC trades it against "
+    "GC CPU); memory that climbs with time at a fixed load is a leak. Where the server is a Go program the "
+    "table adds the GC row: the share of wall time in GC pauses and the bytes allocated per request.</p>"
+)
+
+
+def memory_intro(summaries: Summary | Sequence[Summary]) -> Fragment:
+    """How to read the memory figure, or one line saying no run has memory telemetry (and no figure)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    if has_memory(runs):
+        return Fragment(MEMORY_HOW)
+    names = " or ".join(f"<b>{_E(lb)}</b>" for lb in _labels(runs))
+    return Fragment(
+        f"<p>No memory telemetry for {names}, so no memory figure: record it with "
+        "<code>headroom ramp --cpu-pid PID</code>, or read it from Prometheus with "
+        "<code>--prometheus URL</code> (docs/telemetry.md).</p>"
+    )
+
+
+def memory_tables(summaries: Summary | Sequence[Summary], labels: Sequence[str] | None = None) -> Fragment:
+    """The memory tables of every run (and, for two runs, memory at matched concurrency); nothing
+    when no run has memory telemetry (:func:`memory_intro` says so once)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    if not has_memory(runs):
+        return Fragment("")
+    labels = list(labels) if labels is not None else _labels(runs)
+    parts = [memory_comparison(runs)] if len(runs) == 2 else []
+    parts += [memory_table(s, label=lb) for s, lb in zip(runs, labels)]
+    return Fragment("".join(parts))
+
+
 def memory_comparison(summaries: Sequence[Summary]) -> Fragment:
     """Resident memory of baseline and candidate at matched concurrency: shown beside the verdict, not judged."""
     from .telemetry.steps import compare_memory

@@ -25,6 +25,9 @@ from .summary import Summary
 from .text import run_labels
 
 _NS = 1e9
+#: titles sit on the Axes' top edge (no Axes here has ticks on top): a fixed place saves matplotlib
+#: measuring every tick label of the Axes at each draw to find one
+_TITLE_Y = 1.0
 _STYLE = {"p50": "--", "p90": "-.", "p95": "-.", "p99": "-", "p995": ":", "p999": ":", "mean": "-."}
 _PNAME = {"p995": "p99.5", "p999": "p99.9"}
 
@@ -530,7 +533,7 @@ def _finish_headroom(ax, runs, labels, grids, *, x_top: float, y: tuple[float, f
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency (ms" + (", log scale)" if log else ")"))
-    ax.set_title("Headroom plot: latency against throughput")
+    ax.set_title("Headroom plot: latency against throughput", y=_TITLE_Y)
     ax.grid(True, alpha=0.3)
     return xlabel
 
@@ -558,7 +561,7 @@ def _marginals(ax, grids, colors) -> None:
     top.set_ylabel("requests", fontsize=7)
     right.set_xlabel("requests", fontsize=7)
     right.xaxis.set_label_position("top")
-    top.set_title(ax.get_title())
+    top.set_title(ax.get_title(), y=_TITLE_Y)
     ax.set_title("")
 
 
@@ -757,7 +760,7 @@ def cpu_vs_throughput(summaries: Summary | Sequence[Summary], *, per_request: bo
         ax.text(0.5, 0.5, "no CPU samples", transform=ax.transAxes, ha="center", color="0.5")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_title("CPU per request" if per_request else "CPU against throughput", fontsize=10)
+        ax.set_title("CPU per request" if per_request else "CPU against throughput", fontsize=10, y=_TITLE_Y)
         return ax
     for label in missing:
         ax.plot([], [], " ", label=f"{label}: no CPU samples")
@@ -911,8 +914,8 @@ def by_concurrency(
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
-    axes[0, 0].set_title("Throughput by concurrency", fontsize=10)
-    axes[0, 1].set_title("Latency by concurrency", fontsize=10)
+    axes[0, 0].set_title("Throughput by concurrency", fontsize=10, y=_TITLE_Y)
+    axes[0, 1].set_title("Latency by concurrency", fontsize=10, y=_TITLE_Y)
     axes[0, 0].set_ylim(bottom=0)
     _latency_axis(axes[0, 1], log=log_latency)
     if objective:
@@ -979,7 +982,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
             )
         elif m is not None:
             ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
-        ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10)
+        ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10, y=_TITLE_Y)
         ax.set_ylabel("change (%)")
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="y", alpha=0.3)
@@ -1108,6 +1111,109 @@ REPORT_FIGURES = (
     "latency_over_time",
     "memory",
 )
+
+
+class FigureImage:
+    """A drawn figure as image bytes that Jupyter displays (PNG, or SVG text).
+
+    The report notebooks show these instead of live figures: the figure is
+    drawn once, to its image, and closed (the inline backend's
+    ``bbox_inches="tight"`` drew every figure twice, once only to measure it).
+    """
+
+    def __init__(self, data: bytes | str, fmt: str):
+        self.data, self.fmt = data, fmt
+
+    def _repr_png_(self):
+        return self.data if self.fmt == "png" else None
+
+    def _repr_svg_(self):
+        return self.data if self.fmt == "svg" else None
+
+    def __repr__(self) -> str:
+        return f"<{self.fmt.upper()} figure, {len(self.data):,} bytes>"
+
+
+#: room added around a figure before it is drawn (inches): legends and labels hang outside the Axes
+_PAD_IN = 2.0
+#: white kept around the drawn content (inches), as savefig's pad_inches
+_MARGIN_IN = 0.1
+
+
+def image_bytes(fig, *, fmt: str = "png") -> bytes | str:
+    """The figure as PNG bytes (drawn once, cropped to what was drawn) or SVG text (tight box).
+
+    For PNG the canvas is first enlarged by 2 inches on every side (the Axes
+    keep their size and place), drawn once with Agg, and cropped to the
+    pixels that are not background plus 0.1 inch: the result equals
+    ``savefig(bbox_inches="tight")``, which draws the figure a second time
+    to measure it.  Content reaching the enlarged canvas' edge falls back to
+    ``savefig`` (nothing is cut).
+    """
+    import io
+
+    if fmt == "svg":
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+        return buf.getvalue()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    _enlarge(fig, _PAD_IN)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgba = np.asarray(canvas.buffer_rgba())
+    box = _drawn_box(rgba, canvas.figure.get_facecolor())
+    buf = io.BytesIO()
+    if box is None:  # something reaches the edge: let savefig measure it
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+    (r0, r1), (c0, c1) = box
+    m = round(_MARGIN_IN * fig.dpi)
+    h, w = rgba.shape[:2]
+    crop = rgba[max(r0 - m, 0) : min(r1 + m, h), max(c0 - m, 0) : min(c1 + m, w), :3]
+    Image.fromarray(np.ascontiguousarray(crop)).save(buf, format="png", dpi=(fig.dpi, fig.dpi))
+    return buf.getvalue()
+
+
+def _enlarge(fig, pad: float) -> None:
+    """Add ``pad`` inches on every side of the figure, keeping every Axes' size and place in inches."""
+    w, h = fig.get_size_inches()
+    boxes = [(ax, ax.get_position()) for ax in fig.axes if ax.get_axes_locator() is None]
+    nw, nh = w + 2 * pad, h + 2 * pad
+    fig.set_size_inches(nw, nh)
+    for ax, b in boxes:
+        ax.set_position([(b.x0 * w + pad) / nw, (b.y0 * h + pad) / nh, b.width * w / nw, b.height * h / nh])
+
+
+def _drawn_box(rgba: np.ndarray, face) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """(rows, columns) spans of the pixels unlike the background, None when they touch the edge."""
+    bg = np.round(np.asarray(face[:3]) * 255).astype(np.uint8)
+    pixels = np.ascontiguousarray(rgba).view(np.uint32)[:, :, 0]  # one compare per pixel, not three
+    ink = pixels != np.frombuffer(bytes([*bg, 255]), dtype=np.uint32)[0]
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if not len(rows):
+        return (0, rgba.shape[0]), (0, rgba.shape[1])
+    r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+    if r0 == 0 or c0 == 0 or r1 == rgba.shape[0] or c1 == rgba.shape[1]:
+        return None
+    return (r0, r1), (c0, c1)
+
+
+def report_image(
+    name: str,
+    summaries: Summary | Sequence[Summary],
+    *,
+    comparison=None,
+    log_latency: bool = False,
+    fmt: str = "png",
+) -> FigureImage:
+    """One figure of the report notebooks (:func:`report_figure`), drawn once to an image and closed."""
+    fig = report_figure(name, summaries, comparison=comparison, log_latency=log_latency)
+    try:
+        return FigureImage(image_bytes(fig, fmt=fmt), fmt)
+    finally:
+        plt.close(fig)
 
 
 def report_figure(
