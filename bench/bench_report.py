@@ -5,15 +5,20 @@ Both commands run as subprocesses of this script on the bundled pair
 alternating report, compare, report, compare...  Each is started through a
 small wrapper that calls ``headroom.cli.main`` and prints its own process's
 CPU (user + system) and that of the processes it waited for: for the report,
-the notebook's kernel.  The interpreter's start is in both, and so is
-Python's bytecode cache (an installed package has one): the commands run with
-PYTHONPYCACHEPREFIX in a temporary folder (PYTHONDONTWRITEBYTECODE unset),
-after one unmeasured run of each that fills it.  Printed: per
+the notebook's kernel.  The interpreter's start is in both.  Printed: per
 command the median CPU (and the report's split into parent and kernel), the
 median wall time, and the report's CPU as a ratio to compare's, measured in
 this one run.  Target (issue 40): report CPU <= 5x compare's.
 
-Usage: python3 bench/bench_report.py [--repeat 5] [--figure-format png|svg]
+Two conditions, both printed: ``bytecode cached`` (as an installed package
+runs: PYTHONPYCACHEPREFIX in a temporary folder, PYTHONDONTWRITEBYTECODE
+unset, one unmeasured run of each command first to fill it) and ``no
+bytecode`` (PYTHONDONTWRITEBYTECODE=1: every process compiles headroom's
+modules, as in a checkout run with that variable set, the condition the
+issue's 9.6x was measured in).  ``--source DIR`` measures another checkout
+(its headroom on PYTHONPATH, e.g. a worktree of the code before a change).
+
+Usage: python3 bench/bench_report.py [--repeat 5] [--figure-format png|svg] [--source DIR]
 """
 
 from __future__ import annotations
@@ -43,59 +48,76 @@ print(json.dumps({"code": code, "self": me.ru_utime + me.ru_stime, "children": k
 
 
 def measured(argv: list[str], env: dict) -> dict:
-    """One command's exit code, its own CPU, its children's CPU and the wall time, in seconds."""
+    """One command's own CPU, its children's CPU and the wall time, in seconds; exits unless it succeeded."""
     t0 = time.perf_counter()
+    cwd = env.get("HEADROOM_BENCH_SOURCE", str(ROOT))  # python -c puts the working folder first on sys.path
     p = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, cwd=ROOT, check=False, env=env
+        [sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, cwd=cwd, check=False, env=env
     )
     wall = time.perf_counter() - t0
     last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else ""
     try:
         doc = json.loads(last)
     except json.JSONDecodeError:
-        sys.exit(f"bench_report: {' '.join(argv[:1])} failed (exit {p.returncode}): {p.stderr[-2000:]}")
+        doc = {"code": None}
+    if doc["code"] != 0:
+        sys.exit(f"bench_report: {argv[0]} failed (exit {p.returncode}): {p.stderr[-2000:]}")
     return {**doc, "wall": wall}
+
+
+def conditions(tmp: str, source: str | None) -> dict[str, dict]:
+    """The environments of the two conditions (see the module docstring)."""
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    }
+    if source:
+        base["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(source).resolve()), base.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
+    return {
+        "bytecode cached": {**base, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")},
+        "no bytecode": {**base, "PYTHONDONTWRITEBYTECODE": "1"},
+    }
+
+
+def bench(report: list[str], compare: list[str], env: dict, repeat: int, name: str) -> tuple[list, list]:
+    """``repeat`` measured runs of each command, alternating, after one unmeasured run of each."""
+    measured(report, env), measured(compare, env)  # fills the bytecode cache where there is one
+    reports, compares = [], []
+    for i in range(repeat):
+        reports.append(measured(report, env))
+        compares.append(measured(compare, env))
+        r, c = reports[-1], compares[-1]
+        print(f"  {name} {i + 1}/{repeat}: report {r['self'] + r['children']:.2f} s CPU, compare "
+              f"{c['self'] + c['children']:.2f} s CPU", file=sys.stderr, flush=True)  # fmt: skip
+    return reports, compares
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each command (default: 5)")
     ap.add_argument("--figure-format", choices=("png", "svg"), default="png")
+    ap.add_argument("--source", metavar="DIR", help="a checkout whose headroom to measure (PYTHONPATH)")
     args = ap.parse_args()
-    reports, compares = [], []
+    med = statistics.median
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         out = str(Path(tmp) / "report.html")
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        report = [
-            "report",
-            *PAIR,
-            "--objective",
-            "p99<=5ms",
-            "-o",
-            out,
-            "--figure-format",
-            args.figure_format,
-        ]
+        report = ["report", *PAIR, "--objective", "p99<=5ms", "-o", out]
+        report += ["--figure-format", args.figure_format]
         compare = ["compare", *PAIR, "--objective", "p99<=5ms"]
-        measured(report, env), measured(compare, env)  # fill the bytecode cache
-        for i in range(args.repeat):
-            reports.append(measured(report, env))
-            compares.append(measured(compare, env))
+        for name, env in conditions(tmp, args.source).items():
+            reports, compares = bench(report, compare, env, args.repeat, name)
+            r_cpu = med(r["self"] + r["children"] for r in reports)
+            c_cpu = med(c["self"] + c["children"] for c in compares)
+            print(f"{name}:")
+            print(f"  headroom report ({args.figure_format}): CPU {r_cpu:.2f} s (parent "
+                  f"{med(r['self'] for r in reports):.2f} s, kernel {med(r['children'] for r in reports):.2f} s), "
+                  f"wall {med(r['wall'] for r in reports):.2f} s")  # fmt: skip
             print(
-                f"  run {i + 1}/{args.repeat}: report {reports[-1]['self'] + reports[-1]['children']:.2f} s CPU, "
-                f"compare {compares[-1]['self']:.2f} s CPU",
-                file=sys.stderr,
-                flush=True,
+                f"  headroom compare      : CPU {c_cpu:.2f} s, wall {med(c['wall'] for c in compares):.2f} s"
             )
-    med = statistics.median
-    r_parent, r_kernel = med(r["self"] for r in reports), med(r["children"] for r in reports)
-    r_cpu = med(r["self"] + r["children"] for r in reports)
-    c_cpu = med(c["self"] + c["children"] for c in compares)
-    print(f"headroom report  ({args.figure_format}): CPU {r_cpu:.2f} s (parent {r_parent:.2f} s, kernel "
-          f"{r_kernel:.2f} s), wall {med(r['wall'] for r in reports):.2f} s")  # fmt: skip
-    print(f"headroom compare       : CPU {c_cpu:.2f} s, wall {med(c['wall'] for c in compares):.2f} s")
-    print(f"report / compare CPU   : {r_cpu / c_cpu:.2f}x (median of {args.repeat} runs each; target <= 5x)")
+            print(f"  report / compare CPU  : {r_cpu / c_cpu:.2f}x (median of {args.repeat} runs each; "
+                  "target <= 5x)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
