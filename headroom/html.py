@@ -221,11 +221,14 @@ def _stop_caption(s: Summary) -> str:
     )
 
 
-def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
+def capacity_table(summaries: Summary | Sequence[Summary], comparison=None) -> Fragment:
     """Capacity figures of one run, or of several side by side: the rows ``headroom summary`` prints.
 
     No change column: whether a difference matters is the comparison's
-    verdict, not a colour on a point estimate.
+    verdict, not a colour on a point estimate.  With the ``comparison`` of the
+    two runs, a line under the table says how the figures the verdict names
+    alike differ from the table's (its paired plateau throughput and CPU per
+    request are geometric means over the matched steps).
     """
     from .text import capacity_rows
 
@@ -233,7 +236,36 @@ def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
     per_run = [dict(capacity_rows(s)) for s in runs]
     names = list(dict.fromkeys(name for r in (capacity_rows(s) for s in runs) for name, _ in r))
     rows = [[f"<b>{_E(n.strip())}</b>"] + [_E(r.get(n, "-")) for r in per_run] for n in names]
-    return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1)))
+    table = _table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1))
+    return Fragment(table + (_differs_line(runs, comparison) if comparison is not None else ""))
+
+
+def _differs_line(runs: Sequence[Summary], c) -> str:
+    """How the verdict's plateau throughput (paired) and CPU per request differ from the table's."""
+
+    def pair(key: str, fmt) -> str | None:
+        m = next((m for m in c.metrics if m.key == key), None)
+        if m is None or m.baseline is None or m.candidate is None:
+            return None
+        return f"{_E(m.name)} {fmt(m.baseline)} and {fmt(m.candidate)}"
+
+    def us(v) -> str:
+        return f"{v * 1e6:.1f} us"
+
+    def rps(v) -> str:
+        return f"{v:,.0f} req/s"
+
+    said = [x for x in (pair("paired_plateau_rps", rps), pair("cpu_s_per_req", us)) if x]
+    if not said:
+        return ""
+    return (
+        "<p><small>The verdict above names other figures: "
+        + "; ".join(said)
+        + " are geometric means over the matched steps (every step weighs the same). This table's "
+        "<i>plateau throughput</i> is the median of one run's saturated steps and its <i>CPU per request "
+        "(whole run)</i> is all the run's CPU seconds over all its requests (busy steps weigh most), so the "
+        "numbers differ.</small></p>"
+    )
 
 
 def bins_table(s: Summary, *, label: str | None = None) -> Fragment:

@@ -942,46 +942,36 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
     pairs = comparison.pairs
     xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
     width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
+    every_level = comparison.design == "interleaved steps"  # throughput judged at every level pair
     for ax, key, mkey, name in (
         (axes[0], "rps", "paired_plateau_rps", "throughput"),
         (axes[1], "p99_s", "p99_s", "p99 latency"),
     ):
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
         plateau = np.array([p.plateau for p in pairs])
-        ax.bar(xs[~plateau], ch[~plateau], width=width, color="0.75", label="one step pair")
-        if plateau.any():
-            ax.bar(xs[plateau], ch[plateau], width=width, color="0.5", label="saturated pair (plateau)")
+        drawn = np.isfinite(ch)
+        if drawn.any():
+            ax.bar(
+                xs[~plateau & drawn], ch[~plateau & drawn], width=width, color="0.75", label="one step pair"
+            )
+        if (plateau & drawn).any():
+            ax.bar(
+                xs[plateau & drawn],
+                ch[plateau & drawn],
+                width=width,
+                color="0.5",
+                label="saturated pair (plateau)",
+            )
+        if not drawn.any():
+            _no_pairs(ax, key)
         ax.axhline(0, color="0.2", lw=0.8)
         thr = comparison.threshold * 100
         ax.axhline(thr, color="0.4", ls=":", lw=1)
         ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
         m = next((m for m in comparison.metrics if m.key == mkey), None)
-        fits = _clip_to_bars(ax, ch, thr, m)
-        if m is not None and m.change is not None and m.ci is not None:
-            span = xs[plateau] if mkey == "paired_plateau_rps" and plateau.any() else xs
-            lo, hi = span.min() - width, span.max() + width
-            if fits:  # a band only where it ends on the axis; past it a band would read as background
-                ax.fill_between([lo, hi], m.ci[0] * 100, m.ci[1] * 100, color="0.3", alpha=0.15, lw=0)
-            # the interval as a bracket at the axis' right edge, also when it runs off the axis
-            ax.errorbar(
-                [0.985],
-                [m.change * 100],
-                yerr=[[(m.change - m.ci[0]) * 100], [(m.ci[1] - m.change) * 100]],
-                color="0.1",
-                lw=1.6,
-                capsize=5,
-                transform=ax.get_yaxis_transform(),  # x in axes fractions, y in per cent
-            )
-            ax.plot(
-                [lo, hi],
-                [m.change * 100] * 2,
-                color="0.1",
-                lw=1.6,
-                label=f"{m.name}: {m.change * 100:+.1f} % [{m.ci[0] * 100:+.1f}, {m.ci[1] * 100:+.1f}]: "
-                f"{m.decision}",
-            )
-        elif m is not None:
-            ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
+        _change_and_interval(
+            ax, m, ch, thr, xs, width, plateau if mkey == "paired_plateau_rps" and not every_level else None
+        )
         ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10, y=_TITLE_Y)
         ax.set_ylabel("change (%)")
         ax.set_xlabel(xlabel)
@@ -989,12 +979,59 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         _legend_below(ax, ncol=1)
 
 
-def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> bool:
-    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval;
-    True when the interval ends inside the axis.
+def _no_pairs(ax, key: str) -> None:
+    """An empty change panel says why: no step pair has the figure on both sides."""
+    why = (
+        "no step pair has a p99 on both sides\n(10 requests above it needed: longer steps judge more pairs)"
+        if key.startswith("p")
+        else "no step pair has this figure on both sides"
+    )
+    ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.4")
+
+
+def _change_and_interval(ax, m, ch: np.ndarray, thr: float, xs, width: float, plateau) -> None:
+    """The decision metric's change as a line over the pairs it was judged on, its interval as a band
+    where it fits on the axis, and as a bracket right of the last bar (arrow heads where it runs off)."""
+    lo_y, hi_y = _clip_to_bars(ax, ch, thr, m)
+    right = (xs.max() if len(xs) else 0.0) + width
+    bracket_x = right + 0.9 * width
+    ax.set_xlim(left=min(0.0, (xs.min() if len(xs) else 0.0) - width), right=bracket_x + 0.9 * width)
+    if m is None:
+        return
+    if m.change is None or m.ci is None:
+        ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
+        return
+    span = xs[plateau] if plateau is not None and plateau.any() else xs
+    lo, hi = span.min() - width / 2, span.max() + width / 2
+    c0, c1, mid = m.ci[0] * 100, m.ci[1] * 100, m.change * 100
+    off = c0 < lo_y or c1 > hi_y
+    if not off:  # a band only where it ends on the axis; past it a band would read as background
+        ax.fill_between([lo, hi], c0, c1, color="0.3", alpha=0.15, lw=0)
+    b0, b1 = max(c0, lo_y), min(c1, hi_y)
+    ax.plot([bracket_x, bracket_x], [b0, b1], color="0.1", lw=1.6, solid_capstyle="butt")
+    for end, clipped, marker in ((b0, c0 < lo_y, "v"), (b1, c1 > hi_y, "^")):
+        if clipped:  # runs off the axis: an arrow head at the edge
+            ax.plot([bracket_x], [end], marker, color="0.1", ms=7, clip_on=False)
+        else:
+            ax.plot([bracket_x - width / 3, bracket_x + width / 3], [end, end], color="0.1", lw=1.6)
+    ax.plot([bracket_x], [mid], "o", color="0.1", ms=4)
+    how = "interval: the bracket at the right" + ("; arrows: it runs off the axis" if off else "")
+    ax.plot(
+        [lo, hi],
+        [mid, mid],
+        color="0.1",
+        lw=1.6,
+        label=f"{m.name}: {mid:+.1f} % [{c0:+.1f}, {c1:+.1f}]: {m.decision}\n{how}",
+    )
+
+
+def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> tuple[float, float]:
+    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval; returns
+    the axis' (bottom, top).
 
     With the shared-machine noise an interval can span several hundred per cent and
-    would flatten every bar; it then runs off the axis and a note says where it ends.
+    would flatten every bar; it then runs off the axis (the bracket's arrow heads and the
+    legend say where it ends).
     """
     vals = [v for v in ch if np.isfinite(v)] + [thr, -thr]
     if m is not None and m.change is not None:
@@ -1002,19 +1039,7 @@ def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> bool:
     lo, hi = min(vals), max(vals)
     pad = 0.15 * (hi - lo)
     ax.set_ylim(lo - pad, hi + pad)
-    off = m is not None and m.ci is not None and (m.ci[0] * 100 < lo - pad or m.ci[1] * 100 > hi + pad)
-    if off:
-        ax.text(
-            0.99,
-            0.98,
-            f"interval runs off the axis: {m.ci[0] * 100:+.0f} % to {m.ci[1] * 100:+.0f} %",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=8,
-            color="0.3",
-        )
-    return not off
+    return lo - pad, hi + pad
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).

@@ -342,7 +342,7 @@ def test_poor_fit_gives_no_headline_figure():
     assert doc["capacity_rps"] is None and doc["knee_rps"] is None and doc["max_useful_rps"] is None
     assert doc["model"]["r2_log"] == pytest.approx(m.r2_log, rel=1e-5)
     rows = dict(capacity_rows(s))
-    assert rows["capacity (USL model)"].startswith("none: the model fits poorly (R2(log)")
+    assert rows["modelled capacity (USL)"].startswith("none: the model fits poorly (R2(log)")
     assert "knee" not in rows["max useful throughput"] or rows["max useful throughput"].startswith("unknown")
 
 
