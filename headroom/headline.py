@@ -79,14 +79,10 @@ def objective_sentence(c) -> str | None:
     if m is None or m.baseline is None or m.candidate is None:
         why = f" ({m.note})" if m is not None and m.note else ""
         return f"At {c.objective}: the throughput each side carries is unknown{why}."
-    held = (
-        "; a run held the objective at every step, so its figure is a lower bound"
-        if "lower bound" in m.note
-        else ""
-    )
+    held = "; a run held it at every step: a lower bound" if "lower bound" in m.note else ""
     return (
-        f"At {c.objective}: {_rps(m.baseline)} to {_rps(m.candidate)} (throughput at the objective, "
-        f"interpolated between steps; shown, not judged{held})."
+        f"At {c.objective}: {_rps(m.baseline)} to {_rps(m.candidate)} (throughput at the objective; "
+        f"shown, not judged{held})."
     )
 
 

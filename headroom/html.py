@@ -65,13 +65,17 @@ def header(
     (``summaries`` are then the first of each, the runs the figures show).
     """
     labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
+    shown = _E(title)
     if not title:
-        if len(summaries) == 2:
-            from .text import side_label
+        from .text import side_label
 
-            title = f"Capacity comparison: {side_label(labels[0], 'baseline')} vs {side_label(labels[1], 'candidate')}"
+        named = [side_label(lb, r) for lb, r in zip(labels, ("baseline", "candidate"))]
+        if len(summaries) == 2:
+            title = f"Capacity comparison: {named[0]} vs {named[1]}"
+            shown = f"Capacity comparison: {_nowrap(named[0])} vs {_nowrap(named[1])}"
         else:
             title = "Capacity report: " + ", ".join(labels)
+            shown = "Capacity report: " + ", ".join(_nowrap(lb) for lb in labels)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
     runs = "".join(
         f"<li><b>{_E(role)}</b>: {_E(label)} <small>({_E(s.run.meta.source)})</small>"
@@ -84,7 +88,13 @@ def header(
         for role, s, label in zip(roles, summaries, labels)
     )
     more = _more_runs(sides) if sides is not None else ""
-    return Fragment(f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>{more}")
+    return Fragment(f"<h1>{shown}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>{more}")
+
+
+def _nowrap(label: str) -> str:
+    """A run label that the title's line breaks go around, not through (a browser breaks at the
+    hyphens of nginx-1.22.1-keepalive); a label too long for one line may still wrap."""
+    return f'<span style="white-space:nowrap">{_E(label)}</span>' if len(label) <= 48 else _E(label)
 
 
 def _more_runs(sides: Sequence[Sequence[Summary]]) -> str:

@@ -577,5 +577,5 @@ def _default_title(nb) -> str:
             text = out.get("data", {}).get("text/html", "")
             m = re.search(r"<h1>(.*?)</h1>", "".join(text) if isinstance(text, list) else text, re.S)
             if m:
-                return html.unescape(m.group(1))
+                return html.unescape(re.sub(r"<[^>]+>", "", m.group(1)))
     return "headroom report"

@@ -449,9 +449,12 @@ def format_comparison(c) -> str:
     cand = ", ".join(c.candidate_labels)
     primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
     from .headline import headline, next_sentence
+    from .mismatch import first
 
     lines = [
         *_wrap(f"headroom compare: {side_label(base, 'baseline')} vs {side_label(cand, 'candidate')}"),
+        # runs that do not measure the same thing: said before anything is concluded from them
+        *(line for w in first(c.warnings) for line in _wrap(f"  ! WARNING: {w}", indent="    ")),
         *(line for sentence in headline(c) for line in _wrap(f"  > {sentence}", indent="    ")),
         *_wrap(
             f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",

@@ -415,7 +415,7 @@ def test_comparison_report_same_labels_without_cpu(tmp_path):
         assert f"<th>{label}</th>" in page  # capacity table header
         assert f"<b>{'baseline' if label.endswith('keepalive)') else 'candidate'}</b>: {label}" in page
         assert page.count(f"<p><b>{label}</b>:") == 2  # captions of its bins and steps tables
-    title = re.search(r"<h1[^>]*>(.*?)<", page).group(1)
+    title = re.sub(r"<[^>]+>", "", re.search(r"<h1[^>]*>(.*?)</h1>", page).group(1))
     assert title == (
         "Capacity comparison: nginx-1.22.1-keepalive (nginx-keepalive) (baseline) vs "
         "nginx-1.22.1-keepalive (nginx-keepalive-repeat) (candidate)"
