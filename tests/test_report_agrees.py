@@ -110,3 +110,26 @@ def _after(options: list, flag: str) -> list:
             break
         out.append(v)
     return out
+
+
+def test_the_verdict_options_are_compares_and_travel_whole():
+    """VerdictOptions' defaults are compare_runs' own; the command line's values reach the notebook."""
+    from headroom import helptext
+    from headroom.cli import build_parser, report_parameters
+    from headroom.options import VerdictOptions
+
+    d = VerdictOptions()
+    assert helptext.compare_defaults() == {
+        "threshold": d.threshold,
+        "confidence": d.confidence,
+        "error_threshold": d.error_threshold,
+    }
+    argv = ["report", "--baseline", "a1", "a2", "--candidate", "b1", "-o", "r.html", "--threshold", "5%"]
+    argv += ["--confidence", "90%", "--error-threshold", "0.5%", "--noise-from", "aa/x", "aa/y"]
+    name, params = report_parameters(build_parser().parse_args(argv))
+    assert name == "comparison_report.ipynb"
+    assert params["baseline_paths"] == ["a1", "a2"] and params["candidate_paths"] == ["b1"]
+    got = VerdictOptions.from_dict(params["verdict_options"])
+    assert got == VerdictOptions(0.05, 0.005, 0.90, ("aa/x", "aa/y"))
+    with pytest.raises(ValueError, match="unknown verdict option"):
+        VerdictOptions.from_dict({"treshold": 0.1})
