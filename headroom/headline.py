@@ -61,9 +61,10 @@ def capacity_sentence(c) -> str:
         )
     if m.decision == "same":
         return f"{name} did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved} at matched load)."
+    noise = "of the level pairs" if c.design == "interleaved steps" else "between runs"
     return (
-        f"{name}: {_signed(m.change)} ({moved} at matched load), not shown beyond the noise between "
-        f"runs (interval {_interval(m)})."
+        f"{name}: {_signed(m.change)} ({moved} at matched load), not shown beyond the noise {noise} "
+        f"(interval {_interval(m)})."
     )
 
 

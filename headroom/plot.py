@@ -771,7 +771,7 @@ def cpu_vs_throughput(summaries: Summary | Sequence[Summary], *, per_request: bo
         ax.set_ylabel(f"CPU busy (%, 100 % = {cores:g} core(s))")
         ax.set_ylim(0, max(ax.get_ylim()[1], target * 1.1))
     else:
-        ax.set_ylabel("CPU per request (us)")
+        ax.set_ylabel("CPU per request of each step (us)")
         ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
@@ -969,7 +969,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         ax.axhline(thr, color="0.4", ls=":", lw=1)
         ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
         m = next((m for m in comparison.metrics if m.key == mkey), None)
-        _change_and_interval(
+        _change_and_interval_and_cuts(
             ax, m, ch, thr, xs, width, plateau if mkey == "paired_plateau_rps" and not every_level else None
         )
         ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10, y=_TITLE_Y)
@@ -989,10 +989,11 @@ def _no_pairs(ax, key: str) -> None:
     ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.4")
 
 
-def _change_and_interval(ax, m, ch: np.ndarray, thr: float, xs, width: float, plateau) -> None:
+def _change_and_interval_and_cuts(ax, m, ch: np.ndarray, thr: float, xs, width: float, plateau) -> None:
     """The decision metric's change as a line over the pairs it was judged on, its interval as a band
     where it fits on the axis, and as a bracket right of the last bar (arrow heads where it runs off)."""
     lo_y, hi_y = _clip_to_bars(ax, ch, thr, m)
+    _cut_bars(ax, xs, ch, lo_y, hi_y)
     right = (xs.max() if len(xs) else 0.0) + width
     bracket_x = right + 0.9 * width
     ax.set_xlim(left=min(0.0, (xs.min() if len(xs) else 0.0) - width), right=bracket_x + 0.9 * width)
@@ -1026,20 +1027,39 @@ def _change_and_interval(ax, m, ch: np.ndarray, thr: float, xs, width: float, pl
 
 
 def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> tuple[float, float]:
-    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval; returns
-    the axis' (bottom, top).
+    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval or one
+    extreme pair; returns the axis' (bottom, top).
 
     With the shared-machine noise an interval can span several hundred per cent and
     would flatten every bar; it then runs off the axis (the bracket's arrow heads and the
-    legend say where it ends).
+    legend say where it ends).  So does a single pair far beyond the others (a p99 of
+    +38,000 % at one level of a busy machine's recording would leave the other bars
+    invisible): the axis ends at three times the median pair's size, and such a bar
+    is cut at the edge with its value written there (:func:`_cut_bars`).
     """
-    vals = [v for v in ch if np.isfinite(v)] + [thr, -thr]
+    bars = ch[np.isfinite(ch)]
+    vals = [*bars, thr, -thr]
     if m is not None and m.change is not None:
         vals.append(m.change * 100)
     lo, hi = min(vals), max(vals)
+    if len(bars) >= 4:
+        fence = max(3 * float(np.median(np.abs(bars))), 2 * thr, *(abs(v) * 1.2 for v in vals[len(bars) :]))
+        lo, hi = max(lo, -fence), min(hi, fence)
     pad = 0.15 * (hi - lo)
     ax.set_ylim(lo - pad, hi + pad)
     return lo - pad, hi + pad
+
+
+def _cut_bars(ax, xs, ch: np.ndarray, lo_y: float, hi_y: float) -> None:
+    """Bars beyond the axis: an arrow head at the edge and the pair's change written beside it."""
+    for x, v in zip(xs, ch):
+        if not np.isfinite(v) or lo_y <= v <= hi_y:
+            continue
+        edge, marker, va = (hi_y, "^", "top") if v > hi_y else (lo_y, "v", "bottom")
+        ax.plot([x], [edge], marker, color="0.2", ms=6, clip_on=False, zorder=5)
+        ax.annotate(f"{v:+,.0f} %", (x, edge), xytext=(0, -9 if va == "top" else 9), textcoords="offset points",
+                    ha="center", va=va, fontsize=7, color="0.1", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
 
 
 #: The figures of the report notebooks, in order (``report_figure`` draws each).
