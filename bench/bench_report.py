@@ -6,9 +6,11 @@ alternating report, compare, report, compare...  Each is started through a
 small wrapper that calls ``headroom.cli.main`` and prints its own process's
 CPU (user + system) and that of the processes it waited for: for the report,
 the notebook's kernel.  The interpreter's start is in both.  Printed: per
-command the median CPU (and the report's split into parent and kernel), the
-median wall time, and the report's CPU as a ratio to compare's, measured in
-this one run.  Target (issue 40): report CPU <= 5x compare's.
+command the median and the best (least) CPU of its runs, with the report's
+split into parent and kernel, the median wall time, and the report's CPU as a
+ratio to compare's, measured in this one run.  On a shared machine other
+jobs only ever add CPU time (cache and core contention), so the best of N is
+the steadier figure.  Target (issue 40): report CPU <= 5x compare's.
 
 Two conditions, both printed: ``bytecode cached`` (as an installed package
 runs: PYTHONPYCACHEPREFIX in a temporary folder, PYTHONDONTWRITEBYTECODE
@@ -107,17 +109,15 @@ def main() -> None:
         compare = ["compare", *PAIR, "--objective", "p99<=5ms"]
         for name, env in conditions(tmp, args.source).items():
             reports, compares = bench(report, compare, env, args.repeat, name)
-            r_cpu = med(r["self"] + r["children"] for r in reports)
-            c_cpu = med(c["self"] + c["children"] for c in compares)
             print(f"{name}:")
-            print(f"  headroom report ({args.figure_format}): CPU {r_cpu:.2f} s (parent "
-                  f"{med(r['self'] for r in reports):.2f} s, kernel {med(r['children'] for r in reports):.2f} s), "
-                  f"wall {med(r['wall'] for r in reports):.2f} s")  # fmt: skip
-            print(
-                f"  headroom compare      : CPU {c_cpu:.2f} s, wall {med(c['wall'] for c in compares):.2f} s"
-            )
-            print(f"  report / compare CPU  : {r_cpu / c_cpu:.2f}x (median of {args.repeat} runs each; "
-                  "target <= 5x)", flush=True)  # fmt: skip
+            for how, agg in (("median", med), ("best", min)):
+                r_cpu = agg(r["self"] + r["children"] for r in reports)
+                c_cpu = agg(c["self"] + c["children"] for c in compares)
+                print(f"  {how} of {args.repeat}: report ({args.figure_format}) CPU {r_cpu:.2f} s (parent "
+                      f"{agg(r['self'] for r in reports):.2f} s, kernel {agg(r['children'] for r in reports):.2f} s), "
+                      f"compare CPU {c_cpu:.2f} s: report / compare {r_cpu / c_cpu:.2f}x (target <= 5x)")  # fmt: skip
+            print(f"  wall (median): report {med(r['wall'] for r in reports):.2f} s, compare "
+                  f"{med(c['wall'] for c in compares):.2f} s", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
