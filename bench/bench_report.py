@@ -40,12 +40,13 @@ PAIR = [str(ROOT / "data" / "runs" / "nginx-no-keepalive"), str(ROOT / "data" / 
 
 WRAPPER = """
 import json, resource, sys
+import headroom
 from headroom.cli import main
 code = main(sys.argv[1:])
 me = resource.getrusage(resource.RUSAGE_SELF)
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"code": code, "self": me.ru_utime + me.ru_stime, "children": kids.ru_utime + kids.ru_stime}),
-      file=sys.stderr)
+print(json.dumps({"code": code, "self": me.ru_utime + me.ru_stime, "children": kids.ru_utime + kids.ru_stime,
+                  "headroom": headroom.__file__}), file=sys.stderr)
 """
 
 
@@ -73,9 +74,9 @@ def conditions(tmp: str, source: str | None) -> dict[str, dict]:
         k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
     }
     if source:
-        base["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(source).resolve()), base.get("PYTHONPATH", "")]
-        ).rstrip(os.pathsep)
+        src = str(Path(source).resolve())
+        base["PYTHONPATH"] = os.pathsep.join([src, base.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        base["HEADROOM_BENCH_SOURCE"] = src  # its working folder too (python -c puts that first on sys.path)
     return {
         "bytecode cached": {**base, "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pycache")},
         "no bytecode": {**base, "PYTHONDONTWRITEBYTECODE": "1"},
@@ -84,7 +85,9 @@ def conditions(tmp: str, source: str | None) -> dict[str, dict]:
 
 def bench(report: list[str], compare: list[str], env: dict, repeat: int, name: str) -> tuple[list, list]:
     """``repeat`` measured runs of each command, alternating, after one unmeasured run of each."""
-    measured(report, env), measured(compare, env)  # fills the bytecode cache where there is one
+    first = measured(report, env)  # fills the bytecode cache where there is one
+    measured(compare, env)
+    print(f"  {name}: headroom from {Path(first['headroom']).parent}", file=sys.stderr, flush=True)
     reports, compares = [], []
     for i in range(repeat):
         reports.append(measured(report, env))
