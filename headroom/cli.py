@@ -170,9 +170,11 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         metavar="NAME",
-        help="input format, instead of detecting it from the content: "
-        + _format_names()
-        + " (docs/formats.md)",
+        help=lambda: (
+            "input format, instead of detecting it from the content: "
+            + _format_names()
+            + " (docs/formats.md)"
+        ),
     )
     p.add_argument(
         "--steps",
@@ -207,27 +209,66 @@ def _cpu_target(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose description, epilog and option help may be callables, made into text
+    only when help is printed: building them imports most of headroom (the formats, the verdict's
+    defaults and weights), which a command that runs does not need."""
+
+    def resolve(self) -> _Parser:
+        """Make every callable description, epilog and option help its text."""
+        for name in ("description", "epilog"):
+            if callable(getattr(self, name)):
+                setattr(self, name, getattr(self, name)())
+        for action in self._actions:
+            if callable(action.help):
+                action.help = action.help()
+        return self
+
+    def format_help(self) -> str:
+        return self.resolve().format_help_text()
+
+    def format_help_text(self) -> str:
+        return super().format_help()
+
+
+def _add_ramp(sub) -> None:
+    from .ramp import add_parser
+
+    add_parser(sub)
+
+
+def _add_history(sub) -> None:
+    from .cli_history import add_parser
+
+    add_parser(sub)
+
+
+def _add_profiles(sub) -> None:
+    from .profiles.cli import add_parser
+
+    add_parser(sub)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``only``: build just that subcommand (what ``main`` runs needs no other)."""
     from . import helptext
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="headroom",
-        description="Capacity and latency-vs-throughput analysis of load-test ramps "
-        f"(the output of {helptext.tools_text()}).",
+        description=lambda: (
+            "Capacity and latency-vs-throughput analysis of load-test ramps "
+            f"(the output of {helptext.tools_text()})."
+        ),
     )
     p.add_argument("--version", action="version", version=f"headroom {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    _summary_parser(sub)
-    _report_parser(sub)
-    _compare_parser(sub)
-    _telemetry_parser(sub)
-    from .cli_history import add_parser as add_history_parser
-    from .profiles.cli import add_parser as add_profiles_parser
-    from .ramp import add_parser as add_ramp_parser
-
-    add_ramp_parser(sub)
-    add_history_parser(sub)
-    add_profiles_parser(sub)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, add in _SUBCOMMANDS.items():
+        if only in (None, name):
+            add(sub)
+    if only is None:  # the whole command line, as its help and the tests read it: every text made
+        p.resolve()
+        for parser in sub.choices.values():
+            parser.resolve()
     return p
 
 
@@ -325,7 +366,9 @@ def _verdict_options(p: argparse.ArgumentParser) -> None:
     """What the verdict is computed with (headroom.options.VerdictOptions): compare and report alike."""
     from . import helptext
 
-    d = helptext.compare_defaults()
+    # compare_runs' own defaults (a test holds them equal), without importing the verdict's machinery
+    o = VerdictOptions()
+    d = {"threshold": o.threshold, "confidence": o.confidence, "error_threshold": o.error_threshold}
     p.add_argument(
         "--threshold",
         type=_fraction,
@@ -366,7 +409,7 @@ def _compare_parser(sub) -> None:
         help="baseline against candidate: verdict with confidence intervals, exit code for CI",
         description="Compare a baseline run (or repeat runs) with a candidate at matched load and "
         "give a verdict: improved, no change, regressed or inconclusive.",
-        epilog=_epilog_compare(),
+        epilog=_epilog_compare,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument(
@@ -379,6 +422,24 @@ def _compare_parser(sub) -> None:
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
 
 
+#: every subcommand and the function that adds its parser, in the order --help lists them
+_SUBCOMMANDS = {
+    "summary": _summary_parser,
+    "report": _report_parser,
+    "compare": _compare_parser,
+    "telemetry": lambda sub: _telemetry_parser(sub),
+    "ramp": _add_ramp,
+    "history": _add_history,
+    "profiles": _add_profiles,
+}
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), when it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in _SUBCOMMANDS else None
+
+
 def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
     """The subcommand's parser (its usage is what a typo there should print), else ``parser``."""
     for action in parser._actions:
@@ -388,7 +449,8 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_of(argv))
     args, extra = parser.parse_known_args(argv)
     sub = _subparser(parser, args.command)
     if extra:  # an unknown option belongs to the subcommand: print its usage, not the top level's
