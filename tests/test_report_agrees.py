@@ -94,6 +94,8 @@ def test_report_and_compare_agree(case, tmp_path):
         rf"<code>--threshold</code></td><td[^>]*>[^<]*</td><td>{re.escape(threshold)}</td>", page
     )
     assert doc["settings"]["threshold"] == pytest.approx(float(threshold.rstrip("%")) / 100)
+    if "--baseline" in runs:  # several runs a side: all judged, the first of each shown, and said so
+        assert "The verdict judges every run: baseline 2 runs" in text and "candidate 2 runs" in text
     noise = _after(options, "--noise-from")
     if noise:
         assert "learned" in doc["noise"]["source"]
@@ -133,3 +135,10 @@ def test_the_verdict_options_are_compares_and_travel_whole():
     assert got == VerdictOptions(0.05, 0.005, 0.90, ("aa/x", "aa/y"))
     with pytest.raises(ValueError, match="unknown verdict option"):
         VerdictOptions.from_dict({"treshold": 0.1})
+
+
+def test_exit_code_needs_a_comparison(tmp_path):
+    """--exit-code gives a verdict's exit code: with one run there is none, and that is a usage error."""
+    p = cli("report", RUNS / "nginx-keepalive", "--exit-code", "-o", tmp_path / "r.html")
+    assert p.returncode == 2 and p.stderr.startswith("usage: headroom report")
+    assert "--exit-code needs a baseline and a candidate" in p.stderr and not (tmp_path / "r.html").exists()
