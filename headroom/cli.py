@@ -15,7 +15,7 @@ from .cli_args import objective as _objective
 from .cli_args import positive_float as _positive_float
 from .cli_args import positive_int as _positive_int
 from .model import HeadroomError, parse_duration
-from .options import ReadOptions
+from .options import ReadOptions, VerdictOptions
 
 EPILOG_SUMMARY = """\
 examples:
@@ -32,15 +32,23 @@ examples:
   headroom report data/runs/nginx-keepalive -o report.html
   headroom report data/runs/nginx-no-keepalive data/runs/nginx-keepalive -o report.html
   headroom report old/ new/ -o release-1.2.html --objective 'p99<=20ms' --title 'Release 1.2'
+  headroom report runs/il/a-01 runs/il/b-01 -o r.html --exit-code   # gate and attach in one step
+  headroom report --baseline ab/a-01 ab/a-02 --candidate ab/b-01 ab/b-02 --noise-from aa/a-01 aa/b-01 -o r.html
   headroom report run/ -o r.html --keep-notebook r.ipynb   # also keep the executed notebook
   headroom report old/ new/ -o r.html --figure-format svg --log-latency   # sharp figures, whole tail
 
-One run gives the single-run report; two give baseline (first) against candidate (second).
-The HTML is one self-contained file: figures embedded (PNG, or SVG with --figure-format svg),
-no network resources, no JavaScript. The output paths are checked before the notebook runs.
+One run gives the single-run report; two (or --baseline/--candidate with one or more runs each)
+give baseline against candidate, with the verdict `headroom compare` gives for the same runs and
+options (--objective, --threshold, --confidence, --error-threshold, --noise-from). The figures and
+tables show the first run of each side. The HTML is one self-contained file: figures embedded (PNG,
+or SVG with --figure-format svg), no network resources, no JavaScript. The output paths are checked
+before the notebook runs.
 
 exit codes: 0 report written, 1 a report cell failed (its error is printed; no HTML is written),
-2 bad usage or bad input
+2 bad usage or bad input.
+With --exit-code (comparison only), the verdict's exit code once the report is written, as
+`headroom compare` gives it: 0 improved, no change or no regression, 1 regressed, 3 inconclusive;
+2 bad usage, bad input, or a report cell that failed (no HTML is written)
 """
 
 
@@ -165,9 +173,11 @@ def _input_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         metavar="NAME",
-        help="input format, instead of detecting it from the content: "
-        + _format_names()
-        + " (docs/formats.md)",
+        help=lambda: (
+            "input format, instead of detecting it from the content: "
+            + _format_names()
+            + " (docs/formats.md)"
+        ),
     )
     p.add_argument(
         "--steps",
@@ -209,27 +219,66 @@ def _cpu_target(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose description, epilog and option help may be callables, made into text
+    only when help is printed: building them imports most of headroom (the formats, the verdict's
+    defaults and weights), which a command that runs does not need."""
+
+    def resolve(self) -> _Parser:
+        """Make every callable description, epilog and option help its text."""
+        for name in ("description", "epilog"):
+            if callable(getattr(self, name)):
+                setattr(self, name, getattr(self, name)())
+        for action in self._actions:
+            if callable(action.help):
+                action.help = action.help()
+        return self
+
+    def format_help(self) -> str:
+        return self.resolve().format_help_text()
+
+    def format_help_text(self) -> str:
+        return super().format_help()
+
+
+def _add_ramp(sub) -> None:
+    from .ramp import add_parser
+
+    add_parser(sub)
+
+
+def _add_history(sub) -> None:
+    from .cli_history import add_parser
+
+    add_parser(sub)
+
+
+def _add_profiles(sub) -> None:
+    from .profiles.cli import add_parser
+
+    add_parser(sub)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``only``: build just that subcommand (what ``main`` runs needs no other)."""
     from . import helptext
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="headroom",
-        description="Capacity and latency-vs-throughput analysis of load-test ramps "
-        f"(the output of {helptext.tools_text()}).",
+        description=lambda: (
+            "Capacity and latency-vs-throughput analysis of load-test ramps "
+            f"(the output of {helptext.tools_text()})."
+        ),
     )
     p.add_argument("--version", action="version", version=f"headroom {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    _summary_parser(sub)
-    _report_parser(sub)
-    _compare_parser(sub)
-    _telemetry_parser(sub)
-    from .cli_history import add_parser as add_history_parser
-    from .profiles.cli import add_parser as add_profiles_parser
-    from .ramp import add_parser as add_ramp_parser
-
-    add_ramp_parser(sub)
-    add_history_parser(sub)
-    add_profiles_parser(sub)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, add in _SUBCOMMANDS.items():
+        if only in (None, name):
+            add(sub)
+    if only is None:  # the whole command line, as its help and the tests read it: every text made
+        p.resolve()
+        for parser in sub.choices.values():
+            parser.resolve()
     return p
 
 
@@ -275,14 +324,25 @@ def _report_parser(sub) -> None:
         "report",
         help="one self-contained HTML report of one run, or of a baseline against a candidate",
         description="Execute the report notebook (papermill) for one run or two and export "
-        "it as one self-contained HTML file (nbconvert, code hidden).",
+        "it as one self-contained HTML file (nbconvert, code hidden). A comparison report states "
+        "the verdict and exit code `headroom compare` gives for the same runs and options.",
         epilog=EPILOG_REPORT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("runs", nargs="+", metavar="RUN", help="one run, or BASELINE CANDIDATE")
+    r.add_argument(
+        "runs", nargs="*", metavar="RUN", help="one run, or BASELINE CANDIDATE (or --baseline/--candidate)"
+    )
+    _sides_options(r)
     r.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     _analysis_options(r)
     _cpu_target(r)
+    _verdict_options(r)
+    r.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit with the verdict's exit code (0, 1 or 3, as compare) once the report is written: "
+        "one CI step gates and attaches",
+    )
     r.add_argument("--title", default="", help="report title (default: from the run labels)")
     r.add_argument(
         "--label",
@@ -305,35 +365,28 @@ def _report_parser(sub) -> None:
     )
 
 
-def _compare_parser(sub) -> None:
-    from . import helptext
-
-    d = helptext.compare_defaults()
-    c = sub.add_parser(
-        "compare",
-        help="baseline against candidate: verdict with confidence intervals, exit code for CI",
-        description="Compare a baseline run (or repeat runs) with a candidate at matched load and "
-        "give a verdict: improved, no change, regressed or inconclusive.",
-        epilog=_epilog_compare(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    c.add_argument(
-        "runs", nargs="*", metavar="RUN", help="BASELINE CANDIDATE (or use --baseline/--candidate)"
-    )
-    c.add_argument(
+def _sides_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build"
     )
-    c.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
-    _objective_option(c, "; its percentile is compared too")
-    _input_options(c)
-    c.add_argument(
+    p.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
+
+
+def _verdict_options(p: argparse.ArgumentParser) -> None:
+    """What the verdict is computed with (headroom.options.VerdictOptions): compare and report alike."""
+    from . import helptext
+
+    # compare_runs' own defaults (a test holds them equal), without importing the verdict's machinery
+    o = VerdictOptions()
+    d = {"threshold": o.threshold, "confidence": o.confidence, "error_threshold": o.error_threshold}
+    p.add_argument(
         "--threshold",
         type=_fraction,
         default=d["threshold"],
         metavar="PCT",
         help="smallest change worth calling " + helptext.default_help(d["threshold"]),
     )
-    c.add_argument(
+    p.add_argument(
         "--confidence",
         type=_fraction,
         default=d["confidence"],
@@ -341,7 +394,7 @@ def _compare_parser(sub) -> None:
         help="confidence of the intervals, for all decision metrics together "
         + helptext.default_help(d["confidence"]),
     )
-    c.add_argument(
+    p.add_argument(
         "--noise-from",
         nargs="+",
         default=[],
@@ -350,7 +403,7 @@ def _compare_parser(sub) -> None:
         "'headroom history --json' file: each metric's between-run noise is learned from them "
         "(default: repeat runs measure it, else per-metric defaults for a shared CI machine)",
     )
-    c.add_argument(
+    p.add_argument(
         "--error-threshold",
         type=_fraction,
         default=d["error_threshold"],
@@ -358,12 +411,60 @@ def _compare_parser(sub) -> None:
         help="rise in the error rate called a regression, in points "
         + helptext.default_help(d["error_threshold"]),
     )
+
+
+def _compare_parser(sub) -> None:
+    c = sub.add_parser(
+        "compare",
+        help="baseline against candidate: verdict with confidence intervals, exit code for CI",
+        description="Compare a baseline run (or repeat runs) with a candidate at matched load and "
+        "give a verdict: improved, no change, regressed or inconclusive.",
+        epilog=_epilog_compare,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument(
+        "runs", nargs="*", metavar="RUN", help="BASELINE CANDIDATE (or use --baseline/--candidate)"
+    )
+    _sides_options(c)
+    _objective_option(c, "; its percentile is compared too")
+    _input_options(c)
+    _verdict_options(c)
     c.add_argument("--json", metavar="FILE", help="also write the comparison as JSON (- for stdout)")
 
 
+#: every subcommand and the function that adds its parser, in the order --help lists them
+_SUBCOMMANDS = {
+    "summary": _summary_parser,
+    "report": _report_parser,
+    "compare": _compare_parser,
+    "telemetry": lambda sub: _telemetry_parser(sub),
+    "ramp": _add_ramp,
+    "history": _add_history,
+    "profiles": _add_profiles,
+}
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), when it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in _SUBCOMMANDS else None
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    """The subcommand's parser (its usage is what a typo there should print), else ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_of(argv))
+    args, extra = parser.parse_known_args(argv)
+    sub = _subparser(parser, args.command)
+    if extra:  # an unknown option belongs to the subcommand: print its usage, not the top level's
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help()
         return 2
@@ -371,9 +472,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "summary":
             return _summary(args)
         if args.command == "report":
-            return _report(args)
+            return _report(args, sub)
         if args.command == "compare":
-            return _compare(args, parser)
+            return _compare(args, sub)
         if args.command == "ramp":
             from .ramp import run as run_ramp
 
@@ -408,6 +509,8 @@ def report_parameters(args) -> tuple[str, dict]:
 
 def _report_options(args) -> dict:
     return {
+        "baseline": args.baseline,
+        "candidate": args.candidate,
         "labels": args.label,
         "objective": str(args.objective) if args.objective else "",
         "bucket": f"{args.bucket:g}s",
@@ -415,6 +518,7 @@ def _report_options(args) -> dict:
         "bin_width": args.bin_width or 0.0,
         "cpu_target": args.cpu_target,
         "read_options": ReadOptions.from_args(args).to_dict(),
+        "verdict_options": VerdictOptions.from_args(args).to_dict(),
         "title": args.title,
         "figure_format": args.figure_format,
         "log_latency": bool(args.log_latency),
@@ -426,30 +530,40 @@ def _telemetry_params(args) -> list[dict]:
     """The Prometheus sources of the report's runs as plain dicts (papermill parameters)."""
     from dataclasses import asdict
 
-    return [asdict(t) for t in telemetry_sources(args, len(args.runs)) if t is not None]
+    n = len(args.runs) or len(args.baseline) + len(args.candidate)
+    return [asdict(t) for t in telemetry_sources(args, n) if t is not None]
 
 
-def _report(args) -> int:
+def _report(args, parser) -> int:
     from .report import ReportError, render
 
-    if len(args.runs) > 2:
-        raise HeadroomError(f"give one run or two (baseline, candidate), not {len(args.runs)}")
-    if len(args.label) > len(args.runs):
-        raise HeadroomError(f"{len(args.label)} --label values for {len(args.runs)} run(s)")
+    _check_sides(args, parser, "report", single=True)
+    comparison = bool(args.baseline) or len(args.runs) == 2
+    if args.exit_code and not comparison:
+        parser.error("--exit-code needs a baseline and a candidate: it gives the verdict's exit code")
+    if not comparison and (args.noise_from or args.baseline or args.candidate):
+        parser.error("--noise-from belongs to a comparison: give a baseline and a candidate")
+    said: list[dict] = []
     try:
         out = render(
             args.runs,
             args.output,
             keep_notebook=args.keep_notebook,
             on_warning=_warn,
+            on_verdict=said.append,
             **_report_options(args),
         )
     except ReportError as e:
         if args.debug:
             raise
         print(f"headroom: error: {e}", file=sys.stderr)
-        return 1
+        return 2 if args.exit_code else 1
     print(f"headroom: wrote {out}", file=sys.stderr)
+    if said:  # the verdict the page states, as compare prints its last line
+        print(f"headroom: verdict: {said[0]['verdict'].upper()} (exit {said[0]['exit_code']}): {said[0]['reason']}",
+              file=sys.stderr)  # fmt: skip
+    if args.exit_code:
+        return int(said[0]["exit_code"]) if said else 2
     return 0
 
 
@@ -457,42 +571,41 @@ def _warn(text: str) -> None:
     print(f"headroom: warning: {text}", file=sys.stderr)
 
 
-def _compare(args, parser) -> int:
-    from .compare import compare_runs, to_json
-    from .io import reduce_run
-    from .text import format_comparison
-
+def _check_sides(args, parser, command: str, *, single: bool = False) -> None:
+    """RUN RUN or --baseline/--candidate (``single``: one RUN too), in one line when neither."""
     if args.runs and (args.baseline or args.candidate):
         parser.error("give BASELINE CANDIDATE or --baseline/--candidate, not both")
     if args.runs:
-        if len(args.runs) != 2:
-            parser.error(f"compare needs two runs, BASELINE CANDIDATE (got {len(args.runs)})")
-        base, cand = [args.runs[0]], [args.runs[1]]
-    else:
-        base, cand = args.baseline, args.candidate
-        if not base or not cand:
-            parser.error("compare needs a baseline and a candidate")
+        if len(args.runs) != 2 and not (single and len(args.runs) == 1):
+            what = "one run or two (baseline, candidate)" if single else "two runs, BASELINE CANDIDATE"
+            raise HeadroomError(f"{command} needs {what}, not {len(args.runs)}")
+    elif not args.baseline or not args.candidate:
+        parser.error(f"{command} needs a baseline and a candidate")
+
+
+def _compare(args, parser) -> int:
+    from .compare import to_json
+    from .io import reduce_run
+    from .report import compare_sides
+    from .text import format_comparison
+
+    _check_sides(args, parser, "compare")
+    base, cand = (args.runs[:1], args.runs[1:]) if args.runs else (args.baseline, args.candidate)
     if args.json and args.json != "-":
         from .report import check_output
 
         check_output(args.json, "the JSON")  # before the work, not after the verdict
 
-    read = ReadOptions.from_args(args).reduce_kwargs()
-
+    read = ReadOptions.from_args(args)
     tb, tc = telemetry_sources(args, 2)
-
-    def load(p, tel=None):
-        return reduce_run(p, telemetry=tel, **read)
-
-    base_runs, cand_runs = [load(p, tb) for p in base], [load(p, tc) for p in cand]
-    c = compare_runs(
+    base_runs = [reduce_run(p, telemetry=tb, **read.reduce_kwargs()) for p in base]
+    cand_runs = [reduce_run(p, telemetry=tc, **read.reduce_kwargs()) for p in cand]
+    c = compare_sides(
         base_runs,
         cand_runs,
-        objective=args.objective,
-        threshold=args.threshold,
-        error_threshold=args.error_threshold,
-        noise_from=_noise_from(args.noise_from, load),
-        confidence=args.confidence,
+        objective=str(args.objective) if args.objective else "",
+        verdict_options=VerdictOptions.from_args(args),
+        read_options=read,
     )
     from .telemetry.steps import compare_run_memory, memory_doc
     from .text import format_memory_comparison
@@ -506,19 +619,6 @@ def _compare(args, parser) -> int:
     text = format_comparison(c) + format_memory_comparison(mem) + profile_diff_text(c.profile_diff)
     emit(text, doc, c.warnings, args.json)
     return c.exit_code
-
-
-def _noise_from(paths: list[str], load):
-    """Runs to learn the noise from, or the noise a history JSON stored (None: not given)."""
-    if not paths:
-        return None
-    from .noise import load_history_noise
-
-    if len(paths) == 1 and paths[0].endswith(".json"):
-        return load_history_noise(paths[0])
-    if any(p.endswith(".json") for p in paths):
-        raise HeadroomError("--noise-from takes one history JSON file or run folders, not both")
-    return [load(p) for p in paths]
 
 
 def _locust_history(args):
@@ -538,6 +638,7 @@ def _locust_history(args):
         if value is not None:
             raise refused(path, flag)
     return read_history(path, args.request_name)
+
 
 
 def _summary(args) -> int:

@@ -1,8 +1,12 @@
 """The comparison's answer in plain words: one sentence per question a reader asks first.
 
-1. Did capacity change, and by how much?  2. At what CPU cost per request?
+1. Did capacity change, and by how much (and, with an objective, what
+throughput each side carries at it)?  2. At what CPU cost per request?
 3. How sure is that (the verdict and its exit code)?  4. What to do next, when
-it is not decided.  The terminal, the JSON (``headline``) and the report show
+it is not decided.  Every figure is named as the verdict's table names it
+(*plateau throughput (paired)*, *CPU per request*: means over the matched
+steps), never by a word another table uses for another figure (the summary's
+*modelled capacity (USL)*, *CPU per request (whole run)*).  The terminal, the JSON (``headline``) and the report show
 the same sentences; they are built here from a :class:`~headroom.compare.Comparison`
 and nothing else, so they cannot disagree with its numbers.
 """
@@ -38,25 +42,48 @@ def _interval(m) -> str:
 
 
 def capacity_sentence(c) -> str:
-    """Did capacity (the throughput the two runs sustain at matched load) change, and by how much."""
+    """Did capacity change: the throughput the two runs sustain at matched load (the paired plateau
+    throughput, or in an interleaved recording the throughput of the paired levels), and by how much."""
     m = _metric(c, THROUGHPUT)
     if m is None or m.change is None or m.baseline is None or m.candidate is None:
         why = f" ({m.note})" if m is not None and m.note else ""
-        return f"Capacity: not judged{why}."
+        name = m.name if m is not None else "Plateau throughput (paired)"
+        return f"{_cap(name)}: not judged{why}."
+    name = _cap(m.name)
     moved = f"{_rps(m.baseline)} to {_rps(m.candidate)}"
     if m.decision == "worse":
         return (
-            f"Capacity fell by {_pct(m.change)} ({moved} at matched load), beyond the noise ({_interval(m)})."
+            f"{name} fell by {_pct(m.change)} ({moved} at matched load), beyond the noise ({_interval(m)})."
         )
     if m.decision == "better":
         return (
-            f"Capacity rose by {_pct(m.change)} ({moved} at matched load), beyond the noise ({_interval(m)})."
+            f"{name} rose by {_pct(m.change)} ({moved} at matched load), beyond the noise ({_interval(m)})."
         )
     if m.decision == "same":
-        return f"Capacity did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved} at matched load)."
+        return f"{name} did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved} at matched load)."
+    noise = "of the level pairs" if c.design == "interleaved steps" else "between runs"
     return (
-        f"Capacity: {_signed(m.change)} ({moved} at matched load), not shown beyond the noise between "
-        f"runs (interval {_interval(m)})."
+        f"{name}: {_signed(m.change)} ({moved} at matched load), not shown beyond the noise {noise} "
+        f"(interval {_interval(m)})."
+    )
+
+
+def _cap(name: str) -> str:
+    return name[:1].upper() + name[1:]
+
+
+def objective_sentence(c) -> str | None:
+    """With an objective: the throughput each side carries at it (None without one, or unknown)."""
+    if c.objective is None:
+        return None
+    m = _metric(c, "rps_at_objective")
+    if m is None or m.baseline is None or m.candidate is None:
+        why = f" ({m.note})" if m is not None and m.note else ""
+        return f"At {c.objective}: the throughput each side carries is unknown{why}."
+    held = "; a run held it at every step: a lower bound" if "lower bound" in m.note else ""
+    return (
+        f"At {c.objective}: {_rps(m.baseline)} to {_rps(m.candidate)} (throughput at the objective; "
+        f"shown, not judged{held})."
     )
 
 
@@ -69,12 +96,19 @@ def cpu_sentence(c) -> str:
             "headroom ramp --cpu-pid PID or --prometheus URL)."
         )
     moved = f"{_us(m.baseline)} to {_us(m.candidate)}"
+    where = "geometric mean over the matched steps"
     if m.decision in ("worse", "better"):
         way = "more" if m.change > 0 else "less"
-        return f"Each request costs {_pct(m.change)} {way} CPU ({moved}), beyond the noise ({_interval(m)})."
+        return (
+            f"Each request costs {_pct(m.change)} {way} CPU (CPU per request {moved}, {where}), beyond the "
+            f"noise ({_interval(m)})."
+        )
     if m.decision == "same":
-        return f"CPU per request did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved})."
-    return f"CPU per request {_signed(m.change)} ({moved}), within the noise ({_interval(m)})."
+        return (
+            f"CPU per request did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved}, "
+            f"{where})."
+        )
+    return f"CPU per request {_signed(m.change)} ({moved}, {where}), within the noise ({_interval(m)})."
 
 
 _SURE = {
@@ -122,7 +156,9 @@ def next_sentence(c) -> str | None:
 
 
 def headline(c) -> list[str]:
-    """The answer, one sentence per question (3 or 4 sentences)."""
-    out = [capacity_sentence(c), cpu_sentence(c), sureness_sentence(c)]
+    """The answer, one sentence per question (3 to 5 sentences): capacity, with an objective the
+    throughput at it, CPU per request, the verdict, and what to do next when it is not decided."""
+    obj = objective_sentence(c)
+    out = [capacity_sentence(c), *([obj] if obj else []), cpu_sentence(c), sureness_sentence(c)]
     nxt = next_sentence(c)
     return out + ([nxt] if nxt else [])

@@ -49,22 +49,33 @@ def _errors_caption(s) -> str:
 
 
 def header(
-    title: str, summaries: Sequence[Summary], parameters: dict | None = None, version: str = ""
+    title: str,
+    summaries: Sequence[Summary],
+    parameters: dict | None = None,
+    version: str = "",
+    *,
+    sides: Sequence[Sequence[Summary]] | None = None,
 ) -> Fragment:
     """The report's title block: title and run labels (the parameters and version: :func:`parameters`,
     at the end of the report; the two arguments are accepted and not shown here).
 
     An empty ``title`` gives "Capacity report: LABEL" for one run and
-    "Capacity comparison: BASELINE vs CANDIDATE" for two.
+    "Capacity comparison: BASELINE vs CANDIDATE" for two.  ``sides``: every
+    run of the baseline and of the candidate when a side has more than one
+    (``summaries`` are then the first of each, the runs the figures show).
     """
     labels = _labels(summaries)  # two runs sharing a label are told apart (by folder)
+    shown = _E(title)
     if not title:
-        if len(summaries) == 2:
-            from .text import side_label
+        from .text import side_label
 
-            title = f"Capacity comparison: {side_label(labels[0], 'baseline')} vs {side_label(labels[1], 'candidate')}"
+        named = [side_label(lb, r) for lb, r in zip(labels, ("baseline", "candidate"))]
+        if len(summaries) == 2:
+            title = f"Capacity comparison: {named[0]} vs {named[1]}"
+            shown = f"Capacity comparison: {_nowrap(named[0])} vs {_nowrap(named[1])}"
         else:
             title = "Capacity report: " + ", ".join(labels)
+            shown = "Capacity report: " + ", ".join(_nowrap(lb) for lb in labels)
     roles = ["baseline", "candidate"] if len(summaries) == 2 else ["run"] * len(summaries)
     runs = "".join(
         f"<li><b>{_E(role)}</b>: {_E(label)} <small>({_E(s.run.meta.source)})</small>"
@@ -76,7 +87,29 @@ def header(
         + "</li>"
         for role, s, label in zip(roles, summaries, labels)
     )
-    return Fragment(f"<h1>{_E(title)}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>")
+    more = _more_runs(sides) if sides is not None else ""
+    return Fragment(f"<h1>{shown}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>{more}")
+
+
+def _nowrap(label: str) -> str:
+    """A run label that the title's line breaks go around, not through (a browser breaks at the
+    hyphens of nginx-1.22.1-keepalive); a label too long for one line may still wrap."""
+    return f'<span style="white-space:nowrap">{_E(label)}</span>' if len(label) <= 48 else _E(label)
+
+
+def _more_runs(sides: Sequence[Sequence[Summary]]) -> str:
+    """The runs of a side beyond its first: all judged by the verdict, the first shown in the figures."""
+    if all(len(side) == 1 for side in sides):
+        return ""
+    labels = _labels([s for side in sides for s in side])
+    nb = len(sides[0])
+    parts = []
+    for role, names in (("baseline", labels[:nb]), ("candidate", labels[nb:])):
+        parts.append(f"{role} {len(names)} run{'s' if len(names) > 1 else ''} ({_E(', '.join(names))})")
+    return (
+        f"<p><small>The verdict judges every run: {'; '.join(parts)}. The figures and tables below show "
+        "the first run of each side.</small></p>"
+    )
 
 
 #: report parameters as the command line spells them, and how to show a value
@@ -88,6 +121,10 @@ _OPTIONS = {
     "cpu_target": ("--cpu-target", "CPU busy % at which an instance is full"),
     "figure_format": ("--figure-format", "figure format"),
     "log_latency": ("--log-latency", "logarithmic latency axes"),
+    "threshold": ("--threshold", "smallest change worth calling"),
+    "confidence": ("--confidence", "confidence for all decision metrics together"),
+    "error_threshold": ("--error-threshold", "rise of the error rate called a regression"),
+    "noise_from": ("--noise-from", "between-run noise learned from"),
 }
 
 
@@ -104,13 +141,45 @@ def parameters(params: dict, version: str) -> Fragment:
     )
 
 
-def headline(c) -> Fragment:
-    """The comparison's answer, one sentence per question (:func:`headroom.headline.headline`)."""
+#: MIME type under which the comparison report's verdict travels in the executed notebook (read by
+#: ``headroom report``, which prints it and, with ``--exit-code``, exits with its exit code)
+VERDICT_MIME = "application/vnd.headroom.verdict+json"
+
+
+class VerdictFragment(Fragment):
+    """The headline as HTML, with the verdict and its exit code as JSON beside it (not exported)."""
+
+    doc: dict = {}
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/html": str(self), VERDICT_MIME: dict(self.doc)}
+
+
+def mismatch_box(warnings: Sequence[str]) -> str:
+    """The runs' mismatches (:mod:`headroom.mismatch`) as a red box: the first thing a reader sees."""
+    from .mismatch import PREFIX, first
+
+    found = first(warnings)
+    if not found:
+        return ""
+    items = "".join(f"<li>{_E(w.removeprefix(PREFIX))}</li>" for w in found)
+    return (
+        '<div class="mismatch"><b>These runs do not measure the same thing; read the verdict with '
+        f"care:</b><ul>{items}</ul></div>"
+    )
+
+
+def headline(c) -> VerdictFragment:
+    """The comparison's answer, one sentence per question (:func:`headroom.headline.headline`),
+    after the runs' mismatches; carries the verdict and exit code for ``headroom report``."""
     from .headline import headline as sentences
 
     colour = {"regressed": "worse", "improved": "better"}.get(c.verdict, "")
-    items = "".join(f"<li>{_E(x)}</li>" for x in sentences(c))
-    return Fragment(f'<div class="headline {colour}"><ul>{items}</ul></div>')
+    said = sentences(c)
+    items = "".join(f"<li>{_E(x)}</li>" for x in said)
+    out = VerdictFragment(f'{mismatch_box(c.warnings)}<div class="headline {colour}"><ul>{items}</ul></div>')
+    out.doc = {"verdict": c.verdict, "exit_code": c.exit_code, "reason": c.reason, "headline": said}
+    return out
 
 
 def _table(head: list[str], rows: list[list[str]], cls: str = "headroom", wrap: Sequence[int] = ()) -> str:
@@ -162,11 +231,14 @@ def _stop_caption(s: Summary) -> str:
     )
 
 
-def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
+def capacity_table(summaries: Summary | Sequence[Summary], comparison=None) -> Fragment:
     """Capacity figures of one run, or of several side by side: the rows ``headroom summary`` prints.
 
     No change column: whether a difference matters is the comparison's
-    verdict, not a colour on a point estimate.
+    verdict, not a colour on a point estimate.  With the ``comparison`` of the
+    two runs, a line under the table says how the figures the verdict names
+    alike differ from the table's (its paired plateau throughput and CPU per
+    request are geometric means over the matched steps).
     """
     from .text import capacity_rows
 
@@ -174,7 +246,36 @@ def capacity_table(summaries: Summary | Sequence[Summary]) -> Fragment:
     per_run = [dict(capacity_rows(s)) for s in runs]
     names = list(dict.fromkeys(name for r in (capacity_rows(s) for s in runs) for name, _ in r))
     rows = [[f"<b>{_E(n.strip())}</b>"] + [_E(r.get(n, "-")) for r in per_run] for n in names]
-    return Fragment(_table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1)))
+    table = _table([""] + [_E(lb) for lb in _labels(runs)], rows, wrap=range(1, len(runs) + 1))
+    return Fragment(table + (_differs_line(runs, comparison) if comparison is not None else ""))
+
+
+def _differs_line(runs: Sequence[Summary], c) -> str:
+    """How the verdict's plateau throughput (paired) and CPU per request differ from the table's."""
+
+    def pair(key: str, fmt) -> str | None:
+        m = next((m for m in c.metrics if m.key == key), None)
+        if m is None or m.baseline is None or m.candidate is None:
+            return None
+        return f"{_E(m.name)} {fmt(m.baseline)} and {fmt(m.candidate)}"
+
+    def us(v) -> str:
+        return f"{v * 1e6:.1f} us"
+
+    def rps(v) -> str:
+        return f"{v:,.0f} req/s"
+
+    said = [x for x in (pair("paired_plateau_rps", rps), pair("cpu_s_per_req", us)) if x]
+    if not said:
+        return ""
+    return (
+        "<p><small>The verdict above names other figures: "
+        + "; ".join(said)
+        + " are geometric means over the matched steps (every step weighs the same). This table's "
+        "<i>plateau throughput</i> is the median of one run's saturated steps and its <i>CPU per request "
+        "(whole run)</i> is all the run's CPU seconds over all its requests (busy steps weigh most), so the "
+        "numbers differ.</small></p>"
+    )
 
 
 def bins_table(s: Summary, *, label: str | None = None) -> Fragment:
@@ -263,6 +364,47 @@ def memory_table(s: Summary, *, label: str | None = None) -> Fragment:
     )
 
 
+def has_memory(summaries: Summary | Sequence[Summary]) -> bool:
+    """Whether any run has memory telemetry (else the report shows no memory figure)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    return any(s.memory is not None for s in runs)
+
+
+MEMORY_HOW = (
+    "<p><b>How to read it.</b> Left: the server's resident memory (RSS, solid) and, for a Go server, the "
+    "heap in use (dashed), in MiB on the throughput plot's time axis; a missing sample stays a gap. Right: "
+    "each load step's median RSS against its throughput, the bar reaching the step's maximum. Memory that "
+    "climbs with throughput is buffers and garbage waiting for the collector (Go's GOGC trades it against "
+    "GC CPU); memory that climbs with time at a fixed load is a leak. Where the server is a Go program the "
+    "table adds the GC row: the share of wall time in GC pauses and the bytes allocated per request.</p>"
+)
+
+
+def memory_intro(summaries: Summary | Sequence[Summary]) -> Fragment:
+    """How to read the memory figure, or one line saying no run has memory telemetry (and no figure)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    if has_memory(runs):
+        return Fragment(MEMORY_HOW)
+    names = " or ".join(f"<b>{_E(lb)}</b>" for lb in _labels(runs))
+    return Fragment(
+        f"<p>No memory telemetry for {names}, so no memory figure: record it with "
+        "<code>headroom ramp --cpu-pid PID</code>, or read it from Prometheus with "
+        "<code>--prometheus URL</code> (docs/telemetry.md).</p>"
+    )
+
+
+def memory_tables(summaries: Summary | Sequence[Summary], labels: Sequence[str] | None = None) -> Fragment:
+    """The memory tables of every run (and, for two runs, memory at matched concurrency); nothing
+    when no run has memory telemetry (:func:`memory_intro` says so once)."""
+    runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
+    if not has_memory(runs):
+        return Fragment("")
+    labels = list(labels) if labels is not None else _labels(runs)
+    parts = [memory_comparison(runs)] if len(runs) == 2 else []
+    parts += [memory_table(s, label=lb) for s, lb in zip(runs, labels)]
+    return Fragment("".join(parts))
+
+
 def memory_comparison(summaries: Sequence[Summary]) -> Fragment:
     """Resident memory of baseline and candidate at matched concurrency: shown beside the verdict, not judged."""
     from .telemetry.steps import compare_memory
@@ -303,10 +445,17 @@ class WarningsFragment(Fragment):
         return {"text/html": str(self), WARNINGS_MIME: {"warnings": list(self.warnings)}}
 
 
-def warnings_list(summaries: Summary | Sequence[Summary]) -> WarningsFragment:
-    """Warnings raised while reading and analysing, or a line saying there were none."""
+def warnings_list(summaries: Summary | Sequence[Summary], comparison=None) -> WarningsFragment:
+    """Warnings raised while reading and analysing, or a line saying there were none.
+
+    With a ``comparison``: its warnings (the runs' mismatches first, then what the
+    verdict's design cannot see), then each run's own not already among them.
+    """
     runs = [summaries] if isinstance(summaries, Summary) else list(summaries)
     texts = [f"{lb}: {w}" for s, lb in zip(runs, _labels(runs)) for w in s.warnings]
+    if comparison is not None:
+        own = {w for s in runs for w in s.warnings}
+        texts = [w for w in comparison.warnings if w not in own] + texts
     items = "".join(f"<li>{_E(t)}</li>" for t in texts)
     out = WarningsFragment(f"<ul>{items}</ul>" if texts else "<p>No warnings.</p>")
     out.warnings = tuple(texts)

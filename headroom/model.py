@@ -230,7 +230,7 @@ class Objective:
 
 
 _OBJECTIVE_RE = re.compile(
-    r"^\s*(?P<stat>p\d+(?:\.\d+)?|mean)\s*<=?\s*(?P<val>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>s|ms|us|µs)\s*$"
+    r"^\s*(?P<stat>p\d+(?:\.\d+)?|mean)\s*(?P<op><=?|=<|>=?|=)\s*(?P<val>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>s|ms|us|µs)\s*$"
 )
 _UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 
@@ -241,6 +241,14 @@ def parse_objective(text: str) -> Objective:
     if not m:
         raise HeadroomError(
             f"bad objective {text!r}: expected PERCENTILE<=VALUE UNIT, e.g. p99<=20ms or p99.9<=0.1s"
+        )
+    if m["op"] != "<=":
+        # latencies are quantized (0.1 ms in many formats), so '<' and '<=' differ at the bound; an
+        # objective is a ceiling the percentile may reach: only '<=' is meant, and said
+        stat, val, unit = m["stat"], m["val"], m["unit"]
+        raise HeadroomError(
+            f"bad objective {text!r}: only '<=' is supported (the percentile may reach the bound); "
+            f"write {stat}<={val}{unit}"
         )
     stat, val, unit = m["stat"], float(m["val"]), m["unit"]
     bound = val * _UNIT_S[unit]

@@ -75,3 +75,69 @@ class ReadOptions:
     def reduce_kwargs(self) -> dict:
         """Keywords for :func:`headroom.reduce_run`: the options, whole (``options=self``)."""
         return {"options": self}
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """What the verdict is computed with: the options ``compare`` and ``report`` share.
+
+    ``headroom report`` states the verdict ``headroom compare`` gives only when
+    both compute it with the same settings; this object is built once from the
+    command line and travels whole (as a plain dict) into the comparison
+    notebook, where :func:`headroom.report.compare_sides` hands it to
+    :func:`headroom.compare.compare_runs`.
+
+    The latency objective is an analysis option (it changes the summaries as
+    well as the tail metric); it travels beside this object.
+
+    Attributes
+    ----------
+    threshold
+        Smallest relative change worth calling.
+    error_threshold
+        Rise of the error rate (a fraction: 0.001 is 0.1 points) called a regression.
+    confidence
+        Family-wide confidence of the decision metrics.
+    noise_from
+        Earlier runs of one unchanged build, or one ``headroom history --json`` file.
+    """
+
+    threshold: float = 0.10
+    error_threshold: float = 0.001
+    confidence: float = 0.95
+    noise_from: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "noise_from", tuple(str(p) for p in self.noise_from))
+
+    @classmethod
+    def from_args(cls, args) -> VerdictOptions:
+        """From an argparse namespace of ``compare`` or ``report`` (options it lacks stay default)."""
+        d = cls()
+        return cls(
+            threshold=_given(args, "threshold", d.threshold),
+            error_threshold=_given(args, "error_threshold", d.error_threshold),
+            confidence=_given(args, "confidence", d.confidence),
+            noise_from=tuple(getattr(args, "noise_from", None) or ()),
+        )
+
+    def to_dict(self) -> dict:
+        """Plain values (papermill writes them as Python literals)."""
+        d = asdict(self)
+        d["noise_from"] = list(self.noise_from)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> VerdictOptions:
+        """Back from :meth:`to_dict` (unknown keys refused, missing ones default)."""
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        extra = sorted(set(d) - known)
+        if extra:
+            raise ValueError(f"unknown verdict option(s): {', '.join(extra)}")
+        return cls(**d)
+
+
+def _given(args, name: str, default: float) -> float:
+    v = getattr(args, name, None)
+    return default if v is None else float(v)

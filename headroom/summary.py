@@ -146,7 +146,7 @@ def analyze(
 
 
 def _memory_warnings(m: StepMemory, requests) -> list[str]:
-    miss = [int(k) for k in np.flatnonzero((np.asarray(requests) > 0) & ~np.isfinite(m.rss_bytes))]
+    miss = [int(k) + 1 for k in np.flatnonzero((np.asarray(requests) > 0) & ~np.isfinite(m.rss_bytes))]
     if not miss:
         return []
     return [f"{m.source}: no memory sample in step(s) {', '.join(map(str, miss[:10]))}: shown as missing"]
@@ -239,10 +239,10 @@ def _step_warnings(steps: Steps, table: StepTable, overlap: CpuOverlap | None) -
         out.append(
             f"CPU samples cover only {overlap.overlap_s:.1f} s of the {overlap.load_s:.1f} s load window"
         )
-    short = [int(k) for k in steps.index if steps.requests[k] < 2]
+    short = [int(k) + 1 for k in steps.index if steps.requests[k] < 2]  # numbered from 1, as the tables
     if short:
         out.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
-    short = [int(k) for k in table.index if table.short[k] and table.requests[k] >= 2]
+    short = [int(k) + 1 for k in table.index if table.short[k] and table.requests[k] >= 2]
     if short:
         out.append(
             f"steps {short} are too short to trust (< 0.5 s or < 50 requests): shown, "

@@ -7,6 +7,11 @@ import math
 from .scalability import MIN_R2
 from .summary import Summary, format_name
 
+#: steps are numbered from 1 wherever a person reads them (tables, sentences, profiles and their file
+#: names, the recorder's messages); the JSON's ``index``, ``peak_step`` and ``plateau_steps`` are
+#: positions from 0
+STEP_BASE = 1
+
 
 def _f(v, fmt: str, dash: str = "-") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -91,13 +96,13 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
     rows = []
     rows += _model_rows(s)
     if cap.plateau_rps is not None:
-        steps = _ranges(cap.plateau_steps)
+        steps = _ranges([k + STEP_BASE for k in cap.plateau_steps])
         rows.append(("plateau throughput", f"{_rps(cap.plateau_rps)} (median of saturated steps {steps})"))
     if cap.peak_step is not None:
         rows.append(
             (
                 "peak step",
-                f"{_rps(cap.peak_step_rps)} (step {cap.peak_step}, concurrency "
+                f"{_rps(cap.peak_step_rps)} (step {cap.peak_step + STEP_BASE}, concurrency "
                 f"{_conc(t.concurrency[cap.peak_step])}; information: the noisiest figure)",
             )
         )
@@ -105,7 +110,7 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
         rows.append((f"throughput at {cap.objective}", objective_text(cap)))
     rows.append((f"throughput at {cap.cpu_target_pct:g} % CPU", cpu_target_text(cap, cores)))
     if cap.cpu_s_per_req is not None:
-        rows.append(("CPU per request", f"{cap.cpu_s_per_req * 1e6:.1f} us ({cores})"))
+        rows.append(("CPU per request (whole run)", f"{cap.cpu_s_per_req * 1e6:.1f} us ({cores})"))
     if cap.max_useful_rps is not None:
         src = "throughput at the objective" if cap.objective is not None else "the knee"
         bound = ">= " if cap.objective is not None and cap.at_objective.lower_bound else ""
@@ -125,7 +130,7 @@ def _model_rows(s: Summary) -> list[tuple[str, str]]:
     cap, t, m = s.capacity, s.table, s.capacity.model
     if m is None and t.kind == "rate":
         why = "the steps are request rates (an open-loop ramp); the USL model needs concurrency steps"
-        return [("capacity (USL model)", f"no model: {why}")]
+        return [("modelled capacity (USL)", f"no model: {why}")]
     if m is None:
         why = (
             "concurrency unknown (not in the file, no ramp parameters in metadata): state it with "
@@ -133,26 +138,26 @@ def _model_rows(s: Summary) -> list[tuple[str, str]]:
             if not t.known_concurrency
             else "fewer than 3 usable steps"
         )
-        return [("capacity (USL model)", f"no model: {why}")]
+        return [("modelled capacity (USL)", f"no model: {why}")]
     fit = (
         f"lambda {m.lambda_rps:,.0f} req/s, sigma {m.sigma:.3g}, kappa {m.kappa:.3g}, "
         f"R2(log) {m.r2_log:.2f} on {m.points} steps"
     )
     if not m.trusted:
         why = f"none: the model fits poorly (R2(log) {m.r2_log:.2f} < {MIN_R2:g}); read the steps instead"
-        return [("capacity (USL model)", why), ("knee (USL, max power)", why), ("  model fit", fit)]
+        return [("modelled capacity (USL)", why), ("knee (USL, max power)", why), ("  model fit", fit)]
     ci = _interval(m.ci.get("capacity_rps"))
     if m.peak_reached:
         rows = [
             (
-                "capacity (USL model)",
+                "modelled capacity (USL)",
                 f"{_rps(m.capacity_rps)}{ci} at concurrency {m.peak_concurrency:.0f} (the peak)",
             )
         ]
     else:
         rows = [
             (
-                "capacity (USL model)",
+                "modelled capacity (USL)",
                 f">= {_rps(m.capacity_rps)}{ci}: still rising at concurrency {m.n_hi:g} (a lower bound)",
             )
         ]
@@ -169,7 +174,9 @@ def objective_text(cap) -> str:
     c = cap.at_objective
     if c.status == "crossed":
         cpu = f"; CPU there {cap.cpu_at_objective:.1f} %" if cap.cpu_at_objective is not None else ""
-        return f"{_rps(c.rps)} (broken between steps {c.steps[0]} and {c.steps[1]}){cpu}"
+        return (
+            f"{_rps(c.rps)} (broken between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}){cpu}"
+        )
     if c.status == "held":
         return f">= {_rps(c.rps)} (held at every step: a lower bound)"
     if c.status == "at lowest step":
@@ -180,7 +187,7 @@ def objective_text(cap) -> str:
 def cpu_target_text(cap, cores: str) -> str:
     c = cap.at_cpu_target
     if c.status == "crossed":
-        return f"{_rps(c.rps)} (between steps {c.steps[0]} and {c.steps[1]}; {cores})"
+        return f"{_rps(c.rps)} (between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}; {cores})"
     if c.status == "not reached":
         return f"not reached: highest CPU measured {cap.cpu_max_pct:.1f} % ({cores})"
     if c.status == "at lowest step":
@@ -208,7 +215,7 @@ def _step_rows(s: Summary) -> list[list[str]]:
         lat = t.latency
         rows.append(
             [
-                str(k),
+                str(k + STEP_BASE),
                 _conc(t.concurrency[k]) if t.kind == "concurrency" else _f(t.intended_rps[k], ",.0f"),
                 _f((int(steps.start_ns[k]) - t0) / 1e9 if steps.requests[k] else None, ".1f"),
                 _f(t.duration_s[k] if steps.requests[k] else None, ".2f"),
@@ -442,9 +449,12 @@ def format_comparison(c) -> str:
     cand = ", ".join(c.candidate_labels)
     primary = next((m.name for m in c.metrics if m.key == c.primary), c.primary)
     from .headline import headline, next_sentence
+    from .mismatch import first
 
     lines = [
         *_wrap(f"headroom compare: {side_label(base, 'baseline')} vs {side_label(cand, 'candidate')}"),
+        # runs that do not measure the same thing: said before anything is concluded from them
+        *(line for w in first(c.warnings) for line in _wrap(f"  ! WARNING: {w}", indent="    ")),
         *(line for sentence in headline(c) for line in _wrap(f"  > {sentence}", indent="    ")),
         *_wrap(
             f"  steps paired {c.pairing}; threshold {c.threshold:.0%} (errors {c.error_threshold * 100:g} points)",
@@ -580,7 +590,7 @@ def memory_lines(s: Summary) -> list[str]:
     rows = []
     for k in range(len(t)):
         row = [
-            str(k),
+            str(k + STEP_BASE),
             _conc(t.concurrency[k]),
             _f(m.rss_bytes[k] / 2**20, ",.1f"),
             _f(m.rss_max_bytes[k] / 2**20, ",.1f"),

@@ -121,7 +121,7 @@ def test_lower_bound_qualifier_follows_the_capacity_figure():
     rising = [not s.capacity.model.peak_reached for s in runs]
     assert any(rising)
     for s, r in zip(runs, rising):
-        row = dict(capacity_rows(s))["capacity (USL model)"]
+        row = dict(capacity_rows(s))["modelled capacity (USL)"]
         assert row.startswith(">= ") == r and ("(a lower bound)" in row) == r
     c = headroom.compare_runs(*runs)
     m = c.metric("capacity_rps")

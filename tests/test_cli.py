@@ -54,7 +54,7 @@ def test_summary_json_document(tmp_path):
     assert cap["objective"] == "p99<=5ms"
     assert cap["model"]["capacity_rps"] == cap["capacity_rps"]
     # the table on stdout names the run and shows the same capacity figures
-    assert "nginx-1.22.1-keepalive" in stdout and "capacity (USL model)" in stdout
+    assert "nginx-1.22.1-keepalive" in stdout and "modelled capacity (USL)" in stdout
     assert f"{round(cap['capacity_rps']):,} req/s" in stdout
     assert f"{round(cap['plateau_rps']):,} req/s" in stdout
 

@@ -18,7 +18,7 @@ RUN_NAMES = ("nginx-no-keepalive", "nginx-keepalive")
 OBJ = "p99<=5ms"
 #: capacity row name -> the JSON field (under "capacity") it prints
 REQ_S_ROWS = {
-    "capacity (USL model)": "capacity_rps",
+    "modelled capacity (USL)": "capacity_rps",
     "knee (USL, max power)": "knee_rps",
     "plateau throughput": "plateau_rps",
     "peak step": "peak_step_rps",
@@ -94,7 +94,7 @@ def test_terminal_and_json_agree_on_every_capacity_figure(outputs):
         cpu = cap["at_cpu_target"]
         assert (cpu["status"] == "not reached") == rows["throughput at 70 % CPU"].startswith("not reached")
         assert (cpu["rps"] is None) == (cpu["status"] != "crossed")
-        assert rows["CPU per request"].startswith(f"{cap['cpu_s_per_req'] * 1e6:.1f} us")
+        assert rows["CPU per request (whole run)"].startswith(f"{cap['cpu_s_per_req'] * 1e6:.1f} us")
 
 
 def test_report_shows_the_terminals_values(outputs):

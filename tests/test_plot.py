@@ -233,7 +233,7 @@ def test_cpu_vs_throughput_and_latency_over_time(pair):
     t = pair[0].table
     o = np.argsort(t.concurrency)
     np.testing.assert_allclose(_line(ax, f"{pair[0].label} (steps)").get_ydata(), t.cpu_s_per_req[o] * 1e6)
-    assert ax.get_ylabel() == "CPU per request (us)"
+    assert ax.get_ylabel() == "CPU per request of each step (us)"
     ax = plot.latency_over_time(pair, percentiles=("p50", "p99"))
     assert len([ln for ln in ax.get_lines() if ln.get_label().startswith("nginx")]) == 4
 

@@ -132,7 +132,12 @@ def test_profiles_cli_text_and_json(tmp_path, capsys):
     doc = json.loads((tmp_path / "d.json").read_text())
     rows = doc["profile_diff"]
     assert rows[0]["function"].startswith("regexp.")
-    assert [abs(r["change"]) for r in rows] == sorted((abs(r["change"]) for r in rows), reverse=True)
+    # the changes beyond their uncertainty first, then the others, each group by absolute change
+    beyond = [not (r["change_low"] <= 0 <= r["change_high"]) for r in rows]
+    assert beyond == sorted(beyond, reverse=True)
+    for group in (True, False):
+        sizes = [abs(r["change"]) for r, b in zip(rows, beyond) if b == group]
+        assert sizes == sorted(sizes, reverse=True)
 
 
 def test_user_profiles_named_by_concurrency(tmp_path):

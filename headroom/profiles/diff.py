@@ -133,7 +133,8 @@ class FunctionChange:
 
 @dataclass(frozen=True)
 class ProfileDiff:
-    """The outcome of :func:`diff_profiles`; ``cum`` and ``flat`` sorted by absolute change."""
+    """The outcome of :func:`diff_profiles`; ``cum`` and ``flat``: the changes beyond their uncertainty
+    first, then the others, each by absolute change."""
 
     levels: tuple[int, ...]
     baseline_labels: tuple[str, ...]
@@ -254,7 +255,10 @@ def _rows(names, measure, b: _Side, c: _Side, z: float, levels) -> list[Function
     se = np.sqrt(vb + vc)
     d = mc - mb
     nb, nc = b.n.sum(axis=0), c.n.sum(axis=0)
-    order = np.argsort(-np.abs(d), kind="stable")
+    # the changes beyond their sampling uncertainty first, each group by the size of the change: a
+    # large change within the noise of a busy function must not push a clear one down the list
+    within = (d - z * se <= 0.0) & (0.0 <= d + z * se)
+    order = np.lexsort((-np.abs(d), within))
     return [
         FunctionChange(
             function=names[i],
