@@ -143,7 +143,7 @@ def per_bucket(
             continue
         if dur_ns // b_ns > 10 * (b - a) + 100_000:  # memory and time bounded by rows, not by the span
             raise HeadroomError(
-                f"{run.meta.source}: step {k} has {b - a:,} requests spread over {dur_ns / NS:,.0f} s: "
+                f"{run.meta.source}: step {k + 1} has {b - a:,} requests spread over {dur_ns / NS:,.0f} s: "
                 "its timestamps are damaged or from different clocks"
             )
         lengths = bucket_lengths_ns(dur_ns, b_ns, min_partial)

@@ -640,7 +640,6 @@ def _locust_history(args):
     return read_history(path, args.request_name)
 
 
-
 def _summary(args) -> int:
     from .io import reduce_run
     from .summary import analyze, to_json

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from .compare.options import CompareOptions as _CompareOptions
+
 
 @dataclass(frozen=True)
 class ReadOptions:
@@ -77,6 +79,10 @@ class ReadOptions:
         return {"options": self}
 
 
+#: the library's defaults, declared once (headroom.compare.options; a light module)
+_COMPARE = _CompareOptions()
+
+
 @dataclass(frozen=True)
 class VerdictOptions:
     """What the verdict is computed with: the options ``compare`` and ``report`` share.
@@ -102,9 +108,9 @@ class VerdictOptions:
         Earlier runs of one unchanged build, or one ``headroom history --json`` file.
     """
 
-    threshold: float = 0.10
-    error_threshold: float = 0.001
-    confidence: float = 0.95
+    threshold: float = _COMPARE.threshold
+    error_threshold: float = _COMPARE.error_threshold
+    confidence: float = _COMPARE.confidence
     noise_from: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -136,6 +142,10 @@ class VerdictOptions:
         if extra:
             raise ValueError(f"unknown verdict option(s): {', '.join(extra)}")
         return cls(**d)
+
+    def compare_options(self, objective=None) -> _CompareOptions:
+        """The library's options object (:class:`headroom.compare.CompareOptions`) with an objective."""
+        return _CompareOptions(objective, self.threshold, self.error_threshold, self.confidence)
 
 
 def _given(args, name: str, default: float) -> float:

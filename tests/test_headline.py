@@ -96,3 +96,31 @@ def test_unknown_errors_are_unknown_everywhere(tmp_path):
     _, cmp_doc = _compare(run, RUNS / "nginx-ka-aa1-b", tmp_path)
     err = next(m for m in cmp_doc["metrics"] if m["key"] == "error_rate")
     assert err["decision"] == "not judged" and "unknown" in err["note"]
+
+
+def test_a_change_found_across_load_says_where():
+    """An interleaved comparison whose metric is worse at one level (or along the line across load)
+    while its average's interval holds 0 names the level and the figures the JSON's levels carry,
+    never "beyond the noise" beside an interval that includes no change."""
+    import json
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sets = root / "data" / "calibration" / "interleaved" / "dev-go-latency200-70"
+    p = subprocess.run(
+        [sys.executable, "-m", "headroom", "compare", sets / "a-03", sets / "b-03", "--json", "-"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+    )  # fmt: skip
+    doc = json.loads(p.stdout)
+    cpu = next(m for m in doc["metrics"] if m["key"] == "cpu_s_per_req")
+    assert cpu["decision"] == "worse" and cpu["ci"][0] < 0 < cpu["ci"][1]
+    sentence = next(s for s in doc["headline"] if s.startswith("CPU per request"))
+    top = max((lv for lv in cpu["levels"] if lv["raw_ci"][0] > 0), key=lambda lv: abs(lv["raw_change"]))
+    assert f"by {abs(top['raw_change']) * 100:.1f} % at c={top['load']:g}, beyond the noise there" in sentence
+    assert f"on average over the levels {cpu['change'] * 100:+.1f} %" in sentence
+    for s in doc["headline"]:
+        m = re.search(r"beyond the noise \(([-+][\d.]+) % to ([-+][\d.]+) %\)", s)
+        assert m is None or not (float(m[1]) < 0 < float(m[2])), s

@@ -42,39 +42,47 @@ How a verdict is reached, in short (docs/ci.md has it in full):
 
 from __future__ import annotations
 
-from .budget import WEIGHTS, planned_se, power_weights, weighted_holm
-from .learned import learn_noise
-from .measure import measure_noise, measure_paired_noise
-from .options import CompareOptions
-from .pairing import pair_steps
-from .pipeline import Design, compare_runs, partners
-from .result import COMPARE_SCHEMA, EXIT_CODES, Comparison, LevelChange, Metric, Noise, StepPair
-from .schema import to_json
-from .tests import errors_unknown, run_level_test
-from .wording import describe
+import importlib
 
-__all__ = [
-    "COMPARE_SCHEMA",
-    "EXIT_CODES",
-    "WEIGHTS",
-    "CompareOptions",
-    "Comparison",
-    "Design",
-    "LevelChange",
-    "Metric",
-    "Noise",
-    "StepPair",
-    "compare_runs",
-    "describe",
-    "errors_unknown",
-    "learn_noise",
-    "measure_noise",
-    "measure_paired_noise",
-    "pair_steps",
-    "partners",
-    "planned_se",
-    "power_weights",
-    "run_level_test",
-    "to_json",
-    "weighted_holm",
-]
+#: the public names and the stage module each lives in, imported when first asked for (so that
+#: ``headroom.compare.options`` can be read without the whole verdict machinery: the CLI's parent
+#: process of ``headroom report`` never computes a verdict)
+_WHERE = {
+    "WEIGHTS": "budget",
+    "planned_se": "budget",
+    "power_weights": "budget",
+    "weighted_holm": "budget",
+    "learn_noise": "learned",
+    "measure_noise": "measure",
+    "measure_paired_noise": "measure",
+    "CompareOptions": "options",
+    "pair_steps": "pairing",
+    "Design": "pipeline",
+    "compare_runs": "pipeline",
+    "partners": "pipeline",
+    "COMPARE_SCHEMA": "result",
+    "EXIT_CODES": "result",
+    "Comparison": "result",
+    "LevelChange": "result",
+    "Metric": "result",
+    "Noise": "result",
+    "StepPair": "result",
+    "to_json": "schema",
+    "errors_unknown": "tests",
+    "run_level_test": "tests",
+    "describe": "wording",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -10,8 +10,10 @@ as plain values (papermill parameters, JSON).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..model import Objective
+if TYPE_CHECKING:  # a light module: the CLI reads its defaults without the analysis
+    from ..model import Objective
 
 #: smallest rise of the error rate (a fraction: 0.001 is 0.1 points) called a regression
 ERROR_THRESHOLD = 0.001

@@ -212,7 +212,10 @@ def _assemble(plan: _Plan, opts: CompareOptions, metrics, weights, primary, deci
     )
     notes = [noise.describe(), f"steps paired {how}", *plan.notes, *load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(plan.side_stops),) if n] + single_pair_note(metrics, design.paired)
-    warnings = same_files(sides) + [w for side in sides for s in side for w in s.warnings]
+    from ..mismatch import mismatch_warnings  # runs that do not match: said first, once
+
+    warnings = mismatch_warnings(sides[0], sides[1]) + same_files(sides)
+    warnings += [w for side in sides for s in side for w in s.warnings]
     warnings += load_warnings(sides, design.paired) + plan.few + mdc_warnings(metrics, runs, design.paired)
     c = Comparison(
         verdict=verdict, reason=reason, metrics=metrics, pairs=_pair_rows(sides, plan.pairs, plan.mask),
