@@ -491,7 +491,7 @@ def verdict(c, line: bool = True) -> Fragment:
                 _E(decision),
             ]
         )
-    noise = "noise of a level pair" if c.design == "interleaved steps" else "noise per run"
+    noise = "noise of a pair" if c.design == "interleaved steps" else "noise per run"
     head = ["metric", "baseline", "candidate", "change", "interval", noise, "detects", "decision"]
     pair_head, pair_rows = _pair_table(c)
     notes = "".join(f"<li>{_E(n)}</li>" for n in c.notes)
@@ -520,7 +520,13 @@ def verdict(c, line: bool = True) -> Fragment:
         + f"<p><small>threshold {c.threshold:.0%}; error rate threshold {c.error_threshold * 100:g} points"
         f"</small></p><ul class='notes'>{notes}</ul>"
         + "<p><b>Step pairs</b>: each baseline step beside the candidate's step at the same concurrency "
-        "(* = saturated pair, used for the plateau throughput). <i>How to read it</i>: a change column is "
+        + (
+            "(* = saturated pair; in an interleaved recording throughput is judged at every level, and a "
+            "level recorded twice gives two pairs). "
+            if c.design == "interleaved steps"
+            else "(* = saturated pair, used for the plateau throughput). "
+        )
+        + "<i>How to read it</i>: a change column is "
         "candidate / baseline &minus; 1 for that pair alone, and one pair carries one step's noise "
         "(10&ndash;30 % between runs of the same build is common); the verdict above judges the "
         "geometric mean over the pairs with its interval. Nothing here is coloured because no single pair "
