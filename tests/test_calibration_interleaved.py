@@ -1,5 +1,10 @@
 """The gate on real interleaved recordings (data/calibration/interleaved, README there).
 
+Issue 37's sets first: ``r5-*``, two A/B pairs a level (the recommended design), recorded after the
+model across load was fixed, on the Go test server and on nginx, with a foreign load held near a
+target by scripts/load_hog.py (the suffix: -70, -30).  Then the older one-pair sets (issue 26), which
+the model across load must still judge without false alarms.
+
 Recorded on this project's shared 2-core machine with a seeded CPU hog beside
 the servers: nginx (A/A, +28 % and 2.3-2.5x CPU per request) and the Go test
 server (A/A, x1.204, x2.004, +100 us latency without CPU).  ``aa``, ``cpu25``
@@ -87,6 +92,38 @@ def _requests_and_cpu(doc: dict) -> dict:
 def _count(names, cpu, *verdicts):
     v = [x for n in names for x in _verdicts(n, cpu)]
     return sum(x in verdicts for x in v), len(v)
+
+
+def _r5(kind: str, load: str = "70") -> list[str]:
+    """The held-out two-pair sets of one change on both servers at one foreign load."""
+    return [n for n in _sets("r5-") if n.endswith(f"-{load}") and f"-{kind}" in n.removeprefix("r5-nginx-go")]
+
+
+def test_r5_unchanged_builds_pass_and_never_alarm():
+    """A/A, two pairs a level, Go and nginx at about 70 % foreign load (16 recordings, each
+    independent).  Published (docs/ci.md): no alarm with or without the server's CPU, exit 0 in 16 of
+    16 with it.  Asserted: no alarm of 16 each way (a gate alarming 15 % of the time, three times the
+    5 % allowed, passes with probability 0.07 per mode); exit 0 in at least 12 of 16 with CPU (the
+    issue's 60 % target: a gate at 50 % passes with probability 0.04)."""
+    aa = _r5("aa")
+    for cpu in (True, False):
+        alarms, n = _count(aa, cpu, "regressed", "improved")
+        assert n == 16 and alarms == 0, (cpu, alarms, n)
+    passed, n = _count(aa, True, "improved", "no change", "no regression")
+    assert passed >= 12, (passed, n)
+
+
+def test_r5_changes_are_caught():
+    """Two pairs a level at about 70 % foreign load, Go and nginx, 16 recordings per change.
+    Published (docs/ci.md): +25-30 % CPU per request caught with the server's CPU in 16 of 16; 2x
+    without it in 16 of 16; a latency change with little CPU (the Go server's handler, or nginx's
+    upstream, waiting 200 us a request) without it in 14 of 16.  Asserted: at least 15, 15 and 12 of
+    16 (a gate at 70 % power passes the first two with probability 0.03), never the wrong direction."""
+    for kind, cpu, least in (("cpu", True, 15), ("x2", False, 15), ("latency", False, 12)):
+        sets = _r5(kind)
+        caught, n = _count(sets, cpu, "regressed")
+        wrong, _ = _count(sets, cpu, "improved", "no change", "no regression")
+        assert n == 16 and caught >= least and wrong == 0, (kind, caught, n, wrong)
 
 
 def test_unchanged_builds_pass_and_never_alarm():
