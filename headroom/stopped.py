@@ -10,7 +10,14 @@ recordings said only ``stopped_early: "step K (concurrency C): no response
 recorded ..."`` with ``planned_concurrency``; those are read too.  A run from
 anywhere else stopped answering when its last step failed for the most
 part (:data:`ERROR_JUMP` of its requests) and it has fewer steps than a run
-of the other side.
+of the other side (in a comparison) or than its plan, the steps before it
+having answered (a run alone: :func:`run_stop`).
+
+When no request of the dying step got a response, hey and oha leave no row
+for it and the recorder writes no section; :func:`with_dying_step` gives the
+run that step back (no request, its failed ones), so that the step table,
+the JSON, the report and the history show it as a step like the others,
+whether the server died in step 1, mid-step or at a step's first request.
 
 :func:`stops` finds the stop of every run; :func:`stop_verdict` turns the
 stops of both sides into a verdict (regressed when the candidate stopped
@@ -72,6 +79,86 @@ class Stop:
         }
 
 
+def server_stop(fields: dict) -> dict | None:
+    """headroom ramp's ``stopped`` block when the server (not the load generator) stopped answering."""
+    st = fields.get("stopped")
+    if not isinstance(st, dict) or st.get("by") != "server":
+        return None
+    level = st.get("rate" if "rate" in st else "concurrency")
+    if not isinstance(level, (int, float)) or isinstance(level, bool):
+        return None
+    return st
+
+
+@dataclass(frozen=True)
+class DyingStep:
+    """The step in which the server stopped answering, when the run has no rows for it: no request of
+    that step got a response and the recorder wrote no section (hey, oha: failed requests have no row)."""
+
+    level: float
+    open_loop: bool
+    errors: int  # its failed requests (every request of the step)
+    after_ns: int  # where the step sits on the time axis: the end of the step before it (0: none)
+
+
+def dying_step(run) -> DyingStep | None:
+    """The step :func:`with_dying_step` adds: metadata ``stopped`` (by the server) names step
+    ``n + 1`` of a run of ``n`` steps, with a count of its failed requests."""
+    fields = run.meta.fields if run.meta is not None else {}
+    st = server_stop(fields)
+    if st is None or _int(st.get("step")) != run.n_steps + 1:
+        return None
+    errors = _int(st.get("errors"))
+    if errors is None:
+        return None
+    ol = "rate" in st
+    after = 0
+    if run.requests is not None and len(run.requests):
+        r = run.requests
+        after = int((r.start_ns + np.rint(r.latency_s * 1e9).astype(np.int64)).max())
+    elif run.reduced is not None and len(run.reduced.steps):
+        after = int(run.reduced.steps.end_ns.max())
+    return DyingStep(float(st["rate" if ol else "concurrency"]), ol, errors, after)
+
+
+def with_dying_step(run, dying: DyingStep):
+    """The run with one more step, ``dying``: no request, ``dying.errors`` failed ones.  Every view
+    of the run (the step table, the JSON, the report, the history) then shows the step in which the
+    server stopped answering, as a step with its failures, whatever the moment of the death."""
+    import dataclasses
+
+    n = run.n_steps
+    meta = run.meta
+    conc = None
+    if not dying.open_loop:
+        conc = tuple(meta.concurrency(k) for k in range(n)) + (int(dying.level),)
+    rates = meta.step_rates
+    if rates is not None and len(rates) == n:
+        rates = (*rates, {"intended_rps": dying.level, "sent_rps": None, "dropped": None, "fell_behind": None})
+    meta = dataclasses.replace(meta, step_concurrency=conc if conc is not None else meta.step_concurrency,
+                               step_rates=rates)  # fmt: skip
+    errs = np.zeros(n, np.int64) if run.step_errors is None else np.asarray(run.step_errors, np.int64)
+    out = {"meta": meta, "step_errors": np.append(errs, dying.errors)}
+    if run.requests is not None:
+        r = run.requests
+        offsets = np.append(r.step_offsets, r.step_offsets[-1]).astype(np.int64)
+        out["requests"] = dataclasses.replace(r, step_offsets=offsets)
+    else:
+        red = run.reduced
+        st = red.steps
+        steps = dataclasses.replace(
+            st,
+            index=np.arange(n + 1),
+            concurrency=[*st.concurrency, None if dying.open_loop else int(dying.level)],
+            start_ns=np.append(st.start_ns, dying.after_ns).astype(np.int64),
+            end_ns=np.append(st.end_ns, dying.after_ns).astype(np.int64),
+            requests=np.append(st.requests, 0).astype(np.int64),
+            rps=np.append(st.rps, np.nan),
+        )
+        out["reduced"] = dataclasses.replace(red, steps=steps)
+    return dataclasses.replace(run, **out)
+
+
 def level_text(level: float, open_loop: bool) -> str:
     return f"{level:g} req/s" if open_loop else f"concurrency {level:g}"
 
@@ -88,25 +175,31 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
+def run_stop(s, label: str, others_levels: int | None = None) -> Stop | None:
     """The stop of one analysed run (a :class:`headroom.summary.Summary`), or None.
 
-    ``others_levels``: the most steps a run of the other side has (a run with
-    fewer whose last step failed for the most part stopped answering there).
+    From headroom ramp's metadata when it has ``stopped`` (or an older
+    ``stopped_early``).  For a run of another tool, from its errors and its
+    plan: its last step failed for the most part (:data:`ERROR_JUMP` of its
+    requests), and
+
+    * in a comparison (``others_levels``: the most steps a run of the other
+      side has) it has fewer steps than that;
+    * alone (``others_levels`` None: summary, report, history) the steps
+      before it did not fail so (the failures jumped there), and it has fewer
+      steps than its plan when the metadata gives one (``planned_concurrency``
+      or ``planned_rates``).
     """
     f = _fields(s)
     st = f.get("stopped")
     if isinstance(st, dict):
-        if st.get("by") != "server":
+        if server_stop(f) is None:
             return None  # the load generator failed: nothing said about the server
         ol = "rate" in st
-        level = st.get("rate" if ol else "concurrency")
-        if not isinstance(level, (int, float)) or isinstance(level, bool):
-            return None
         kinds = st.get("error_kinds") if isinstance(st.get("error_kinds"), dict) else None
         return Stop(
-            label, float(level), ol, _int(st.get("step")) or 0, _int(st.get("requests")), _int(st.get("errors")),
-            kinds, "metadata", bool(st.get("step_kept")),
+            label, float(st["rate" if ol else "concurrency"]), ol, _int(st.get("step")) or 0,
+            _int(st.get("requests")), _int(st.get("errors")), kinds, "metadata", bool(st.get("step_kept")),
         )  # fmt: skip
     se = f.get("stopped_early")
     if isinstance(se, str):
@@ -117,13 +210,24 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
         return None
     t = s.table
     n = len(t.requests)
-    if n == 0 or n >= others_levels or t.errors is None:
+    if n == 0 or t.errors is None or not _failed_most(t, n - 1):
         return None
+    if others_levels is not None and n >= others_levels:
+        return None
+    if others_levels is None:
+        if any(_failed_most(t, k) for k in range(n - 1)):
+            return None  # it failed so all along: a broken target, not a server that stopped
+        plan = f.get("planned_rates" if _open_loop(f) else "planned_concurrency")
+        if isinstance(plan, list) and len(plan) <= n:
+            return None
     err, req = int(t.errors[-1]), int(t.requests[-1])
-    if err + req == 0 or err / (err + req) < ERROR_JUMP:
-        return None
     level = float(_keys(s)[-1])
-    return Stop(label, level, _open_loop(f), n, req + err, err, None, "errors", True)
+    return Stop(label, level, _open_loop(f) or t.kind == "rate", n, req + err, err, None, "errors", True)
+
+
+def _failed_most(t, k: int) -> bool:
+    err, req = int(t.errors[k]), int(t.requests[k])
+    return err + req > 0 and err / (err + req) >= ERROR_JUMP
 
 
 def stops(sides, labels: list[str]) -> list[list[Stop | None]]:
