@@ -134,7 +134,10 @@ def with_dying_step(run, dying: DyingStep):
         conc = tuple(meta.concurrency(k) for k in range(n)) + (int(dying.level),)
     rates = meta.step_rates
     if rates is not None and len(rates) == n:
-        rates = (*rates, {"intended_rps": dying.level, "sent_rps": None, "dropped": None, "fell_behind": None})
+        rates = (
+            *rates,
+            {"intended_rps": dying.level, "sent_rps": None, "dropped": None, "fell_behind": None},
+        )
     meta = dataclasses.replace(meta, step_concurrency=conc if conc is not None else meta.step_concurrency,
                                step_rates=rates)  # fmt: skip
     errs = np.zeros(n, np.int64) if run.step_errors is None else np.asarray(run.step_errors, np.int64)

@@ -187,7 +187,9 @@ def _rates(run: Run, recorded: int, n: int) -> tuple[dict, ...] | None:
         if st is None or "rate" not in st:
             return None
         v[recorded:] = [st["rate"]]
-    return tuple({"intended_rps": float(x), "sent_rps": None, "dropped": None, "fell_behind": None} for x in v)
+    return tuple(
+        {"intended_rps": float(x), "sent_rps": None, "dropped": None, "fell_behind": None} for x in v
+    )
 
 
 def _with_rowless(run: Run, recorded: int, n: int) -> np.ndarray | None:

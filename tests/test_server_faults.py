@@ -70,5 +70,7 @@ def test_hang_after_requests(binary):
 def test_fault_flags_refuse_negative_counts(binary):
     import subprocess
 
-    done = subprocess.run([str(binary), "-fail-after-requests", "-1"], capture_output=True, text=True, timeout=10)
+    done = subprocess.run(
+        [str(binary), "-fail-after-requests", "-1"], capture_output=True, text=True, timeout=10
+    )
     assert done.returncode == 2 and "-fail-after-requests" in done.stderr
