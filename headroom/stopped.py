@@ -99,6 +99,9 @@ class DyingStep:
     open_loop: bool
     errors: int  # its failed requests (every request of the step)
     after_ns: int  # where the step sits on the time axis: the end of the step before it (0: none)
+    #: the run has the step already, empty: a server that answered nothing at all leaves a request
+    #: file with only a header (one section, no row)
+    present: bool = False
 
 
 def dying_step(run) -> DyingStep | None:
@@ -106,7 +109,9 @@ def dying_step(run) -> DyingStep | None:
     ``n + 1`` of a run of ``n`` steps, with a count of its failed requests."""
     fields = run.meta.fields if run.meta is not None else {}
     st = server_stop(fields)
-    if st is None or _int(st.get("step")) != run.n_steps + 1:
+    n = run.n_steps
+    empty = n == 1 and run.n_requests == 0 and _int(st.get("step")) == 1 if st is not None else False
+    if st is None or (_int(st.get("step")) != n + 1 and not empty):
         return None
     errors = _int(st.get("errors"))
     if errors is None:
@@ -118,7 +123,7 @@ def dying_step(run) -> DyingStep | None:
         after = int((r.start_ns + np.rint(r.latency_s * 1e9).astype(np.int64)).max())
     elif run.reduced is not None and len(run.reduced.steps):
         after = int(run.reduced.steps.end_ns.max())
-    return DyingStep(float(st["rate" if ol else "concurrency"]), ol, errors, after)
+    return DyingStep(float(st["rate" if ol else "concurrency"]), ol, errors, after, empty)
 
 
 def with_dying_step(run, dying: DyingStep):
@@ -128,6 +133,8 @@ def with_dying_step(run, dying: DyingStep):
     import dataclasses
 
     n = run.n_steps
+    if dying.present:  # the run's only step, empty: its failed requests
+        return dataclasses.replace(run, step_errors=np.array([dying.errors], np.int64))
     meta = run.meta
     conc = None
     if not dying.open_loop:

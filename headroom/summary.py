@@ -113,8 +113,8 @@ def analyze(
         objective = parse_objective(objective) if objective.strip() else None
     if isinstance(bucket_s, str):
         bucket_s = parse_duration(bucket_s)
-    recorded = run.n_steps  # steps with a section in the request file
     dying = dying_step(run)
+    recorded = run.n_steps - (dying is not None and dying.present)  # steps in the metadata's lists
     if dying is not None:  # the server stopped answering in a step that got no response: a step too
         run = with_dying_step(run, dying)
     run, steps, buckets, hist, overlap, warnings = _time_view(run, bucket_s)
@@ -240,8 +240,11 @@ def _time_view(run: Run, bucket_s: float):
             )
     else:
         steps = steps_table(run)
-    overlap = cpu_overlap(run.cpu, steps)
     warnings = list(run.warnings)
+    if not (steps.requests > 0).any() and run.cpu is not None:  # no response at all: no load window
+        warnings.append(f"{run.cpu.source}: no request got a response, so no load window: CPU left out")
+        run = dataclasses.replace(run, cpu=None)
+    overlap = cpu_overlap(run.cpu, steps)
     if overlap is not None and overlap.overlap_s <= 0:
         warnings.append(
             f"{run.cpu.source}: CPU samples do not overlap the load window "

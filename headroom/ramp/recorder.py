@@ -741,6 +741,10 @@ class Recorder:
     def end(self, signals: _Signals) -> None:
         """Stop the sampler and write the CPU files and the final metadata (also after a failure)."""
         self.sampler.finish()
+        if self._perf is None and self.stopped is not None and self.stopped["by"] == "server":
+            # the server answered nothing at all: a request file of one empty section, so that the run
+            # is read (and judged: it stopped answering in step 1), not refused as no run
+            (self.out / "perfResults.csv").write_text(PERF_HEADER, encoding="ascii")
         if self._perf is not None:
             self._perf.close()
         self.interrupted = signals.signum is not None
