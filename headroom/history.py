@@ -815,6 +815,8 @@ def to_json(h: History) -> dict:
                     # a shown-only metric (memory) is written where a release has it
                     if key in _DECIDING_KEYS or r.values.get(key) is not None
                 },
+                # added within schema 2: where the release's server stopped answering (absent: it did not)
+                **({"stopped": r.stopped} if r.stopped else {}),
             }
             for r in h.releases
         ],

@@ -61,6 +61,8 @@ class Stop:
         if self.kinds:
             kinds = " (" + ", ".join(f"{n:,} {k}" for k, n in self.kinds.items()) + ")"
         if self.errors is None:
+            if self.kept:
+                return "its failed requests not counted by the load generator"
             return "no response recorded, failed requests not counted"
         if self.requests is None or self.errors >= self.requests:
             return f"all {self.errors:,} requests failed{kinds}"
@@ -225,6 +227,8 @@ def run_stop(s, label: str, others_levels: int | None = None) -> Stop | None:
     if others_levels is not None and n >= others_levels:
         return None
     if others_levels is None:
+        if str(f.get("tool", "")).startswith("headroom ramp"):
+            return None  # the recorder saw the server answer after the step (5xx): no stop
         if any(_failed_most(t, k) for k in range(n - 1)):
             return None  # it failed so all along: a broken target, not a server that stopped
         plan = f.get("planned_rates" if _open_loop(f) else "planned_concurrency")
@@ -325,10 +329,13 @@ def _served_text(name: str, side, stop: Stop) -> str:
     figs = ", ".join(fig) or "no usable figures"
     if abs(lvl - stop.level) < 1e-9:
         return f"the {name} served {figs} there"
-    return (
-        f"the {name} was not run at that level (the recording ended there); at "
-        f"{level_text(lvl, stop.open_loop)} it served {figs}"
+    ran = any(np.any(np.abs(_keys(s) - stop.level) < 1e-9) for s in side)
+    why = (
+        f"the {name}'s step at that level is too short to trust or has no success"
+        if ran
+        else f"the {name} was not run at that level (the recording ended there)"
     )
+    return f"{why}; at {level_text(lvl, stop.open_loop)} it served {figs}"
 
 
 def _ms(s: float) -> str:
@@ -352,9 +359,11 @@ def stop_verdict(sides, side_stops: list[list[Stop | None]]) -> tuple[str, str] 
         who = "the baseline" if n == 1 else f"baseline run {sb.label}"
         if not reached(sides[1], sb.level):
             return None  # the candidate was not run that far: it is not known to take that load
+        said = _served_text("candidate", sides[1], sb)
+        if said.startswith("the candidate served"):
+            said = "it" + said[len("the candidate") :]
         return "improved", (
-            f"{who} stopped answering at {sb.where()} (step {sb.step}: {sb.what()}); the candidate did not: it "
-            + _served_text("candidate", sides[1], sb)[len("the candidate ") :]
+            f"{who} stopped answering at {sb.where()} (step {sb.step}: {sb.what()}); the candidate did not: {said}"
         )
     return None
 

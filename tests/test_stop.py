@@ -283,3 +283,164 @@ def test_open_loop_rate_the_server_cannot_take(binary, tmp_path):
     r = headroom("compare", tmp_path / "vb", tmp_path / "vc")
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"stopped answering at {st['rate']:g} req/s" in flat(r.stdout)
+
+
+# --------------------------------------------------------------------------
+# a death at a chosen moment (issue 38): the test server's -crash-after-requests places it at an exact
+# request, so a step is known to die mid-way or at its first request.  Every headroom ramp sends one
+# GET before the ramp (its preflight): request N + 1 of the server is request N of the ramp.
+
+R = 800  # requests per closed-loop step
+HEY_PLAN = ["--concurrency", "1:13:4", "--requests-per-step", str(R)]
+VEG_PLAN = ["--rate", "100:300:100", "--step-duration", "1s", "--engine", "vegeta"]
+VEG_N = [100, 200, 300]  # vegeta sends exactly rate x duration requests a step
+
+
+def hey_sent(c: int) -> int:
+    return R // c * c  # hey -n R -c C: each of C workers sends R // C
+
+
+def summary_of(run: Path) -> tuple[dict, list[str]]:
+    """``headroom summary`` of a run: its JSON and the lines of its text (each exit 0, never 2)."""
+    r = headroom("summary", run, "--json", "-")
+    assert r.returncode == 0, r.stderr
+    t = headroom("summary", run)
+    assert t.returncode == 0, t.stderr
+    return json.loads(r.stdout), t.stdout.splitlines()
+
+
+def rows_by_step(run: Path) -> list[tuple[int, int]]:
+    """(successful, failed) rows of every section of perfResults.csv, counted in plain Python."""
+    return [
+        (sum(1 for *_, c in sec if 200 <= c <= 299), sum(1 for *_, c in sec if not 200 <= c <= 299))
+        for sec in sections(run / "perfResults.csv")
+    ]
+
+
+@pytest.fixture(scope="module")
+def deaths(binary, runs, tmp_path_factory):
+    """hey and vegeta ramps whose server dies during step 1 or at the first request of step 3; the
+    healthy hey run (hey-base) is ``runs``' baseline, whose 2 s steps are all long enough to trust."""
+    need_tool("vegeta")
+    d = tmp_path_factory.mktemp("deaths")
+    (d / "hey-base").symlink_to(runs / "base")
+
+    def rec(name, plan, code, **faults):
+        with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, **faults) as srv:
+            r = headroom("ramp", srv.url, "-o", d / name, *plan, "--cpu-pid", srv.pid)
+        assert r.returncode == code, r.stderr
+
+    rec("hey-first", HEY_PLAN, 1, crash_after=1 + 300)  # 300 answered at concurrency 1, then dead
+    rec("hey-step3", HEY_PLAN, 1, crash_after=1 + 2 * R)  # dead at step 3's first request
+    rec("veg-base", VEG_PLAN, 0)
+    rec("veg-first", VEG_PLAN, 1, crash_after=1 + 40)
+    rec("veg-step3", VEG_PLAN, 1, crash_after=1 + VEG_N[0] + VEG_N[1])
+    return d
+
+
+def test_hey_death_in_step_1_is_a_run_with_its_failures(deaths):
+    """Issue 38: a death in step 1 was exit 2, "only 1 time bucket(s) of load"."""
+    run = deaths / "hey-first"
+    st = meta(run)["stopped"]
+    assert (st["step"], st["concurrency"], st["step_kept"]) == (1, 1, True)
+    assert rows_by_step(run) == [(300, 0)]  # concurrency 1: exactly the 300 answers before the crash
+    doc, text = summary_of(run)
+    steps = [(s["concurrency"], s["requests"], s["errors"]) for s in doc["steps"]]
+    assert steps == [(1, 300, R - 300)]  # hey sent R; the rest were refused (no row)
+    assert doc["requests"] == {"total": R, "successful": 300, "errors": R - 300}
+    assert doc["stopped"]["level"] == 1 and doc["stopped"]["errors"] == R - 300
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at concurrency 1 (step 1 of the ramp: {R - 300:,} of {R:,} requests failed"
+    ), text[:3]
+    r = headroom("compare", deaths / "hey-base", run)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSED (exit 1): the candidate stopped answering at concurrency 1" in flat(r.stdout)
+    want = served_rps(sections(deaths / "hey-base" / "perfResults.csv")[0])
+    got = float(re.search(r"the baseline served ([\d,]+) req/s", flat(r.stdout))[1].replace(",", ""))
+    assert abs(got - want) <= 0.5 + 1e-9 * want
+    r = headroom("compare", run, deaths / "hey-base")
+    assert r.returncode == 0 and "IMPROVED (exit 0): the baseline stopped answering at concurrency 1" in flat(
+        r.stdout
+    ), r.stdout + r.stderr
+
+
+def test_hey_death_at_a_steps_first_request_keeps_that_step(deaths):
+    """Issue 38: a dying step without a success was left out ("2 steps, 0 errors")."""
+    run = deaths / "hey-step3"
+    st = meta(run)["stopped"]
+    assert (st["step"], st["concurrency"], st["step_kept"]) == (3, 9, False)
+    assert rows_by_step(run) == [(R, 0), (R, 0)]  # no row of step 3: hey keeps none for a refused request
+    doc, text = summary_of(run)
+    steps = [(s["concurrency"], s["requests"], s["errors"]) for s in doc["steps"]]
+    assert steps == [(1, R, 0), (5, R, 0), (9, 0, hey_sent(9))]
+    assert doc["requests"]["errors"] == hey_sent(9) and doc["stopped"]["step"] == 3
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at concurrency 9 (step 3 of the ramp: all {hey_sent(9):,} requests failed"
+    ), text[:3]
+    assert "in 3 steps" in flat("\n".join(text[:6]))
+    r = headroom("compare", deaths / "hey-base", run, "--json", deaths / "step3.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((deaths / "step3.json").read_text())
+    assert doc["verdict"] == "regressed" and doc["stopped"][0]["level"] == 9
+    assert doc["reason"].startswith(
+        f"the candidate stopped answering at concurrency 9 (step 3: all {hey_sent(9):,}"
+    )
+    want = served_rps(sections(deaths / "hey-base" / "perfResults.csv")[2])
+    got = float(re.search(r"the baseline served ([\d,]+) req/s", doc["reason"])[1].replace(",", ""))
+    assert abs(got - want) <= 0.5 + 1e-9 * want
+
+
+def test_vegeta_death_in_step_1_and_at_a_steps_first_request(deaths):
+    """The same for an open loop: vegeta writes a row (code 0) for every failed request."""
+    first, step3 = deaths / "veg-first", deaths / "veg-step3"
+    ok, failed = rows_by_step(first)[0]
+    assert 0 < ok <= 40 and ok + failed == VEG_N[0]  # a request in flight at the crash gets no answer
+    doc, text = summary_of(first)
+    assert [(s["intended_rps"], s["requests"], s["errors"]) for s in doc["steps"]] == [(100, ok, failed)]
+    assert text[1].startswith(f"  STOPPED ANSWERING at 100 req/s (step 1 of the ramp: {failed:,} of 100"), (
+        text[:3]
+    )
+    assert rows_by_step(step3) == [(VEG_N[0], 0), (VEG_N[1], 0), (0, VEG_N[2])]
+    doc, text = summary_of(step3)
+    steps = [(s["intended_rps"], s["requests"], s["errors"]) for s in doc["steps"]]
+    assert steps == [(100, 100, 0), (200, 200, 0), (300, 0, 300)]
+    assert text[1].startswith("  STOPPED ANSWERING at 300 req/s (step 3 of the ramp: all 300 requests failed")
+    for run, level in ((first, "100 req/s"), (step3, "300 req/s")):
+        r = headroom("compare", deaths / "veg-base", run)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"the candidate stopped answering at {level}" in flat(r.stdout)
+
+
+def test_report_and_history_say_where_it_stopped(deaths, tmp_path):
+    """The report of a comparison whose candidate died in step 1 (one time bucket of load) says it
+    first and shows the step's failures; the history of base, step-3 death, step-1 death says both
+    stops first, judges the latest a regression and counts the dying steps' failures in the error rate."""
+    need_tool("chromium")  # the report's figures are checked elsewhere; here its text, but a real one
+    html_path = tmp_path / "r.html"
+    r = headroom("report", deaths / "hey-base", deaths / "hey-first", "-o", html_path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    page = html_path.read_text()
+    heads = [m.start() for m in re.finditer("<h[12]", page)]
+    said = page.find("The candidate (hey-first) stopped answering at concurrency 1")
+    assert heads[0] < said < heads[1], "said under the title, before the first section"
+    text = " ".join(re.sub(r"<[^>]+>", " ", page[said:]).split())
+    assert text.startswith(f"The candidate (hey-first) stopped answering at concurrency 1 (step 1: {R - 300:,} of")
+    h = headroom("history", deaths / "hey-base", deaths / "hey-step3", deaths / "hey-first",
+                 "--cache", "none", "--json", tmp_path / "h.json")  # fmt: skip
+    assert h.returncode == 1, h.stdout + h.stderr
+    lines = h.stdout.splitlines()
+    said = flat("\n".join(lines[1:5]))
+    assert (
+        f"STOPPED ANSWERING: hey-step3 at concurrency 9 (step 3: all {hey_sent(9):,} requests failed" in said
+    )
+    assert (
+        f"STOPPED ANSWERING: hey-first at concurrency 1 (step 1: {R - 300:,} of {R:,} requests failed" in said
+    )
+    doc = json.loads((tmp_path / "h.json").read_text())
+    rel = {x["label"]: x for x in doc["runs"]}
+    assert rel["hey-first"]["stopped"]["level"] == 1 and rel["hey-step3"]["stopped"]["level"] == 9
+    assert "stopped" not in rel["base"]  # hey-base is runs/base
+    # the error rate at the levels the healthy run has (1, 5, 9, 13): rows and hey's counts
+    err = rel["hey-step3"]["metrics"]["error_rate"]["value"]
+    assert err == pytest.approx(hey_sent(9) / (2 * R + hey_sent(9)), rel=1e-5)  # JSON: 6 digits
+    assert rel["hey-first"]["metrics"]["error_rate"]["value"] == pytest.approx((R - 300) / R, rel=1e-5)
