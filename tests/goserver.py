@@ -129,7 +129,8 @@ class GoServer:
     ``body`` (-body bytes, server default 1024), ``crash_at`` (-crash-at-concurrency),
     ``hang_at`` (-hang-at-concurrency), ``crash_after``, ``hang_after``, ``fail_after``
     (-crash-after-requests, -hang-after-requests, -fail-after-requests: the fault from request
-    N+1 to / on), ``regexp_per_request`` (-regexp-per-request: the
+    N+1 to / on), ``fail_at`` (-fail-at-concurrency: 503 to a request that makes C in flight),
+    ``regexp_per_request`` (-regexp-per-request: the
     route regexp compiled on every request), ``pool`` (-pool: the -alloc buffer from a
     sync.Pool), ``max_lifetime`` (-max-lifetime, a safety net
     for forgotten servers), ``extra_args`` (more flags, verbatim). ``cpu`` pins the
@@ -154,6 +155,7 @@ class GoServer:
         crash_after: int = 0,
         hang_after: int = 0,
         fail_after: int = 0,
+        fail_at: int = 0,
         body: int | None = None,
         regexp_per_request: bool = False,
         pool: bool = False,
@@ -165,6 +167,7 @@ class GoServer:
         self.work, self.delay, self.alloc, self.body = work, delay, alloc, body
         self.crash_at, self.hang_at = crash_at, hang_at
         self.crash_after, self.hang_after, self.fail_after = crash_after, hang_after, fail_after
+        self.fail_at = fail_at
         self.regexp_per_request, self.pool = regexp_per_request, pool
         self.extra_args = tuple(extra_args)
         self.cpus = _parse_cpus(cpu)
@@ -199,6 +202,7 @@ class GoServer:
             ("-crash-after-requests", self.crash_after),
             ("-hang-after-requests", self.hang_after),
             ("-fail-after-requests", self.fail_after),
+            ("-fail-at-concurrency", self.fail_at),
         ):
             if n:
                 a += [flag, str(int(n))]

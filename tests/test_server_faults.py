@@ -67,6 +67,39 @@ def test_hang_after_requests(binary):
         assert srv.stop() == 0
 
 
+def in_flight(port: int) -> float:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        body = c.getresponse().read().decode()
+    finally:
+        c.close()
+    line = next(x for x in body.splitlines() if x.startswith("testserver_in_flight_requests "))
+    return float(line.split()[1])
+
+
+def test_fail_at_concurrency_sheds_load(binary):
+    """Two slow requests in flight (waited for on the server's own gauge, not a clock): a third is
+    answered 503 at once; once they are done, a request is answered 200 again."""
+    import threading
+    import time
+
+    with GoServer(binary=binary, delay=1.5, fail_at=3) as srv:
+        got: list[int] = []
+        threads = [threading.Thread(target=lambda: got.append(status(srv.port))) for _ in range(2)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while in_flight(srv.port) < 2:
+            assert time.monotonic() < deadline, "two requests never got in flight"
+            time.sleep(0.01)
+        assert status(srv.port) == 503
+        for t in threads:
+            t.join(30)
+        assert got == [200, 200]
+        assert status(srv.port) == 200
+
+
 def test_fault_flags_refuse_negative_counts(binary):
     import subprocess
 

@@ -424,7 +424,9 @@ def test_report_and_history_say_where_it_stopped(deaths, tmp_path):
     said = page.find("The candidate (hey-first) stopped answering at concurrency 1")
     assert heads[0] < said < heads[1], "said under the title, before the first section"
     text = " ".join(re.sub(r"<[^>]+>", " ", page[said:]).split())
-    assert text.startswith(f"The candidate (hey-first) stopped answering at concurrency 1 (step 1: {R - 300:,} of")
+    assert text.startswith(
+        f"The candidate (hey-first) stopped answering at concurrency 1 (step 1: {R - 300:,} of"
+    )
     h = headroom("history", deaths / "hey-base", deaths / "hey-step3", deaths / "hey-first",
                  "--cache", "none", "--json", tmp_path / "h.json")  # fmt: skip
     assert h.returncode == 1, h.stdout + h.stderr
@@ -444,3 +446,132 @@ def test_report_and_history_say_where_it_stopped(deaths, tmp_path):
     err = rel["hey-step3"]["metrics"]["error_rate"]["value"]
     assert err == pytest.approx(hey_sent(9) / (2 * R + hey_sent(9)), rel=1e-5)  # JSON: 6 digits
     assert rel["hey-first"]["metrics"]["error_rate"]["value"] == pytest.approx((R - 300) / R, rel=1e-5)
+
+
+def test_oha_closed_and_open_loop_deaths(binary, deaths, tmp_path):
+    """oha writes successful requests only: with -n (closed loop, --requests-per-step) its failures
+    are the requests it did not answer, counted; with -z (open loop) they are unknown, and a server
+    that no longer answers after a step stopped in that step (one GET after every such step)."""
+    need_tool("oha")
+    with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, crash_after=1 + 2 * R) as srv:
+        r = headroom(
+            "ramp", srv.url, "-o", tmp_path / "oc", *HEY_PLAN, "--engine", "oha", "--cpu-pid", srv.pid
+        )
+    assert r.returncode == 1, r.stderr
+    assert rows_by_step(tmp_path / "oc") == [(R, 0), (R, 0)]
+    doc, text = summary_of(tmp_path / "oc")
+    assert [(s["concurrency"], s["requests"], s["errors"]) for s in doc["steps"]] == [
+        (1, R, 0),
+        (5, R, 0),
+        (9, 0, R),
+    ]
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at concurrency 9 (step 3 of the ramp: all {R:,} requests failed"
+    )
+    r = headroom("compare", deaths / "hey-base", tmp_path / "oc")
+    assert r.returncode == 1 and "the candidate stopped answering at concurrency 9" in flat(r.stdout), (
+        r.stdout
+    )
+    # open loop: the preflight, step 1 (100), the GET after it, then 49 answers of step 2 at most
+    with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, crash_after=1 + 100 + 1 + 49) as srv:
+        plan = [*VEG_PLAN[:-1], "oha"]
+        r = headroom("ramp", srv.url, "-o", tmp_path / "oo", *plan, "--cpu-pid", srv.pid)
+    assert r.returncode == 1, r.stderr
+    st = meta(tmp_path / "oo")["stopped"]
+    assert (st["step"], st["rate"], st["errors"], st["step_kept"]) == (2, 200, None, True)
+    ok = rows_by_step(tmp_path / "oo")
+    assert ok[0] == (100, 0) and 0 < ok[1][0] <= 49 and ok[1][1] == 0
+    doc, text = summary_of(tmp_path / "oo")
+    assert [(s["intended_rps"], s["requests"]) for s in doc["steps"]] == [(100, 100), (200, ok[1][0])]
+    assert doc["requests"]["errors"] is None  # unknown, never 0
+    assert text[1].startswith(
+        "  STOPPED ANSWERING at 200 req/s (step 2 of the ramp: its failed requests not counted"
+    )
+    r = headroom("compare", deaths / "veg-base", tmp_path / "oo")
+    assert r.returncode == 1 and "the candidate stopped answering at 200 req/s" in flat(r.stdout), r.stdout
+
+
+def test_open_loop_hang_is_a_stop_with_its_timeouts(binary, deaths, tmp_path):
+    """vegeta against a server that hangs from the 51st request of step 2: every later request of
+    that step times out (a row with code 0 each), the server does not answer after it."""
+    with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, hang_after=1 + 100 + 50) as srv:
+        r = headroom(
+            "ramp", srv.url, "-o", tmp_path / "vh", *VEG_PLAN, "--timeout", "1s", "--cpu-pid", srv.pid
+        )
+    assert r.returncode == 1, r.stderr
+    st = meta(tmp_path / "vh")["stopped"]
+    rows = rows_by_step(tmp_path / "vh")
+    assert len(rows) == 2 and rows[0] == (100, 0) and sum(rows[1]) == VEG_N[1] and rows[1][0] <= 50
+    assert (st["step"], st["rate"], st["errors"]) == (2, 200, rows[1][1])
+    assert st["error_kinds"] == {"timeout": rows[1][1]}
+    doc, text = summary_of(tmp_path / "vh")
+    assert [(s["requests"], s["errors"]) for s in doc["steps"]] == rows
+    assert text[1].startswith(f"  STOPPED ANSWERING at 200 req/s (step 2 of the ramp: {rows[1][1]:,} of 200")
+    r = headroom("compare", deaths / "veg-base", tmp_path / "vh")
+    assert r.returncode == 1 and "the candidate stopped answering at 200 req/s" in flat(r.stdout), r.stdout
+
+
+def test_server_shedding_load_with_503_is_judged_by_its_error_rate(binary, runs, tmp_path):
+    """A server that answers 503 to a request that makes 6 or more in flight has not stopped
+    answering: the ramp runs to its end (exit 0), every step keeps its 503 rows, nothing says it
+    stopped, and compare judges the error rate (exit 1), recomputed here from the rows."""
+    with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, fail_at=6) as srv:
+        r = ramp(srv, tmp_path / "f5")
+    assert r.returncode == 0, r.stderr
+    rows = rows_by_step(tmp_path / "f5")
+    assert [f for _, f in rows[:2]] == [0, 0] and all(f > 0 and ok >= 50 for ok, f in rows[2:]), rows
+    m = meta(tmp_path / "f5")
+    assert "stopped" not in m and m["step_errors"] == [f for _, f in rows]
+    doc, text = summary_of(tmp_path / "f5")
+    assert [(s["requests"], s["errors"]) for s in doc["steps"]] == rows and "stopped" not in doc
+    assert not any("STOPPED" in line for line in text)
+    r = headroom("compare", runs / "base", tmp_path / "f5", "--json", tmp_path / "f5.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    c = json.loads((tmp_path / "f5.json").read_text())
+    assert c["verdict"] == "regressed" and "stopped" not in c
+    err = next(x for x in c["metrics"] if x["key"] == "error_rate")
+    assert err["decision"] == "worse" and err["baseline"] == 0
+    levels = [p["concurrency"] for p in c["pairs"]]  # the matched steps: failed / all over them
+    k = [i for i, lvl in enumerate([1, 5, 9, 13]) if lvl in levels]
+    fails, total = sum(rows[i][1] for i in k), sum(sum(rows[i]) for i in k)
+    assert err["candidate"] == pytest.approx(fails / total, rel=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="compare pairs usable steps only: WIRING.md, item 1 (issue 38)")
+def test_server_answering_only_503_from_a_step_on_is_judged_not_refused(binary, runs, tmp_path):
+    """A server that answers 503 to everything from the middle of step 2 on: steps 3 and 4 have no
+    success, the ramp runs to its end, and compare must judge that (exit 1), never exit 2."""
+    with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, fail_after=1 + R + R // 2) as srv:
+        r = headroom("ramp", srv.url, "-o", tmp_path / "f5", *HEY_PLAN, "--cpu-pid", srv.pid)
+    assert r.returncode == 0, r.stderr
+    rows = rows_by_step(tmp_path / "f5")
+    assert rows == [(R, 0), (R // 2, R // 2), (0, hey_sent(9)), (0, hey_sent(13))]
+    doc, _ = summary_of(tmp_path / "f5")
+    assert [(s["requests"], s["errors"]) for s in doc["steps"]] == rows
+    r = headroom("compare", runs / "base", tmp_path / "f5")
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_interleaved_b_dies_at_a_level_it_goes_first(binary, tmp_path):
+    """--interleave steps runs BA at the second level: B dies at its first request there, so A does
+    not run that level either; the recording ends, exit 1, and compare judges it (exit 1).  An A/B
+    job sends each server two GETs before the ramp (the job's check and the recorder's)."""
+    with (
+        GoServer(binary=binary, work=2000, delay=0.002, cpu=1) as a,
+        GoServer(binary=binary, work=2000, delay=0.002, cpu=1, crash_after=2 + R) as b,
+    ):
+        r = headroom(
+            "ramp", "--ab", a.url, b.url, "-o", tmp_path / "ab", "--interleave", "steps", *HEY_PLAN,
+            "--cpu-pid-a", a.pid, "--cpu-pid-b", b.pid,
+        )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    ma, mb = meta(tmp_path / "ab" / "a-01"), meta(tmp_path / "ab" / "b-01")
+    assert ma["concurrency"] == [1] and "stopped" not in ma  # the recording stopped both at level 5
+    assert (mb["stopped"]["concurrency"], mb["stopped"]["step"], mb["stopped"]["errors"]) == (5, 2, R)
+    doc, text = summary_of(tmp_path / "ab" / "b-01")
+    assert [(s["concurrency"], s["requests"], s["errors"]) for s in doc["steps"]] == [(1, R, 0), (5, 0, R)]
+    r = headroom("compare", tmp_path / "ab" / "a-01", tmp_path / "ab" / "b-01")
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = flat(r.stdout)
+    assert "the candidate stopped answering at concurrency 5" in out
+    assert "the baseline was not run at that level (the recording ended there); at concurrency 1" in out

@@ -7,7 +7,8 @@
 // a given number of requests have arrived (-crash-after-requests); from
 // such a moment every request to / blocks and never answers
 // (-hang-at-concurrency, -hang-after-requests); or from a given request on
-// every request to / is answered 503 (-fail-after-requests). It serves Prometheus metrics on /metrics, the Go
+// every request to / is answered 503 (-fail-after-requests), or a request
+// that makes too many in flight is (-fail-at-concurrency, load shedding). It serves Prometheus metrics on /metrics, the Go
 // profiler on /debug/pprof/ and a liveness check on /healthz.
 //
 // See README.md next to this file for the flags, the cost of one unit of
@@ -89,6 +90,7 @@ Examples:
   testserver -crash-after-requests 400           # answers 400 requests to /, exits with 3 at the 401st
   testserver -hang-after-requests 400            # the 401st request to / and all later ones never answer
   testserver -fail-after-requests 400            # the 401st request to / and all later ones get 503
+  testserver -fail-at-concurrency 6              # 503 to a request that makes 6 or more in flight
   GOMAXPROCS=1 taskset -c 1 testserver -port-file /tmp/port -work 4000
 `
 
@@ -104,6 +106,7 @@ type config struct {
 	crashAfter      int64
 	hangAfter       int64
 	failAfter       int64
+	failAt          int64
 	maxLifetime     time.Duration
 	shutdownTimeout time.Duration
 	regexpPerReq    bool
@@ -129,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.crashAfter, "crash-after-requests", 0, "exit at once with code 3 when request `N`+1 to / arrives (after N arrived; 0: off)")
 	fs.Int64Var(&c.hangAfter, "hang-after-requests", 0, "from request `N`+1 to / on, no request to / ever answers, those in flight included (0: off)")
 	fs.Int64Var(&c.failAfter, "fail-after-requests", 0, "answer request `N`+1 to / and every later one with 503 Service Unavailable (0: off)")
+	fs.Int64Var(&c.failAt, "fail-at-concurrency", 0, "answer 503 Service Unavailable at once to a request to / that makes `C` or more in flight: load shedding (0: off)")
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", 30*time.Minute, "exit by itself (code 4) after this `duration` (0: never)")
 	fs.BoolVar(&c.regexpPerReq, "regexp-per-request", false, "compile the route regexp on every request (a known regression) instead of once")
 	fs.BoolVar(&c.pool, "pool", false, "take the -alloc buffer from a sync.Pool instead of allocating a fresh one per request")
@@ -148,8 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case c.work < 0, c.alloc < 0, c.body < 0, c.crashAt < 0, c.hangAt < 0:
 		return c, errors.New("-work, -alloc, -body, -crash-at-concurrency and -hang-at-concurrency must be >= 0")
-	case c.crashAfter < 0, c.hangAfter < 0, c.failAfter < 0:
-		return c, errors.New("-crash-after-requests, -hang-after-requests and -fail-after-requests must be >= 0")
+	case c.crashAfter < 0, c.hangAfter < 0, c.failAfter < 0, c.failAt < 0:
+		return c, errors.New("-crash-after-requests, -hang-after-requests, -fail-after-requests and -fail-at-concurrency must be >= 0")
 	case c.delay < 0, c.maxLifetime < 0, c.shutdownTimeout < 0:
 		return c, errors.New("-delay, -max-lifetime and -shutdown-timeout must be >= 0")
 	}
@@ -268,6 +272,7 @@ func newServer(cfg config, reg *prometheus.Registry) *server {
 			"crash_after_requests": strconv.FormatInt(cfg.crashAfter, 10),
 			"hang_after_requests":  strconv.FormatInt(cfg.hangAfter, 10),
 			"fail_after_requests":  strconv.FormatInt(cfg.failAfter, 10),
+			"fail_at_concurrency":  strconv.FormatInt(cfg.failAt, 10),
 			"regexp_per_request":   strconv.FormatBool(cfg.regexpPerReq),
 			"pool":                 strconv.FormatBool(cfg.pool),
 		},
@@ -311,6 +316,10 @@ func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.cfg.failAfter > 0 && k > s.cfg.failAfter {
 		http.Error(w, "testserver: -fail-after-requests reached", http.StatusServiceUnavailable)
+		return
+	}
+	if s.cfg.failAt > 0 && n >= s.cfg.failAt {
+		http.Error(w, "testserver: -fail-at-concurrency: too many requests in flight", http.StatusServiceUnavailable)
 		return
 	}
 	start := time.Now()
