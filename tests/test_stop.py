@@ -290,7 +290,7 @@ def test_open_loop_rate_the_server_cannot_take(binary, tmp_path):
 R = 800  # requests per closed-loop step
 HEY_PLAN = ["--concurrency", "1:13:4", "--requests-per-step", str(R)]
 VEG_PLAN = ["--rate", "100:300:100", "--step-duration", "1s", "--engine", "vegeta"]
-VEG_N = [100, 200, 300]  # vegeta sends exactly rate x duration requests a step
+VEG_N = [100, 200, 300]  # vegeta sends rate x duration requests a step (starved, a few less)
 
 
 def hey_sent(c: int) -> int:
@@ -314,6 +314,32 @@ def rows_by_step(run: Path) -> list[tuple[int, int]]:
     ]
 
 
+#: vegeta as headroom runs it, but the Nth ``vegeta attack`` (step N) first kills the server by its
+#: PID and waits until its port refuses a connection: a death at the start of that step, exact
+#: whatever the machine's load (vegeta falls a request or two short of rate x duration when starved,
+#: which would move a death placed by request count into the step)
+KILLER = """#!/bin/bash
+if [ "$1" = attack ]; then
+  n=$(( $(cat "{count}" 2>/dev/null || echo 0) + 1 )); echo "$n" > "{count}"
+  if [ "$n" = "{step}" ]; then
+    kill -9 {pid}
+    while (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; do sleep 0.01; done
+  fi
+fi
+exec "{real}" "$@"
+"""
+
+
+def killing_vegeta(folder: Path, srv: GoServer, step: int) -> dict:
+    """The environment of a ramp whose vegeta kills ``srv`` when step ``step`` starts."""
+    folder.mkdir()
+    shim = folder / "vegeta"
+    shim.write_text(KILLER.format(count=folder / "attacks", step=step, pid=srv.pid, port=srv.port,
+                                  real=need_tool("vegeta")))  # fmt: skip
+    shim.chmod(0o755)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
 @pytest.fixture(scope="module")
 def deaths(binary, runs, tmp_path_factory):
     """hey and vegeta ramps whose server dies during step 1 or at the first request of step 3; the
@@ -322,16 +348,20 @@ def deaths(binary, runs, tmp_path_factory):
     d = tmp_path_factory.mktemp("deaths")
     (d / "hey-base").symlink_to(runs / "base")
 
-    def rec(name, plan, code, **faults):
+    def rec(name, plan, code, kill_at_step=None, **faults):
         with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, **faults) as srv:
-            r = headroom("ramp", srv.url, "-o", d / name, *plan, "--cpu-pid", srv.pid)
+            env = killing_vegeta(d / f"bin-{name}", srv, kill_at_step) if kill_at_step else None
+            r = subprocess.run(
+                [sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(d / name), *plan,
+                 "--cpu-pid", str(srv.pid)], capture_output=True, text=True, timeout=180, env=env,
+            )  # fmt: skip
         assert r.returncode == code, r.stderr
 
     rec("hey-first", HEY_PLAN, 1, crash_after=1 + 300)  # 300 answered at concurrency 1, then dead
-    rec("hey-step3", HEY_PLAN, 1, crash_after=1 + 2 * R)  # dead at step 3's first request
+    rec("hey-step3", HEY_PLAN, 1, crash_after=1 + 2 * R)  # hey -n sends exactly n: dead at step 3's first
     rec("veg-base", VEG_PLAN, 0)
     rec("veg-first", VEG_PLAN, 1, crash_after=1 + 40)
-    rec("veg-step3", VEG_PLAN, 1, crash_after=1 + VEG_N[0] + VEG_N[1])
+    rec("veg-step3", VEG_PLAN, 1, kill_at_step=3)  # killed by PID as step 3 starts
     return d
 
 
@@ -391,17 +421,22 @@ def test_vegeta_death_in_step_1_and_at_a_steps_first_request(deaths):
     """The same for an open loop: vegeta writes a row (code 0) for every failed request."""
     first, step3 = deaths / "veg-first", deaths / "veg-step3"
     ok, failed = rows_by_step(first)[0]
-    assert 0 < ok <= 40 and ok + failed == VEG_N[0]  # a request in flight at the crash gets no answer
+    # a request in flight at the crash gets no answer; a starved vegeta sends a few less than 100
+    assert 0 < ok <= 40 and failed > 0 and 90 <= ok + failed <= VEG_N[0]
     doc, text = summary_of(first)
     assert [(s["intended_rps"], s["requests"], s["errors"]) for s in doc["steps"]] == [(100, ok, failed)]
-    assert text[1].startswith(f"  STOPPED ANSWERING at 100 req/s (step 1 of the ramp: {failed:,} of 100"), (
-        text[:3]
-    )
-    assert rows_by_step(step3) == [(VEG_N[0], 0), (VEG_N[1], 0), (0, VEG_N[2])]
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at 100 req/s (step 1 of the ramp: {failed:,} of {ok + failed:,} requests failed"
+    ), text[:3]
+    rows = rows_by_step(step3)  # killed as step 3 started: none of its requests answered
+    assert len(rows) == 3 and [f for _, f in rows[:2]] == [0, 0] and rows[2][0] == 0 and rows[2][1] > 0
+    assert all(0.9 * n <= sum(r) <= n for r, n in zip(rows, VEG_N)), rows
     doc, text = summary_of(step3)
     steps = [(s["intended_rps"], s["requests"], s["errors"]) for s in doc["steps"]]
-    assert steps == [(100, 100, 0), (200, 200, 0), (300, 0, 300)]
-    assert text[1].startswith("  STOPPED ANSWERING at 300 req/s (step 3 of the ramp: all 300 requests failed")
+    assert steps == [(n, ok, f) for n, (ok, f) in zip((100, 200, 300), rows)]
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at 300 req/s (step 3 of the ramp: all {rows[2][1]:,} requests failed"
+    ), text[:3]
     for run, level in ((first, "100 req/s"), (step3, "300 req/s")):
         r = headroom("compare", deaths / "veg-base", run)
         assert r.returncode == 1, r.stdout + r.stderr
@@ -469,7 +504,6 @@ def test_oha_closed_and_open_loop_deaths(binary, deaths, tmp_path):
     assert r.returncode == 1 and "the candidate stopped answering at concurrency 9" in flat(r.stdout), (
         r.stdout
     )
-    # open loop: the preflight, step 1 (100), the GET after it, then 49 answers of step 2 at most
     with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, crash_after=1 + 100 + 1 + 49) as srv:
         plan = [*VEG_PLAN[:-1], "oha"]
         r = headroom("ramp", srv.url, "-o", tmp_path / "oo", *plan, "--cpu-pid", srv.pid)
@@ -477,9 +511,11 @@ def test_oha_closed_and_open_loop_deaths(binary, deaths, tmp_path):
     st = meta(tmp_path / "oo")["stopped"]
     assert (st["step"], st["rate"], st["errors"], st["step_kept"]) == (2, 200, None, True)
     ok = rows_by_step(tmp_path / "oo")
-    assert ok[0] == (100, 0) and 0 < ok[1][0] <= 49 and ok[1][1] == 0
+    # the server answers 151 requests: the preflight, step 1's (oha sends about 100), the GET after
+    # it, and what is left of them in step 2; oha's file keeps no failed request
+    assert ok[0][1] == 0 and 90 <= ok[0][0] <= 101 and 0 < ok[1][0] <= 149 - ok[0][0] and ok[1][1] == 0, ok
     doc, text = summary_of(tmp_path / "oo")
-    assert [(s["intended_rps"], s["requests"]) for s in doc["steps"]] == [(100, 100), (200, ok[1][0])]
+    assert [(s["intended_rps"], s["requests"]) for s in doc["steps"]] == [(100, ok[0][0]), (200, ok[1][0])]
     assert doc["requests"]["errors"] is None  # unknown, never 0
     assert text[1].startswith(
         "  STOPPED ANSWERING at 200 req/s (step 2 of the ramp: its failed requests not counted"
@@ -498,12 +534,16 @@ def test_open_loop_hang_is_a_stop_with_its_timeouts(binary, deaths, tmp_path):
     assert r.returncode == 1, r.stderr
     st = meta(tmp_path / "vh")["stopped"]
     rows = rows_by_step(tmp_path / "vh")
-    assert len(rows) == 2 and rows[0] == (100, 0) and sum(rows[1]) == VEG_N[1] and rows[1][0] <= 50
+    # vegeta sends (about: starved, a few less) 100 then 200; the server answers 50 of step 2 at most
+    assert len(rows) == 2 and rows[0][1] == 0 and 90 <= rows[0][0] <= 100, rows
+    assert rows[1][0] <= 50 and 0 < sum(rows[1]) <= VEG_N[1], rows
     assert (st["step"], st["rate"], st["errors"]) == (2, 200, rows[1][1])
     assert st["error_kinds"] == {"timeout": rows[1][1]}
     doc, text = summary_of(tmp_path / "vh")
     assert [(s["requests"], s["errors"]) for s in doc["steps"]] == rows
-    assert text[1].startswith(f"  STOPPED ANSWERING at 200 req/s (step 2 of the ramp: {rows[1][1]:,} of 200")
+    assert text[1].startswith(
+        f"  STOPPED ANSWERING at 200 req/s (step 2 of the ramp: {rows[1][1]:,} of {sum(rows[1]):,} requests"
+    ), text[:3]
     r = headroom("compare", deaths / "veg-base", tmp_path / "vh")
     assert r.returncode == 1 and "the candidate stopped answering at 200 req/s" in flat(r.stdout), r.stdout
 
