@@ -9,10 +9,14 @@ stopped by its PID; each ramp is bounded by its request counts.
 
     python3 scripts/record_stopped_samples.py tests/data/stopped
 
-writes ``base`` (healthy, 1 s steps), ``died-in-step-1`` (100 of step 1's 300
+writes ``base`` (healthy, 1.5 s steps), ``died-in-step-1`` (100 of step 1's 300
 requests answered, then dead) and ``died-at-step-3`` (dead at step 3's first
-request: no response in that step), each with ``--gzip``.  The folder's
-README.md says what was recorded, with which versions.
+request: no response in that step), each with ``--gzip``; and two files of
+another tool, vegeta run directly (three 1 s attacks at 50, 100 and 200 req/s,
+``vegeta encode -to csv``): ``vegeta-base.csv`` and ``vegeta-died.csv`` (the
+server answers 110 requests, so the second attack fails in part and the
+third all along).  The folder's README.md says what was recorded, with which
+versions.
 """
 
 from __future__ import annotations
@@ -30,10 +34,30 @@ from goserver import GoServer  # noqa: E402
 PLAN = ["--concurrency", "1:9:4"]
 RUNS = {
     # name: (extra ramp options, server faults, expected exit code)
-    "base": (["--step-duration", "1s"], {}, 0),
+    "base": (["--step-duration", "1.5s"], {}, 0),
     "died-in-step-1": (["--requests-per-step", "300"], {"crash_after": 1 + 100}, 1),
     "died-at-step-3": (["--requests-per-step", "300"], {"crash_after": 1 + 600}, 1),
 }
+
+
+def vegeta_file(target: Path, **faults) -> None:
+    """Three vegeta attacks (50, 100, 200 req/s for 1 s each) in one CSV, as a user would record them."""
+    import os
+    import tempfile
+
+    vegeta = shutil.which("vegeta") or str(Path.home() / "go" / "bin" / "vegeta")
+    with tempfile.TemporaryDirectory() as tmp, GoServer(work=2000, delay=0.002, cpu=1, **faults) as srv:
+        bins = []
+        for rate in (50, 100, 200):
+            b = Path(tmp) / f"r{rate}.bin"
+            with open(b, "wb") as f:
+                subprocess.run([vegeta, "attack", f"-rate={rate}", "-duration=1s", f"-name=rate{rate}",
+                                "-max-body=0"], input=f"GET {srv.url}\n".encode(), stdout=f, check=True,
+                               timeout=60, env={**os.environ, "TZ": "UTC"})  # fmt: skip
+            bins.append(str(b))
+        with open(target, "wb") as f:
+            subprocess.run([vegeta, "encode", "-to", "csv", *bins], stdout=f, check=True, timeout=60)
+    print(f"{target.name}: {sum(1 for _ in open(target))} results", flush=True)
 
 
 def main(out: Path) -> int:
@@ -49,6 +73,8 @@ def main(out: Path) -> int:
         if done.returncode != code:
             print(f"record_stopped_samples: {name}: exit {done.returncode}, expected {code}", file=sys.stderr)
             return 1
+    vegeta_file(out / "vegeta-base.csv")
+    vegeta_file(out / "vegeta-died.csv", crash_after=110)
     return 0
 
 
