@@ -191,16 +191,16 @@ def run_stop(s, label: str, others_levels: int | None = None) -> Stop | None:
     """The stop of one analysed run (a :class:`headroom.summary.Summary`), or None.
 
     From headroom ramp's metadata when it has ``stopped`` (or an older
-    ``stopped_early``).  For a run of another tool, from its errors and its
-    plan: its last step failed for the most part (:data:`ERROR_JUMP` of its
-    requests), and
-
-    * in a comparison (``others_levels``: the most steps a run of the other
-      side has) it has fewer steps than that;
-    * alone (``others_levels`` None: summary, report, history) the steps
-      before it did not fail so (the failures jumped there), and it has fewer
-      steps than its plan when the metadata gives one (``planned_concurrency``
-      or ``planned_rates``).
+    ``stopped_early``; a headroom ramp run without them answered to the
+    end).  For a run of another tool, from its errors and its plan: its last
+    step failed for the most part (:data:`ERROR_JUMP` of its requests), and
+    either the steps before it did not (the failures jumped there: alone
+    and in a comparison alike), its failures got no response (status 0,
+    where the file tells status codes: a server answering 5xx has not
+    stopped answering, its error rate is judged), and it ran no more steps
+    than its plan when the metadata gives one (``planned_concurrency`` or
+    ``planned_rates``); or, in a comparison (``others_levels``: the most
+    steps a run of the other side has), it has fewer steps than that.
     """
     f = _fields(s)
     st = f.get("stopped")
@@ -224,19 +224,26 @@ def run_stop(s, label: str, others_levels: int | None = None) -> Stop | None:
     n = len(t.requests)
     if n == 0 or t.errors is None or not _failed_most(t, n - 1):
         return None
-    if others_levels is not None and n >= others_levels:
+    if str(f.get("tool", "")).startswith("headroom ramp"):
+        return None  # the recorder saw the server answer after every step (5xx): no stop
+    fewer = others_levels is not None and n < others_levels
+    if not (fewer or _jumped(s, f, n)):
         return None
-    if others_levels is None:
-        if str(f.get("tool", "")).startswith("headroom ramp"):
-            return None  # the recorder saw the server answer after the step (5xx): no stop
-        if any(_failed_most(t, k) for k in range(n - 1)):
-            return None  # it failed so all along: a broken target, not a server that stopped
-        plan = f.get("planned_rates" if _open_loop(f) else "planned_concurrency")
-        if isinstance(plan, list) and len(plan) <= n:
-            return None
     err, req = int(t.errors[-1]), int(t.requests[-1])
     level = float(_keys(s)[-1])
     return Stop(label, level, _open_loop(f) or t.kind == "rate", n, req + err, err, None, "errors", True)
+
+
+def _jumped(s, f: dict, n: int) -> bool:
+    """The last of ``n`` steps failed without responses where the steps before answered, within the plan."""
+    t = s.table
+    if any(_failed_most(t, k) for k in range(n - 1)):
+        return False  # it failed so all along: a broken target, not a server that stopped
+    codes = getattr(s.run, "error_codes", None) or {}
+    if codes and codes.get(0, 0) < ERROR_JUMP * int(t.errors[-1]):
+        return False  # its failures were answered (5xx): the error rate's to judge
+    plan = f.get("planned_rates" if _open_loop(f) else "planned_concurrency")
+    return not (isinstance(plan, list) and len(plan) <= n)
 
 
 def _failed_most(t, k: int) -> bool:

@@ -15,7 +15,8 @@ request: no response in that step), each with ``--gzip``; and two files of
 another tool, vegeta run directly (three 1 s attacks at 50, 100 and 200 req/s,
 ``vegeta encode -to csv``): ``vegeta-base.csv`` and ``vegeta-died.csv`` (the
 server answers 110 requests, so the second attack fails in part and the
-third all along).  The folder's README.md says what was recorded, with which
+third all along), and ``vegeta-503.csv`` (the server answers 503 from request
+111 on: it fails, it does not stop answering).  The folder's README.md says what was recorded, with which
 versions.
 """
 
@@ -75,6 +76,7 @@ def main(out: Path) -> int:
             return 1
     vegeta_file(out / "vegeta-base.csv")
     vegeta_file(out / "vegeta-died.csv", crash_after=110)
+    vegeta_file(out / "vegeta-503.csv", fail_after=110)  # answers, with 503, from request 111 on
     return 0
 
 

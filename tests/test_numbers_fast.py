@@ -315,3 +315,49 @@ def test_cpu_per_request_counts_the_successful_requests_only(stopped):
     assert float(t.goodput_rps[0]) == pytest.approx(goodput, rel=1e-9)
     cores = run.cpu.cores
     assert float(t.cpu_s_per_req[0]) == pytest.approx(float(t.cpu_pct[0]) / 100 * cores / goodput, rel=1e-9)
+
+
+def vegeta_rows(path: Path) -> list[list[int]]:
+    """Status of every result per attack (in order of first result), read with the csv module."""
+    import csv
+
+    by: dict[str, list[int]] = {}
+    with open(path, newline="") as f:
+        for row in csv.reader(f):
+            by.setdefault(row[7], []).append(int(row[1]))
+    return list(by.values())
+
+
+def test_another_tools_run_stopped_answering_from_its_errors():
+    """A vegeta file (no metadata): its last attack got no response at all where the ones before were
+    answered: stopped, in the summary and in compare alike; a server answering 503 did not stop."""
+    from headroom.compare import compare_runs, to_json
+    from headroom.summary import to_json as summary_json
+
+    died, base, failing = (STOPPED / f"vegeta-{n}.csv" for n in ("died", "base", "503"))
+    codes = vegeta_rows(died)
+    assert [sum(c == 0 for c in a) for a in codes][-1] == len(codes[-1])  # the last attack: no response
+    s = headroom.analyze(headroom.load_run(died))
+    doc = summary_json(s)
+    assert doc["stopped"] == {
+        "run": s.label, "level": 200.0, "unit": "req/s", "step": 3, "requests": len(codes[-1]),
+        "errors": len(codes[-1]), "error_kinds": None, "source": "errors",
+    }  # fmt: skip
+    from headroom.text import format_summary
+
+    assert (
+        format_summary(s)
+        .splitlines()[1]
+        .startswith(
+            f"  STOPPED ANSWERING at 200 req/s (step 3 of the ramp: all {len(codes[-1]):,} requests failed"
+        )
+    )
+    b = headroom.analyze(headroom.load_run(base))
+    c = to_json(compare_runs(b, s))
+    assert (c["verdict"], c["exit_code"]) == ("regressed", 1)
+    assert c["reason"].startswith("the candidate stopped answering at 200 req/s (step 3: all ")
+    c = to_json(compare_runs(s, b))
+    assert (c["verdict"], c["exit_code"]) == ("improved", 0)
+    f = headroom.analyze(headroom.load_run(failing))
+    assert all(x in (200, 503) for a in vegeta_rows(failing) for x in a)
+    assert "stopped" not in summary_json(f) and "STOPPED" not in format_summary(f)
