@@ -361,3 +361,35 @@ def test_another_tools_run_stopped_answering_from_its_errors():
     f = headroom.analyze(headroom.load_run(failing))
     assert all(x in (200, 503) for a in vegeta_rows(failing) for x in a)
     assert "stopped" not in summary_json(f) and "STOPPED" not in format_summary(f)
+
+
+def test_history_says_first_where_a_release_stopped_and_counts_its_failures():
+    """A history of the healthy run, the step-3 death and the step-1 death: both stops first in the
+    text and in the HTML (also after the JSON round trip the report makes), the latest regressed,
+    and each release's error rate at the shared levels from its steps' own counts."""
+    from headroom.history import history, to_json
+    from headroom.history_view import format_history, history_table
+    from headroom.serialize import history_from_json
+
+    names = ("base", "died-at-step-3", "died-in-step-1")
+    h = history([STOPPED / n for n in names], cache=None)
+    assert h.exit_code == 1 and "stopped answering at concurrency 1" in h.verdict
+    text = " ".join(format_history(h).split())
+    for n in names[1:]:
+        st = meta(STOPPED / n)["stopped"]
+        said = f"STOPPED ANSWERING: {n} at concurrency {st['concurrency']} (step {st['step']}: "
+        assert 0 < text.index(said) < text.index(" release "), text[:600]  # before the table
+    back = history_from_json(json.loads(json.dumps(to_json(h))))
+    page = str(history_table(back))
+    assert page.count("Stopped answering:") == 2 and page.index("Stopped answering:") < page.index("Verdict")
+    # the error rate over the levels the healthy run shares (1, 5, 9): failed / all, from the counts
+    for n, rel in zip(names, h.releases):
+        m = meta(STOPPED / n)
+        st = m.get("stopped")
+        failed = sum(m["step_errors"]) + (st["errors"] if st and not st["step_kept"] else 0)
+        total = (
+            sum(m["step_requests"])
+            + sum(m["step_errors"])
+            + (st["errors"] if st and not st["step_kept"] else 0)
+        )
+        assert rel.values["error_rate"] == pytest.approx(failed / total, rel=1e-12), n
