@@ -43,7 +43,7 @@ from .metrics import as_tuples, deciding, in_history
 from .model import HeadroomError, Objective, render_html
 
 HISTORY_SCHEMA = SCHEMAS["history"]
-CACHE_SCHEMA = 1  # the per-run cache entries (summary documents)
+CACHE_SCHEMA = 2  # the per-run cache entries (summary documents); 2: the step a server died in is a step
 RUN_NOISE = 0.05
 MAX_PVALUE = 0.001
 Z_RELEASE = 2.576  # release intervals: two-sided 99 %
@@ -294,9 +294,13 @@ def run_metrics(doc: dict, levels: list[float]) -> dict:
         "error_rate": None,
         "rss_bytes": _geo([s.get("rss_bytes") for s in use]),
     }
-    if use and all(s["errors"] is not None for s in use):
-        err = sum(s["errors"] for s in use)
-        out["error_rate"] = err / (err + sum(s["requests"] for s in use))
+    # failed requests count at every matched level, the steps without a success included (the step in
+    # which the server stopped answering is all failures: it is no usable step, yet the error rate's)
+    every = [s for s in doc["steps"] if s["concurrency"] in levels] if levels else doc["steps"]
+    if every and all(s["errors"] is not None for s in every):
+        err = sum(s["errors"] for s in every)
+        total = err + sum(s["requests"] for s in every)
+        out["error_rate"] = err / total if total else None
     out["_bound"] = bool(at and at["status"] == "held")
     return out
 
@@ -811,6 +815,8 @@ def to_json(h: History) -> dict:
                     # a shown-only metric (memory) is written where a release has it
                     if key in _DECIDING_KEYS or r.values.get(key) is not None
                 },
+                # added within schema 2: where the release's server stopped answering (absent: it did not)
+                **({"stopped": r.stopped} if r.stopped else {}),
             }
             for r in h.releases
         ],

@@ -69,12 +69,31 @@ def _read_line(h: History) -> str:
     return f"{h.runs_read} run(s) read, {runs - h.runs_read} from the cache"
 
 
+def stop_text(r) -> str | None:
+    """Where a release's server stopped answering (its lowest stop), or None: ``r4 at concurrency 1
+    (step 1: all 1,200 requests failed (1,199 connection refused))``."""
+    st = r.stopped
+    if not st:
+        return None
+    from .stopped import Stop
+
+    stop = Stop(
+        st.get("run", r.label), float(st["level"]), st.get("unit") == "req/s", st.get("step") or 0,
+        st.get("requests"), st.get("errors"), st.get("error_kinds"), st.get("source", ""),
+    )  # fmt: skip
+    return f"{r.label} at {stop.where()} (step {stop.step}: {stop.what()})"
+
+
 def format_history(h: History) -> str:
     """The terminal report of ``headroom history``."""
     cols = _cols(h)
     marks = _mark(h)
-    lines = [
-        f"headroom history: {len(h.releases)} releases ({_read_line(h)})",
+    lines = [f"headroom history: {len(h.releases)} releases ({_read_line(h)})"]
+    for r in h.releases:  # first: where a release's server stopped answering
+        said = stop_text(r)
+        if said:
+            lines += _wrap_verdict(f"  STOPPED ANSWERING: {said}", indent="    ")
+    lines += [
         f"  {h.note}; threshold {h.threshold:.0%}, noise floor {h.run_noise:.0%} per run",
         "",
     ]
@@ -166,8 +185,14 @@ def history_table(h: History) -> _Fragment:
     )
     doubts = "".join(f"<li><small>{_E(d)}</small></li>" for d in h.unconfirmed)
     colour = "worse" if h.exit_code == 1 else ""
+    stops = "".join(
+        f'<p class="worse" style="color:#b00"><b>Stopped answering:</b> {_E(t)}</p>'
+        for t in (stop_text(r) for r in h.releases)
+        if t
+    )
     return _Fragment(
-        f'<p style="font-size:17px"><b>Verdict</b> <span class="{colour}">(exit {h.exit_code})</span>: '
+        stops
+        + f'<p style="font-size:17px"><b>Verdict</b> <span class="{colour}">(exit {h.exit_code})</span>: '
         f"{_E(h.verdict)}</p>"
         + f"<p>Change points (! regression, + improvement):</p><ul>{cps or '<li>none</li>'}{doubts}</ul>"
         + '<table class="headroom"><thead><tr><th>#</th><th>release</th>'

@@ -224,7 +224,7 @@ def _stop_caption(s: Summary) -> str:
     st = run_stop(s, s.label)
     if st is None:
         return ""
-    kept = "the last row is that step" if st.kept else "no row: that step got no response"
+    kept = "the last row is that step" + ("" if st.kept else " (no request of it got a response)")
     return (
         f'<p class="worse"><b>Stopped answering at {_E(st.where())}</b> (step {st.step}: {_E(st.what())}); '
         f"{kept}; its failed requests are counted in errors.</p>"

@@ -58,7 +58,7 @@ def _pname(name: str) -> str:
 
 def _load_start_ns(s: Summary) -> int:
     has = s.steps.requests > 0
-    return int(s.steps.start_ns[has].min())
+    return int(s.steps.start_ns[has].min()) if has.any() else 0  # 0: a run that got no response
 
 
 def _fmt_ms(v: float) -> str:
@@ -599,8 +599,9 @@ def _end_s(runs: list[Summary]) -> float:
     ends = []
     for s in runs:
         has = s.steps.requests > 0
-        ends.append((int(s.steps.end_ns[has].max()) - _load_start_ns(s)) / _NS)
-    return max(ends)
+        if has.any():  # a run that got no response at all has no span
+            ends.append((int(s.steps.end_ns[has].max()) - _load_start_ns(s)) / _NS)
+    return max(ends, default=1.0)
 
 
 def _mark_steps(ax, runs: list[Summary], labels: list[str], colors: list[str]) -> None:
@@ -948,7 +949,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         (axes[1], "p99_s", "p99_s", "p99 latency"),
     ):
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
-        plateau = np.array([p.plateau for p in pairs])
+        plateau = np.array([p.plateau for p in pairs], dtype=bool)
         drawn = np.isfinite(ch)
         if drawn.any():
             ax.bar(

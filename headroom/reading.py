@@ -993,7 +993,7 @@ def run_from_partial(
         if total == 0:
             raise all_failed(p.source, errors, p.error_codes)
         warnings.append(failed_warning(p.source, errors, errors + total, p.error_codes))
-    if total == 0:
+    if total == 0 and not _died_at_once(fields, p.n_steps):
         raise HeadroomError(f"{p.source}: no requests (the file has a header but no data rows)")
     if p.rows is None and any(q.rounded for q in p.steps.values()):  # kept requests are analysed exactly
         warnings.append(
@@ -1014,6 +1014,15 @@ def run_from_partial(
     from .telemetry import attach
 
     return attach(run, tel)
+
+
+def _died_at_once(fields: dict, n_steps: int) -> bool:
+    """headroom ramp's server stopped answering before it answered any request (step 1, no section):
+    a run of no step, to which the analysis adds the step it died in (headroom.stopped)."""
+    from .stopped import server_stop
+
+    st = server_stop(fields)
+    return n_steps <= 1 and st is not None and st.get("step") == 1
 
 
 def kept_requests(p: Partial) -> Requests:

@@ -166,7 +166,9 @@ def history_from_json(doc: dict):
         values = {k: ms[k]["value"] if k in ms else None for k, *_ in METRICS}
         ci = {k: tuple(ms[k]["ci"]) if k in ms and ms[k]["ci"] else None for k, *_ in METRICS}
         bound = {k: bool(ms[k].get("lower_bound")) if k in ms else False for k, *_ in METRICS}
-        releases.append(Release(r["index"], r["label"], tuple(r["paths"]), values, ci, bound))
+        releases.append(
+            Release(r["index"], r["label"], tuple(r["paths"]), values, ci, bound, r.get("stopped"))
+        )
     cps = [
         ChangePoint(
             c["index"],

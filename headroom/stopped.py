@@ -10,7 +10,14 @@ recordings said only ``stopped_early: "step K (concurrency C): no response
 recorded ..."`` with ``planned_concurrency``; those are read too.  A run from
 anywhere else stopped answering when its last step failed for the most
 part (:data:`ERROR_JUMP` of its requests) and it has fewer steps than a run
-of the other side.
+of the other side (in a comparison) or than its plan, the steps before it
+having answered (a run alone: :func:`run_stop`).
+
+When no request of the dying step got a response, hey and oha leave no row
+for it and the recorder writes no section; :func:`with_dying_step` gives the
+run that step back (no request, its failed ones), so that the step table,
+the JSON, the report and the history show it as a step like the others,
+whether the server died in step 1, mid-step or at a step's first request.
 
 :func:`stops` finds the stop of every run; :func:`stop_verdict` turns the
 stops of both sides into a verdict (regressed when the candidate stopped
@@ -54,6 +61,8 @@ class Stop:
         if self.kinds:
             kinds = " (" + ", ".join(f"{n:,} {k}" for k, n in self.kinds.items()) + ")"
         if self.errors is None:
+            if self.kept:
+                return "its failed requests not counted by the load generator"
             return "no response recorded, failed requests not counted"
         if self.requests is None or self.errors >= self.requests:
             return f"all {self.errors:,} requests failed{kinds}"
@@ -72,6 +81,96 @@ class Stop:
         }
 
 
+def server_stop(fields: dict) -> dict | None:
+    """headroom ramp's ``stopped`` block when the server (not the load generator) stopped answering."""
+    st = fields.get("stopped")
+    if not isinstance(st, dict) or st.get("by") != "server":
+        return None
+    level = st.get("rate" if "rate" in st else "concurrency")
+    if not isinstance(level, (int, float)) or isinstance(level, bool):
+        return None
+    return st
+
+
+@dataclass(frozen=True)
+class DyingStep:
+    """The step in which the server stopped answering, when the run has no rows for it: no request of
+    that step got a response and the recorder wrote no section (hey, oha: failed requests have no row)."""
+
+    level: float
+    open_loop: bool
+    errors: int  # its failed requests (every request of the step)
+    after_ns: int  # where the step sits on the time axis: the end of the step before it (0: none)
+    #: the run has the step already, empty: a server that answered nothing at all leaves a request
+    #: file with only a header (one section, no row)
+    present: bool = False
+
+
+def dying_step(run) -> DyingStep | None:
+    """The step :func:`with_dying_step` adds: metadata ``stopped`` (by the server) names step
+    ``n + 1`` of a run of ``n`` steps, with a count of its failed requests."""
+    fields = run.meta.fields if run.meta is not None else {}
+    st = server_stop(fields)
+    n = run.n_steps
+    empty = n == 1 and run.n_requests == 0 and _int(st.get("step")) == 1 if st is not None else False
+    if st is None or (_int(st.get("step")) != n + 1 and not empty):
+        return None
+    errors = _int(st.get("errors"))
+    if errors is None:
+        return None
+    ol = "rate" in st
+    after = 0
+    if run.requests is not None and len(run.requests):
+        r = run.requests
+        after = int((r.start_ns + np.rint(r.latency_s * 1e9).astype(np.int64)).max())
+    elif run.reduced is not None and len(run.reduced.steps):
+        after = int(run.reduced.steps.end_ns.max())
+    return DyingStep(float(st["rate" if ol else "concurrency"]), ol, errors, after, empty)
+
+
+def with_dying_step(run, dying: DyingStep):
+    """The run with one more step, ``dying``: no request, ``dying.errors`` failed ones.  Every view
+    of the run (the step table, the JSON, the report, the history) then shows the step in which the
+    server stopped answering, as a step with its failures, whatever the moment of the death."""
+    import dataclasses
+
+    n = run.n_steps
+    if dying.present:  # the run's only step, empty: its failed requests
+        return dataclasses.replace(run, step_errors=np.array([dying.errors], np.int64))
+    meta = run.meta
+    conc = None
+    if not dying.open_loop:
+        conc = tuple(meta.concurrency(k) for k in range(n)) + (int(dying.level),)
+    rates = meta.step_rates
+    if rates is not None and len(rates) == n:
+        rates = (
+            *rates,
+            {"intended_rps": dying.level, "sent_rps": None, "dropped": None, "fell_behind": None},
+        )
+    meta = dataclasses.replace(meta, step_concurrency=conc if conc is not None else meta.step_concurrency,
+                               step_rates=rates)  # fmt: skip
+    errs = np.zeros(n, np.int64) if run.step_errors is None else np.asarray(run.step_errors, np.int64)
+    out = {"meta": meta, "step_errors": np.append(errs, dying.errors)}
+    if run.requests is not None:
+        r = run.requests
+        offsets = np.append(r.step_offsets, r.step_offsets[-1]).astype(np.int64)
+        out["requests"] = dataclasses.replace(r, step_offsets=offsets)
+    else:
+        red = run.reduced
+        st = red.steps
+        steps = dataclasses.replace(
+            st,
+            index=np.arange(n + 1),
+            concurrency=[*st.concurrency, None if dying.open_loop else int(dying.level)],
+            start_ns=np.append(st.start_ns, dying.after_ns).astype(np.int64),
+            end_ns=np.append(st.end_ns, dying.after_ns).astype(np.int64),
+            requests=np.append(st.requests, 0).astype(np.int64),
+            rps=np.append(st.rps, np.nan),
+        )
+        out["reduced"] = dataclasses.replace(red, steps=steps)
+    return dataclasses.replace(run, **out)
+
+
 def level_text(level: float, open_loop: bool) -> str:
     return f"{level:g} req/s" if open_loop else f"concurrency {level:g}"
 
@@ -88,25 +187,31 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
+def run_stop(s, label: str, others_levels: int | None = None) -> Stop | None:
     """The stop of one analysed run (a :class:`headroom.summary.Summary`), or None.
 
-    ``others_levels``: the most steps a run of the other side has (a run with
-    fewer whose last step failed for the most part stopped answering there).
+    From headroom ramp's metadata when it has ``stopped`` (or an older
+    ``stopped_early``; a headroom ramp run without them answered to the
+    end).  For a run of another tool, from its errors and its plan: its last
+    step failed for the most part (:data:`ERROR_JUMP` of its requests), and
+    either the steps before it did not (the failures jumped there: alone
+    and in a comparison alike), its failures got no response (status 0,
+    where the file tells status codes: a server answering 5xx has not
+    stopped answering, its error rate is judged), and it ran no more steps
+    than its plan when the metadata gives one (``planned_concurrency`` or
+    ``planned_rates``); or, in a comparison (``others_levels``: the most
+    steps a run of the other side has), it has fewer steps than that.
     """
     f = _fields(s)
     st = f.get("stopped")
     if isinstance(st, dict):
-        if st.get("by") != "server":
+        if server_stop(f) is None:
             return None  # the load generator failed: nothing said about the server
         ol = "rate" in st
-        level = st.get("rate" if ol else "concurrency")
-        if not isinstance(level, (int, float)) or isinstance(level, bool):
-            return None
         kinds = st.get("error_kinds") if isinstance(st.get("error_kinds"), dict) else None
         return Stop(
-            label, float(level), ol, _int(st.get("step")) or 0, _int(st.get("requests")), _int(st.get("errors")),
-            kinds, "metadata", bool(st.get("step_kept")),
+            label, float(st["rate" if ol else "concurrency"]), ol, _int(st.get("step")) or 0,
+            _int(st.get("requests")), _int(st.get("errors")), kinds, "metadata", bool(st.get("step_kept")),
         )  # fmt: skip
     se = f.get("stopped_early")
     if isinstance(se, str):
@@ -117,13 +222,33 @@ def run_stop(s, label: str, others_levels: int = 0) -> Stop | None:
         return None
     t = s.table
     n = len(t.requests)
-    if n == 0 or n >= others_levels or t.errors is None:
+    if n == 0 or t.errors is None or not _failed_most(t, n - 1):
+        return None
+    if str(f.get("tool", "")).startswith("headroom ramp"):
+        return None  # the recorder saw the server answer after every step (5xx): no stop
+    fewer = others_levels is not None and n < others_levels
+    if not (fewer or _jumped(s, f, n)):
         return None
     err, req = int(t.errors[-1]), int(t.requests[-1])
-    if err + req == 0 or err / (err + req) < ERROR_JUMP:
-        return None
     level = float(_keys(s)[-1])
-    return Stop(label, level, _open_loop(f), n, req + err, err, None, "errors", True)
+    return Stop(label, level, _open_loop(f) or t.kind == "rate", n, req + err, err, None, "errors", True)
+
+
+def _jumped(s, f: dict, n: int) -> bool:
+    """The last of ``n`` steps failed without responses where the steps before answered, within the plan."""
+    t = s.table
+    if any(_failed_most(t, k) for k in range(n - 1)):
+        return False  # it failed so all along: a broken target, not a server that stopped
+    codes = getattr(s.run, "error_codes", None) or {}
+    if codes and codes.get(0, 0) < ERROR_JUMP * int(t.errors[-1]):
+        return False  # its failures were answered (5xx): the error rate's to judge
+    plan = f.get("planned_rates" if _open_loop(f) else "planned_concurrency")
+    return not (isinstance(plan, list) and len(plan) <= n)
+
+
+def _failed_most(t, k: int) -> bool:
+    err, req = int(t.errors[k]), int(t.requests[k])
+    return err + req > 0 and err / (err + req) >= ERROR_JUMP
 
 
 def stops(sides, labels: list[str]) -> list[list[Stop | None]]:
@@ -211,10 +336,13 @@ def _served_text(name: str, side, stop: Stop) -> str:
     figs = ", ".join(fig) or "no usable figures"
     if abs(lvl - stop.level) < 1e-9:
         return f"the {name} served {figs} there"
-    return (
-        f"the {name} was not run at that level (the recording ended there); at "
-        f"{level_text(lvl, stop.open_loop)} it served {figs}"
+    ran = any(np.any(np.abs(_keys(s) - stop.level) < 1e-9) for s in side)
+    why = (
+        f"the {name}'s step at that level is too short to trust or has no success"
+        if ran
+        else f"the {name} was not run at that level (the recording ended there)"
     )
+    return f"{why}; at {level_text(lvl, stop.open_loop)} it served {figs}"
 
 
 def _ms(s: float) -> str:
@@ -238,9 +366,11 @@ def stop_verdict(sides, side_stops: list[list[Stop | None]]) -> tuple[str, str] 
         who = "the baseline" if n == 1 else f"baseline run {sb.label}"
         if not reached(sides[1], sb.level):
             return None  # the candidate was not run that far: it is not known to take that load
+        said = _served_text("candidate", sides[1], sb)
+        if said.startswith("the candidate served"):
+            said = "it" + said[len("the candidate") :]
         return "improved", (
-            f"{who} stopped answering at {sb.where()} (step {sb.step}: {sb.what()}); the candidate did not: it "
-            + _served_text("candidate", sides[1], sb)[len("the candidate ") :]
+            f"{who} stopped answering at {sb.where()} (step {sb.step}: {sb.what()}); the candidate did not: {said}"
         )
     return None
 

@@ -31,6 +31,7 @@ from .model import (
     render_html,
 )
 from .steps import StepTable, step_table
+from .stopped import dying_step, server_stop, with_dying_step
 from .telemetry import telemetry_of
 from .telemetry.steps import StepMemory, step_memory
 
@@ -112,6 +113,10 @@ def analyze(
         objective = parse_objective(objective) if objective.strip() else None
     if isinstance(bucket_s, str):
         bucket_s = parse_duration(bucket_s)
+    dying = dying_step(run)
+    recorded = run.n_steps - (dying is not None and dying.present)  # steps in the metadata's lists
+    if dying is not None:  # the server stopped answering in a step that got no response: a step too
+        run = with_dying_step(run, dying)
     run, steps, buckets, hist, overlap, warnings = _time_view(run, bucket_s)
     extra = ()
     if (
@@ -127,9 +132,9 @@ def analyze(
         steps,
         step_lat,
         run.cpu,
-        _with_rowless(run, len(steps)),
-        rates=run.meta.step_rates,
-        step_cpu_s=_step_cpu(run, len(steps)),
+        _with_rowless(run, recorded, len(steps)),
+        rates=_rates(run, recorded, len(steps)),
+        step_cpu_s=_step_cpu(run, recorded, len(steps)),
     )
     warnings += _step_warnings(steps, table, overlap)
     cap = capacity(
@@ -159,7 +164,35 @@ def format_name(fmt: str) -> str:
     return ALIASES.get(fmt) or fmt
 
 
-def _with_rowless(run: Run, n: int) -> np.ndarray | None:
+def _meta_list(run: Run, key: str, recorded: int, n: int):
+    """A per-step list of headroom ramp's metadata (one entry per recorded step), padded with None for
+    the step in which the server stopped answering when the run has it (``n = recorded + 1``); None
+    when it does not fit the run."""
+    v = run.meta.fields.get(key) if run.meta is not None else None
+    if not isinstance(v, list) or len(v) != recorded:
+        return None
+    return v + [None] * (n - recorded)
+
+
+def _rates(run: Run, recorded: int, n: int) -> tuple[dict, ...] | None:
+    """Rate steps: the format's, else an open-loop ``headroom ramp`` run's planned ``rates`` (what was
+    sent and whether it kept up are not in its metadata: unknown)."""
+    if run.meta.step_rates is not None or run.meta.fields.get("mode") != "open-loop":
+        return run.meta.step_rates
+    v = _meta_list(run, "rates", recorded, n)
+    st = server_stop(run.meta.fields)
+    if v is None or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v[:recorded]):
+        return None
+    if n > recorded:
+        if st is None or "rate" not in st:
+            return None
+        v[recorded:] = [st["rate"]]
+    return tuple(
+        {"intended_rps": float(x), "sent_rps": None, "dropped": None, "fell_behind": None} for x in v
+    )
+
+
+def _with_rowless(run: Run, recorded: int, n: int) -> np.ndarray | None:
     """The run's failed rows per step plus the failed requests ``headroom ramp`` counted that have no
     row (connection refused, reset, timeout: ``step_rowless_errors``, or for older recordings
     ``step_errors`` minus ``step_non2xx``), when the metadata gives them for every step.  None
@@ -174,6 +207,8 @@ def _with_rowless(run: Run, n: int) -> np.ndarray | None:
         e, nx = fields.get("step_errors"), fields.get("step_non2xx")
         if isinstance(e, list) and isinstance(nx, list) and len(e) == len(nx) and None not in e:
             v = [a - b if isinstance(a, int) and isinstance(b, int) else None for a, b in zip(e, nx)]
+    if isinstance(v, list) and len(v) == recorded:
+        v = v + [0] * (n - recorded)  # the dying step's failures are in step_errors already
     if errs is None or not isinstance(v, list) or len(v) != n:
         return errs
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
@@ -181,10 +216,10 @@ def _with_rowless(run: Run, n: int) -> np.ndarray | None:
     return np.asarray(errs, np.int64) + np.asarray(v, np.int64)
 
 
-def _step_cpu(run: Run, n: int) -> np.ndarray | None:
+def _step_cpu(run: Run, recorded: int, n: int) -> np.ndarray | None:
     """``step_cpu_s`` of headroom ramp's metadata (one value per step), when it fits the run."""
-    v = run.meta.fields.get("step_cpu_s") if run.meta is not None else None
-    if not isinstance(v, list) or len(v) != n:
+    v = _meta_list(run, "step_cpu_s", recorded, n)
+    if v is None:
         return None
     if not all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0) for x in v):
         return None
@@ -205,8 +240,11 @@ def _time_view(run: Run, bucket_s: float):
             )
     else:
         steps = steps_table(run)
-    overlap = cpu_overlap(run.cpu, steps)
     warnings = list(run.warnings)
+    if not (steps.requests > 0).any() and run.cpu is not None:  # no response at all: no load window
+        warnings.append(f"{run.cpu.source}: no request got a response, so no load window: CPU left out")
+        run = dataclasses.replace(run, cpu=None)
+    overlap = cpu_overlap(run.cpu, steps)
     if overlap is not None and overlap.overlap_s <= 0:
         warnings.append(
             f"{run.cpu.source}: CPU samples do not overlap the load window "
@@ -221,7 +259,7 @@ def _time_view(run: Run, bucket_s: float):
         buckets = per_bucket(run, bucket_s=bucket_s, steps=steps)
         codes = encode_latency(run.requests.latency_s)
         hist = bucket_hist(buckets, run.requests.latency_s, codes, run.requests.step_offsets)
-    if len(buckets) < 2:
+    if len(buckets) < 2 and not _died(run, steps):
         has = steps.requests > 0
         dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
         raise HeadroomError(
@@ -232,6 +270,21 @@ def _time_view(run: Run, bucket_s: float):
     return run, steps, buckets, hist, overlap, warnings
 
 
+def _died(run: Run, steps: Steps) -> bool:
+    """Whether the run ended because its server stopped answering (headroom ramp's ``stopped``, or a
+    last step that failed for the most part): then one time bucket, or none, is what it served, and
+    the run is judged, not refused."""
+    from .stopped import ERROR_JUMP
+
+    if server_stop(run.meta.fields) is not None:
+        return True
+    if run.step_errors is None or not len(steps):
+        return False
+    err = int(np.asarray(run.step_errors)[-1])
+    total = err + int(steps.requests[-1])
+    return total > 0 and err >= ERROR_JUMP * total
+
+
 def _step_warnings(steps: Steps, table: StepTable, overlap: CpuOverlap | None) -> list[str]:
     """Warnings about CPU coverage and about steps too short to use."""
     out = []
@@ -239,9 +292,13 @@ def _step_warnings(steps: Steps, table: StepTable, overlap: CpuOverlap | None) -
         out.append(
             f"CPU samples cover only {overlap.overlap_s:.1f} s of the {overlap.load_s:.1f} s load window"
         )
-    short = [int(k) + 1 for k in steps.index if steps.requests[k] < 2]  # numbered from 1, as the tables
+    failed = table.errors if table.errors is not None else np.zeros(len(table), np.int64)
+    none_ok = [int(k) + 1 for k in steps.index if steps.requests[k] == 0 and failed[k] > 0]  # from 1
+    short = [int(k) + 1 for k in steps.index if steps.requests[k] < 2 and int(k) + 1 not in none_ok]
     if short:
         out.append(f"steps {short} have fewer than 2 requests and no throughput; left out of the bins")
+    if none_ok:
+        out.append(f"steps {none_ok} have no successful request (all failed): no throughput or latency")
     short = [int(k) + 1 for k in table.index if table.short[k] and table.requests[k] >= 2]
     if short:
         out.append(
@@ -427,9 +484,18 @@ def to_json(s: Summary) -> dict:
         "memory": None if s.memory is None else {"source": s.memory.source, "has_gc": s.memory.has_gc},
         "capacity": capacity_doc(s.capacity),
         "warnings": list(s.warnings),
+        # added within the schema: where the server stopped answering (absent when it did not)
+        **_stopped_doc(s),
         # added within the schema: CPU profiles per step (absent when the run has none)
         **_profiles_doc(s),
     }
+
+
+def _stopped_doc(s: Summary) -> dict:
+    from .stopped import run_stop
+
+    st = run_stop(s, s.label)
+    return {} if st is None else {"stopped": st.to_dict()}
 
 
 def _profiles_doc(s: Summary) -> dict:

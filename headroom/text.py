@@ -270,11 +270,26 @@ def _bins_lines(s: Summary) -> list[str]:
     return lines
 
 
+def stop_lines(s: Summary) -> list[str]:
+    """``STOPPED ANSWERING at ...``: first in a summary, when the server stopped answering."""
+    from .stopped import run_stop
+
+    st = run_stop(s, s.label)
+    if st is None:
+        return []
+    return _wrap(
+        f"  STOPPED ANSWERING at {st.where()} (step {st.step} of the ramp: {st.what()}); the ramp ends there",
+        indent="    ",
+    )
+
+
 def format_summary(s: Summary) -> str:
     """The human-readable report of ``headroom summary`` (fits 100 columns)."""
     run, t = s.run, s.table
     steps = s.steps
-    lines = [f"headroom summary: {run.label}", f"  source: {run.meta.source} ({format_name(run.format)})"]
+    lines = [f"headroom summary: {run.label}"]
+    lines += stop_lines(s)
+    lines.append(f"  source: {run.meta.source} ({format_name(run.format)})")
     has = steps.requests > 0
     dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
     errs = (

@@ -2,8 +2,9 @@
 # Plant one defect at a time in a throw-away worktree of HEAD and run the tests that must catch it
 # (issue 31): a test suite that passes with a defect planted guards nothing.
 #
-#   scripts/plant_defects.sh            # all seven; about 8 minutes on 2 cores
+#   scripts/plant_defects.sh            # all fifteen; about 40 minutes on 2 shared cores
 #   scripts/plant_defects.sh 6 7        # only those cases (seconds)
+#   scripts/plant_defects.sh 8 9 10 11 12 13 14 15   # issue 38's: each against the fast tier
 #
 # 1. chromium missing from PATH with HEADROOM_REQUIRE_TOOLS=1   -> the browser tests fail
 # 2. vegeta missing (not on PATH nor in GOPATH/bin)              -> the vegeta ramp tests fail
@@ -12,6 +13,16 @@
 # 5. the fuzz oracle's reference reader raises                   -> the fuzz test fails
 # 6. CPU per request's default noise 6 % -> 7 % (metrics.py)     -> test_docs_numbers fails (docs/ci.md, report.md)
 # 7. the error rate's Holm weight 0.02 -> 0.03 (compare.WEIGHTS)  -> test_docs_numbers fails (docs/ci.md)
+# issue 38: three defects that survived the whole suite, four caught only by slow tests; each is
+# run against the fast tier (-m "not slow", stopping at the first failure):
+# 8. CPU per request from exact step CPU over completed requests (failed ones too) (steps.py)
+# 9. CPU per request from the CPU samples over completed requests (steps.py)
+# 10. vegeta JSON's line-by-line reader: latency ns / 1e6 (formats/vegeta.py _json_slow)
+# 11. profile diff: each side's CPU per request over the baseline's request counts (profiles/diff.py)
+# 12. percentiles: floor instead of the nearest rank's ceil (binning.rank)
+# 13. "no regression" judged on the estimate, not on its one-sided bound (compare._within)
+# 14. a stopped run's verdict with baseline and candidate swapped (stopped.stop_verdict)
+# 15. the headline's capacity sentence quotes candidate and baseline swapped (headline.py)
 # Each prints pytest's last line; every one must say "failed".  Needs the project's venv active.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,3 +99,47 @@ if want 7; then
   echo "7 error-rate Holm weight 0.03: $(pt tests/test_docs_numbers.py)"
   git checkout -q headroom/compare.py
 fi
+
+# --------------------------------------------------------------------------
+# issue 38: plant(FILE, OLD, NEW) replaces the first OLD; the case says NOT PLANTED if OLD is gone
+plant() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+path, old, new = sys.argv[1:4]
+s = open(path).read()
+if old not in s:
+    sys.exit(f"NOT PLANTED: {old!r} is not in {path}")
+open(path, "w").write(s.replace(old, new, 1))
+PY
+}
+# the fast tier (every test not marked slow), to its first failure: which test, and pytest's last line
+fast() {
+  timeout 1800 python3 -m pytest -q -p no:cacheprovider -m "not slow" -x 2>&1 |
+    grep -E "^FAILED |(passed|failed).* in " | cut -c1-160 | tr '\n' ' '
+}
+case38() {  # case number, description, file, old, new
+  want "$1" || return 0
+  if plant "$3" "$4" "$5"; then echo "$1 $2: $(fast)"; else echo "$1 $2: NOT PLANTED"; fi
+  git checkout -q "$3"
+}
+if want 8 || want 9 || want 10 || want 11 || want 12 || want 13 || want 14 || want 15; then
+  echo "8-15 before planting (fast tier): $(fast)"
+fi
+case38 8 "CPU/request (exact step CPU) over completed requests" headroom/steps.py \
+  "exact / np.where(requests > 0, requests, 1)" "exact / np.where(requests + failed > 0, requests + failed, 1)"
+case38 9 "CPU/request (CPU samples) over completed requests" headroom/steps.py \
+  "cpu_req = cpu_pct / 100.0 * cores / good" "cpu_req = cpu_pct / 100.0 * cores / completed"
+case38 10 "vegeta JSON line by line: latency in ms" headroom/formats/vegeta.py \
+  "return Batch(start, lat_ns / 1e9, code_a" "return Batch(start, lat_ns / 1e6, code_a"
+case38 11 "profile diff: baseline's requests on both sides" headroom/profiles/diff.py \
+  "tb, tc = (float(np.mean(fb.cpu.sum(axis=1) / fb.requests)) for fb in (fb, fc))" \
+  "tb, tc = (float(np.mean(x.cpu.sum(axis=1) / fb.requests)) for x in (fb, fc))"
+case38 12 "percentile rank floor(n q)" headroom/binning.py \
+  "return np.maximum(1, -((-np.asarray(n) * num) // den))" "return np.maximum(1, (np.asarray(n) * num) // den)"
+case38 13 "no regression judged on the estimate" headroom/compare.py \
+  "return m.bound < threshold if m.better == \"lower\" else m.bound > -threshold" \
+  "return m.change < threshold if m.better == \"lower\" else m.change > -threshold"
+case38 14 "stop verdict with the sides swapped" headroom/stopped.py \
+  "sb, sc = first(side_stops[0]), first(side_stops[1])" "sb, sc = first(side_stops[1]), first(side_stops[0])"
+case38 15 "headline capacity sentence swapped" headroom/headline.py \
+  'moved = f"{_rps(m.baseline)} to {_rps(m.candidate)}"' 'moved = f"{_rps(m.candidate)} to {_rps(m.baseline)}"'

@@ -127,7 +127,10 @@ class GoServer:
     Knobs map to the server's flags: ``work`` (-work, SHA-256 rounds), ``delay``
     (-delay; seconds as a float or a Go duration string), ``alloc`` (-alloc bytes),
     ``body`` (-body bytes, server default 1024), ``crash_at`` (-crash-at-concurrency),
-    ``hang_at`` (-hang-at-concurrency), ``regexp_per_request`` (-regexp-per-request: the
+    ``hang_at`` (-hang-at-concurrency), ``crash_after``, ``hang_after``, ``fail_after``
+    (-crash-after-requests, -hang-after-requests, -fail-after-requests: the fault from request
+    N+1 to / on), ``fail_at`` (-fail-at-concurrency: 503 to a request that makes C in flight),
+    ``regexp_per_request`` (-regexp-per-request: the
     route regexp compiled on every request), ``pool`` (-pool: the -alloc buffer from a
     sync.Pool), ``max_lifetime`` (-max-lifetime, a safety net
     for forgotten servers), ``extra_args`` (more flags, verbatim). ``cpu`` pins the
@@ -149,6 +152,10 @@ class GoServer:
         extra_args: Iterable[str] = (),
         cpu: int | str | Iterable[int] | None = None,
         *,
+        crash_after: int = 0,
+        hang_after: int = 0,
+        fail_after: int = 0,
+        fail_at: int = 0,
         body: int | None = None,
         regexp_per_request: bool = False,
         pool: bool = False,
@@ -159,6 +166,8 @@ class GoServer:
     ):
         self.work, self.delay, self.alloc, self.body = work, delay, alloc, body
         self.crash_at, self.hang_at = crash_at, hang_at
+        self.crash_after, self.hang_after, self.fail_after = crash_after, hang_after, fail_after
+        self.fail_at = fail_at
         self.regexp_per_request, self.pool = regexp_per_request, pool
         self.extra_args = tuple(extra_args)
         self.cpus = _parse_cpus(cpu)
@@ -189,6 +198,14 @@ class GoServer:
             a += ["-crash-at-concurrency", str(int(self.crash_at))]
         if self.hang_at:
             a += ["-hang-at-concurrency", str(int(self.hang_at))]
+        for flag, n in (
+            ("-crash-after-requests", self.crash_after),
+            ("-hang-after-requests", self.hang_after),
+            ("-fail-after-requests", self.fail_after),
+            ("-fail-at-concurrency", self.fail_at),
+        ):
+            if n:
+                a += [flag, str(int(n))]
         if self.regexp_per_request:
             a.append("-regexp-per-request")
         if self.pool:

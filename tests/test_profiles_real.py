@@ -28,7 +28,11 @@ from goserver import GoMissing, GoServer, build
 
 import headroom.profiles as hp
 
-LEVELS, STEP = "1:9:4", "2s"
+# levels that keep the server busy and 2 s profiles: beside a CPU hog (on the servers' own core) a
+# 1 s profile at concurrency 1 holds a few dozen samples, too few to tell a 30 us regexp compile
+# from 0 (the interval of a function's change is its samples' Poisson error)
+LEVELS, STEP = "3:11:4", "3s"
+PROFILE_STEP = "2s"  # the tests of a failed, late or missing profile: any step a profile fits in
 ALLOC_GC = re.compile(
     r"^runtime\.(mallocgc\w*|memclr\w*|gc\w*|scanobject|markroot\w*|sweep\w*|bgsweep|"
     r"\(\*mheap\)\.\w+|\(\*mcache\)\.\w+|\(\*mcentral\)\.\w+|largeAlloc|makeslice|newobject)$"
@@ -75,6 +79,11 @@ def show(doc: dict, n: int = 5) -> str:
     )
 
 
+def on_request_path(function: str) -> bool:
+    """A caller of everything a request to the test server does: Go's HTTP server, the handler."""
+    return function.startswith(("net/http.", "main.(*server).serveRoot", "main.(*server).matchRoute"))
+
+
 def test_regexp_compiled_per_request_is_named_first(binary, tmp_path):
     with (
         GoServer(binary=binary, cpu=1, max_lifetime="120s") as a,
@@ -84,10 +93,10 @@ def test_regexp_compiled_per_request_is_named_first(binary, tmp_path):
     for run in (base, cand):
         names = sorted(p.name for p in (run / "profiles").iterdir())
         assert [n for n in names if "allocs" not in n] == [
-            "step-001-c1.pb.gz", "step-002-c5.pb.gz", "step-003-c9.pb.gz",
+            "step-001-c3.pb.gz", "step-002-c7.pb.gz", "step-003-c11.pb.gz",
         ]  # fmt: skip
         assert [n for n in names if "allocs" in n] == [
-            "step-001-c1.allocs.pb.gz", "step-002-c5.allocs.pb.gz", "step-003-c9.allocs.pb.gz",
+            "step-001-c3.allocs.pb.gz", "step-002-c7.allocs.pb.gz", "step-003-c11.allocs.pb.gz",
         ]  # fmt: skip
     # a Run read by headroom gives the same profiles as its folder
     import headroom
@@ -96,14 +105,20 @@ def test_regexp_compiled_per_request_is_named_first(binary, tmp_path):
     assert [s.requests for s in via_run.steps] == [s.requests for s in hp(cand).steps]
     doc = compare_json(tmp_path, base, cand)
     print("\nregexp per request vs once:\n" + show(doc))
-    top = doc["profile_diff"][0]
+    # the first row off the request's own path is a regexp function, beyond its uncertainty.  Idle,
+    # it is the first row (its callers fold into it); beside a CPU hog the profiles hold fewer
+    # samples, a caller's change not through regexp is no longer within the uncertainty, and
+    # net/http's serve (the caller of everything a request does) can rank above it
+    top = next(r for r in doc["profile_diff"] if not on_request_path(r["function"]))
     assert top["function"].startswith("regexp."), show(doc)
     assert not top["within_uncertainty"] and top["change"] > 0
-    assert doc["profile_diff_info"]["levels"] == [1, 5, 9]
+    above = doc["profile_diff"][: doc["profile_diff"].index(top)]
+    assert all(r["change"] >= top["change_low"] for r in above), show(doc)  # callers carry it too
+    assert doc["profile_diff_info"]["levels"] == [3, 7, 11]
 
 
 def test_fresh_buffer_per_request_names_allocation_or_gc(binary, tmp_path):
-    alloc = 256 * 1024
+    alloc = 1024 * 1024  # 1 MiB: an effect a 2 s profile resolves beside a CPU hog (256 KiB: not always)
     with (
         GoServer(binary=binary, cpu=1, alloc=alloc, pool=True, max_lifetime="120s") as a,
         GoServer(binary=binary, cpu=1, alloc=alloc, max_lifetime="120s") as b,
@@ -111,9 +126,10 @@ def test_fresh_buffer_per_request_names_allocation_or_gc(binary, tmp_path):
         base, cand = record_ab(tmp_path, a, b)
     doc = compare_json(tmp_path, base, cand)
     print("\nfresh buffer vs sync.Pool:\n" + show(doc))
-    # allocation or GC among the first rows the reader sees (in 4 of 4 runs here the first two; one
-    # full run once put another function first), beyond its uncertainty and up
-    named = [r for r in doc["profile_diff"][:3] if ALLOC_GC.match(r["function"])]
+    # allocation or GC among the first rows off the request's own path (whose callers carry every
+    # change: see the regexp test), beyond its uncertainty and up
+    off_path = [r for r in doc["profile_diff"] if not on_request_path(r["function"])]
+    named = [r for r in off_path[:3] if ALLOC_GC.match(r["function"])]
     assert named, show(doc)
     assert not named[0]["within_uncertainty"] and named[0]["change"] > 0, show(doc)
 
@@ -126,10 +142,17 @@ def test_a_a_shows_nothing_beyond_the_sampling_uncertainty(binary, tmp_path):
         base, cand = record_ab(tmp_path, a, b)
     doc = compare_json(tmp_path, base, cand)
     print("\nA/A:\n" + show(doc))
-    beyond = [r["function"] for r in doc["profile_diff"] if not r["within_uncertainty"]]
+    # the request's own path (net/http's serve, the handler) carries the whole request's CPU, whose
+    # run-to-run variation on a busy machine is more than its samples' error (profiles/diff.py: that
+    # variation is compare's to judge, on the total CPU per request): not a sampling question
+    beyond = [
+        r["function"]
+        for r in doc["profile_diff"]
+        if not r["within_uncertainty"] and not on_request_path(r["function"])
+    ]
     assert beyond == [], show(doc)
     d = hp.diff_runs(base, cand)
-    assert not d.changed
+    assert [r.function for r in d.changed if not on_request_path(r.function)] == []
 
 
 def test_perf_per_step_where_the_machine_allows(binary, tmp_path):
@@ -147,19 +170,31 @@ def test_perf_per_step_where_the_machine_allows(binary, tmp_path):
         out = tmp_path / "perf"
         cmd = [
             sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "2:4:2",
-            "--step-duration", STEP, "--cpu-pid", str(srv.pid), "--perf-pid", str(srv.pid),
+            "--step-duration", "3s", "--cpu-pid", str(srv.pid), "--perf-pid", str(srv.pid),
         ]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        # one more client all along: on a busy machine perf starts late and its window slips past
+        # its step, where the server would be idle and perf catch no sample; with this load every
+        # window that is taken holds the handler's stacks
+        bg = subprocess.Popen([need_tool("hey"), "-z", "60s", "-c", "1", srv.url],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        finally:
+            bg.terminate()
+            bg.wait(10)
     assert done.returncode == 0, done.stderr
     files = sorted(p.name for p in (out / "profiles").iterdir())
-    # the last step's perf window can slip past the end of the ramp's load on a busy machine (perf
-    # starts late): then it catches no sample, and says so instead of writing an empty profile
-    assert files[0] == "step-001-c2.perf.txt", done.stderr
-    assert files[1:] == ["step-002-c4.perf.txt"] or "caught no sample" in done.stderr, (files, done.stderr)
+    # a step's profile that came more than 3 s after its window (perf record and perf script slow
+    # on a busy machine) is left out with a warning naming the step, never written half
+    said = {k for k in (1, 2) if re.search(rf"step {k}: profile: ", done.stderr)}
+    want = [f for k, f in ((1, "step-001-c2.perf.txt"), (2, "step-002-c4.perf.txt")) if k not in said]
+    assert files == want and files, (files, done.stderr)
     ps = hp(out)
-    assert ps.steps[0].profile.kind == "perf"
-    top = [t["function"] for t in ps.steps[0].top(15)]  # step 1 is followed by step 2's load
-    assert any(f.startswith("regexp.") for f in top), top
+    assert len(ps.steps) == len(files)
+    for st in ps.steps:
+        assert st.profile.kind == "perf"
+        top = [t["function"] for t in st.top(15)]
+        assert any(f.startswith("regexp.") for f in top), top
 
 
 class _FlakyPprof:
@@ -210,7 +245,7 @@ def test_a_failed_or_late_profile_is_a_warning_and_the_load_data_is_written(bina
     with GoServer(binary=binary, cpu=1, max_lifetime="120s") as srv, _FlakyPprof() as pprof:
         cmd = [
             sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "1:2:1",
-            "--step-duration", STEP, "--cpu-pid", str(srv.pid), "--pprof", pprof.url,
+            "--step-duration", PROFILE_STEP, "--cpu-pid", str(srv.pid), "--pprof", pprof.url,
         ]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -229,7 +264,7 @@ def test_a_404_pprof_endpoint_exits_2_before_the_ramp(binary, tmp_path):
     with GoServer(binary=binary, max_lifetime="60s") as srv:
         cmd = [
             sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--concurrency", "1",
-            "--step-duration", STEP, "--pprof", srv.base + "/elsewhere",
+            "--step-duration", PROFILE_STEP, "--pprof", srv.base + "/elsewhere",
         ]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

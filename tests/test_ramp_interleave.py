@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,23 +23,15 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from conftest import need_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIRE = "1" in (os.environ.get("HEADROOM_REQUIRE_NGINX"), os.environ.get("HEADROOM_REQUIRE_TOOLS"))
-NGINX = shutil.which("nginx") or next(
-    (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
-)
-HEY = shutil.which("hey")
 
 
 @pytest.fixture(scope="module")
 def servers():
-    missing = [n for n, p in (("nginx", NGINX), ("hey", HEY)) if p is None]
-    if missing:
-        msg = f"{', '.join(missing)} not installed (apt-get install nginx hey; .ci/run installs them)"
-        if REQUIRE:
-            pytest.fail(msg + " and the tools are required")
-        pytest.skip(msg)
+    need_tool("nginx")  # looked up now, not at import: a tool installed meanwhile is found
+    need_tool("hey")
     sys.path.insert(0, str(ROOT / "scripts"))
     import record_calibration as rc  # the calibration's nginx pairs: a proxy in front of a backend
 

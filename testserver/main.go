@@ -2,10 +2,13 @@
 //
 // Every request to / costs a known, controllable amount of CPU (-work),
 // sleep (-delay) and heap (-alloc), and returns a body of a known size
-// (-body). Two faults can be switched on: the process exits when a given
-// number of requests are in flight at once (-crash-at-concurrency), or from
-// that moment every request to / blocks and never answers
-// (-hang-at-concurrency). It serves Prometheus metrics on /metrics, the Go
+// (-body). Faults can be switched on: the process exits when a given
+// number of requests are in flight at once (-crash-at-concurrency) or when
+// a given number of requests have arrived (-crash-after-requests); from
+// such a moment every request to / blocks and never answers
+// (-hang-at-concurrency, -hang-after-requests); or from a given request on
+// every request to / is answered 503 (-fail-after-requests), or a request
+// that makes too many in flight is (-fail-at-concurrency, load shedding). It serves Prometheus metrics on /metrics, the Go
 // profiler on /debug/pprof/ and a liveness check on /healthz.
 //
 // See README.md next to this file for the flags, the cost of one unit of
@@ -65,8 +68,8 @@ When it listens it prints one line to stdout:
   listening on http://127.0.0.1:PORT
 
 Exit codes: 0 after SIGTERM/SIGINT (graceful shutdown), 1 on a listen or
-serve error, 2 on bad flags, 3 when -crash-at-concurrency is reached,
-4 when -max-lifetime is reached.
+serve error, 2 on bad flags, 3 when -crash-at-concurrency or
+-crash-after-requests is reached, 4 when -max-lifetime is reached.
 
 GOMAXPROCS is read from the environment as usual; by default it is the
 number of CPUs the process may run on (e.g. under taskset).
@@ -84,6 +87,10 @@ Examples:
   testserver -regexp-per-request                 # compiles its route regexp on every request
   testserver -crash-at-concurrency 8             # exits with 3 when 8 requests are in flight
   testserver -hang-at-concurrency 8              # stops answering / when 8 requests are in flight
+  testserver -crash-after-requests 400           # answers 400 requests to /, exits with 3 at the 401st
+  testserver -hang-after-requests 400            # the 401st request to / and all later ones never answer
+  testserver -fail-after-requests 400            # the 401st request to / and all later ones get 503
+  testserver -fail-at-concurrency 6              # 503 to a request that makes 6 or more in flight
   GOMAXPROCS=1 taskset -c 1 testserver -port-file /tmp/port -work 4000
 `
 
@@ -96,6 +103,10 @@ type config struct {
 	body            int
 	crashAt         int64
 	hangAt          int64
+	crashAfter      int64
+	hangAfter       int64
+	failAfter       int64
+	failAt          int64
 	maxLifetime     time.Duration
 	shutdownTimeout time.Duration
 	regexpPerReq    bool
@@ -118,6 +129,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.body, "body", 1024, "response body size in `bytes`")
 	fs.Int64Var(&c.crashAt, "crash-at-concurrency", 0, "exit at once with code 3 when `C` requests to / are in flight (0: off)")
 	fs.Int64Var(&c.hangAt, "hang-at-concurrency", 0, "from the moment `C` requests to / are in flight, no request to / ever answers (0: off)")
+	fs.Int64Var(&c.crashAfter, "crash-after-requests", 0, "exit at once with code 3 when request `N`+1 to / arrives (after N arrived; 0: off)")
+	fs.Int64Var(&c.hangAfter, "hang-after-requests", 0, "from request `N`+1 to / on, no request to / ever answers, those in flight included (0: off)")
+	fs.Int64Var(&c.failAfter, "fail-after-requests", 0, "answer request `N`+1 to / and every later one with 503 Service Unavailable (0: off)")
+	fs.Int64Var(&c.failAt, "fail-at-concurrency", 0, "answer 503 Service Unavailable at once to a request to / that makes `C` or more in flight: load shedding (0: off)")
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", 30*time.Minute, "exit by itself (code 4) after this `duration` (0: never)")
 	fs.BoolVar(&c.regexpPerReq, "regexp-per-request", false, "compile the route regexp on every request (a known regression) instead of once")
 	fs.BoolVar(&c.pool, "pool", false, "take the -alloc buffer from a sync.Pool instead of allocating a fresh one per request")
@@ -137,6 +152,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case c.work < 0, c.alloc < 0, c.body < 0, c.crashAt < 0, c.hangAt < 0:
 		return c, errors.New("-work, -alloc, -body, -crash-at-concurrency and -hang-at-concurrency must be >= 0")
+	case c.crashAfter < 0, c.hangAfter < 0, c.failAfter < 0, c.failAt < 0:
+		return c, errors.New("-crash-after-requests, -hang-after-requests, -fail-after-requests and -fail-at-concurrency must be >= 0")
 	case c.delay < 0, c.maxLifetime < 0, c.shutdownTimeout < 0:
 		return c, errors.New("-delay, -max-lifetime and -shutdown-timeout must be >= 0")
 	}
@@ -205,6 +222,7 @@ type server struct {
 	cfg      config
 	body     []byte
 	inFlight atomic.Int64
+	arrived  atomic.Int64 // requests to / that arrived (the -*-after-requests faults count these)
 	hung     atomic.Bool
 	stopping chan struct{} // closed when shutdown starts; releases hung requests
 
@@ -221,7 +239,7 @@ func newServer(cfg config, reg *prometheus.Registry) *server {
 	}
 	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "testserver_requests_total",
-		Help: "Requests to / answered (hung and crashed requests are not counted).",
+		Help: "Requests to / answered 200 (hung, crashed and -fail-after-requests 503 requests are not counted).",
 	})
 	s.handler = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "testserver_handler_seconds",
@@ -234,7 +252,7 @@ func newServer(cfg config, reg *prometheus.Registry) *server {
 	}, func() float64 { return float64(s.inFlight.Load()) })
 	hung := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "testserver_hung",
-		Help: "1 once -hang-at-concurrency was reached (requests to / no longer answer), else 0.",
+		Help: "1 once -hang-at-concurrency or -hang-after-requests was reached (requests to / no longer answer), else 0.",
 	}, func() float64 {
 		if s.hung.Load() {
 			return 1
@@ -251,6 +269,10 @@ func newServer(cfg config, reg *prometheus.Registry) *server {
 			"body":                 strconv.Itoa(cfg.body),
 			"crash_at_concurrency": strconv.FormatInt(cfg.crashAt, 10),
 			"hang_at_concurrency":  strconv.FormatInt(cfg.hangAt, 10),
+			"crash_after_requests": strconv.FormatInt(cfg.crashAfter, 10),
+			"hang_after_requests":  strconv.FormatInt(cfg.hangAfter, 10),
+			"fail_after_requests":  strconv.FormatInt(cfg.failAfter, 10),
+			"fail_at_concurrency":  strconv.FormatInt(cfg.failAt, 10),
 			"regexp_per_request":   strconv.FormatBool(cfg.regexpPerReq),
 			"pool":                 strconv.FormatBool(cfg.pool),
 		},
@@ -274,15 +296,31 @@ func (s *server) hang(r *http.Request) {
 func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
+	k := s.arrived.Add(1)
 	if s.cfg.crashAt > 0 && n >= s.cfg.crashAt {
 		fmt.Fprintf(os.Stderr, "testserver: %d requests in flight, -crash-at-concurrency %d: exiting with code %d\n", n, s.cfg.crashAt, exitCrash)
+		os.Exit(exitCrash)
+	}
+	if s.cfg.crashAfter > 0 && k > s.cfg.crashAfter {
+		fmt.Fprintf(os.Stderr, "testserver: request %d arrived, -crash-after-requests %d: exiting with code %d\n", k, s.cfg.crashAfter, exitCrash)
 		os.Exit(exitCrash)
 	}
 	if s.cfg.hangAt > 0 && n >= s.cfg.hangAt && !s.hung.Swap(true) {
 		fmt.Fprintf(os.Stderr, "testserver: %d requests in flight, -hang-at-concurrency %d: requests to / no longer answer\n", n, s.cfg.hangAt)
 	}
+	if s.cfg.hangAfter > 0 && k > s.cfg.hangAfter && !s.hung.Swap(true) {
+		fmt.Fprintf(os.Stderr, "testserver: request %d arrived, -hang-after-requests %d: requests to / no longer answer\n", k, s.cfg.hangAfter)
+	}
 	if s.hung.Load() {
 		s.hang(r)
+	}
+	if s.cfg.failAfter > 0 && k > s.cfg.failAfter {
+		http.Error(w, "testserver: -fail-after-requests reached", http.StatusServiceUnavailable)
+		return
+	}
+	if s.cfg.failAt > 0 && n >= s.cfg.failAt {
+		http.Error(w, "testserver: -fail-at-concurrency: too many requests in flight", http.StatusServiceUnavailable)
+		return
 	}
 	start := time.Now()
 	sum := work(s.cfg.work)

@@ -539,6 +539,16 @@ class Recorder:
             rowless_errors=rowless,
             error_kinds=rows.error_kinds or None,
         )
+        if transport is None and not self.answering():
+            # the generator does not count its failed requests (oha -z): a server that no longer
+            # answers stopped in this step, whose failures are unknown
+            self.stopped_early = (
+                f"{what}: the server stopped answering: {len(rows):,} responses, failed requests not counted "
+                f"by {self.engine.name}, and it did not answer a request after the step; the step is kept "
+                "and the ramp ends there"
+            )
+            self._stop(k, level, "server", self.stopped_early, None, None, None)
+            return "stopped", step, rows
         if (transport or (errors and errors == len(rows))) and not self.answering():
             self.stopped_early = (
                 f"{what}: the server stopped answering: {errors:,} of {len(rows) + rowless:,} requests "
@@ -567,8 +577,9 @@ class Recorder:
             return False
         return True
 
-    def _stop(self, k: int, level, by: str, reason: str, requests: int, errors, kinds) -> None:
-        """``stopped`` in metadata.yml: where the ramp ended and why (``by``: server or generator)."""
+    def _stop(self, k: int, level, by: str, reason: str, requests: int | None, errors, kinds) -> None:
+        """``stopped`` in metadata.yml: where the ramp ended and why (``by``: server or generator);
+        ``requests`` None: the step is kept, but how many of its requests failed is unknown."""
         key = "rate" if self.open_loop else "concurrency"
         self.stopped = {
             "step": k + 1,
@@ -578,7 +589,8 @@ class Recorder:
             "requests": requests,  # every request of that step, failed ones included
             "errors": errors,  # its failed requests (None: unknown)
             "error_kinds": kinds or None,
-            "step_kept": requests > (errors or 0),  # it has responses: a step of perfResults.csv
+            # it has responses: a step of perfResults.csv
+            "step_kept": requests is None or requests > (errors or 0),
         }
 
     def _level_text(self, level) -> str:
@@ -743,6 +755,10 @@ class Recorder:
     def end(self, signals: _Signals) -> None:
         """Stop the sampler and write the CPU files and the final metadata (also after a failure)."""
         self.sampler.finish()
+        if self._perf is None and self.stopped is not None and self.stopped["by"] == "server":
+            # the server answered nothing at all: a request file of one empty section, so that the run
+            # is read (and judged: it stopped answering in step 1), not refused as no run
+            (self.out / "perfResults.csv").write_text(PERF_HEADER, encoding="ascii")
         if self._perf is not None:
             self._perf.close()
         self.interrupted = signals.signum is not None
