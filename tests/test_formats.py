@@ -390,7 +390,7 @@ def test_report_reads_with_the_options_summary_takes(tmp_path):
     assert p.returncode == 0, p.stderr
     page = (tmp_path / "r.html").read_text()
     # the stated plan reached the notebook: step k at concurrency 3, 5, 7 in the report's step table
-    for k, c in enumerate((3, 5, 7)):
+    for k, c in enumerate((3, 5, 7), start=1):  # steps numbered from 1, as summary's text
         assert f"<tr><td>{k}</td><td>{c}</td>" in page
     shown = [s for s in doc["steps"] if s["goodput_rps"] is not None]
     assert shown

@@ -52,7 +52,7 @@ def record_ab(tmp_path: Path, a: GoServer, b: GoServer, *extra: str) -> tuple[Pa
     out = tmp_path / "job"
     cmd = [
         sys.executable, "-m", "headroom", "ramp", "--ab", a.url, b.url, "--interleave", "steps",
-        "-o", str(out), "--concurrency", LEVELS, "--step-duration", STEP,
+        "--pairs-per-level", "1", "-o", str(out), "--concurrency", LEVELS, "--step-duration", STEP,
         "--cpu-pid-a", str(a.pid), "--cpu-pid-b", str(b.pid),
         "--pprof-a", a.base, "--pprof-b", b.base, *extra,
     ]  # fmt: skip

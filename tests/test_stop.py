@@ -249,7 +249,8 @@ def test_interleaved_job_whose_b_crashes(binary, tmp_path):
     assert r.returncode == 1, r.stderr
     ma, mb = meta(tmp_path / "ab" / "a-01"), meta(tmp_path / "ab" / "b-01")
     assert mb["stopped"]["concurrency"] == 9 and "stopped" not in ma
-    assert ma["concurrency"] == [1, 5, 9]  # level 9 runs A first (AB), then B fell over
+    # two pairs a level (ABBA, BAAB, ABBA): level 9 runs A first, then B fell over
+    assert ma["concurrency"] == [1, 1, 5, 5, 9]
     r = headroom("compare", "--baseline", tmp_path / "ab" / "a-01", "--candidate", tmp_path / "ab" / "b-01")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "stopped answering at concurrency 9" in flat(r.stdout) and "the baseline served" in flat(r.stdout)
@@ -590,16 +591,17 @@ def test_server_answering_only_503_from_a_step_on_is_judged_not_refused(binary, 
 
 
 def test_interleaved_b_dies_at_a_level_it_goes_first(binary, tmp_path):
-    """--interleave steps runs BA at the second level: B dies at its first request there, so A does
-    not run that level either; the recording ends, exit 1, and compare judges it (exit 1).  An A/B
-    job sends each server two GETs before the ramp (the job's check and the recorder's)."""
+    """--interleave steps with one pair a level runs BA at the second level: B dies at its first
+    request there, so A does not run that level either; the recording ends, exit 1, and compare
+    judges it (exit 1).  An A/B job sends each server two GETs before the ramp (the job's check and
+    the recorder's)."""
     with (
         GoServer(binary=binary, work=2000, delay=0.002, cpu=1) as a,
         GoServer(binary=binary, work=2000, delay=0.002, cpu=1, crash_after=2 + R) as b,
     ):
         r = headroom(
             "ramp", "--ab", a.url, b.url, "-o", tmp_path / "ab", "--interleave", "steps", *HEY_PLAN,
-            "--cpu-pid-a", a.pid, "--cpu-pid-b", b.pid,
+            "--pairs-per-level", "1", "--cpu-pid-a", a.pid, "--cpu-pid-b", b.pid,
         )  # fmt: skip
     assert r.returncode == 1, r.stderr
     ma, mb = meta(tmp_path / "ab" / "a-01"), meta(tmp_path / "ab" / "b-01")
