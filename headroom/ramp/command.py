@@ -159,6 +159,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     _add_ab_options(p)
+    _add_find_options(p)
     add_ramp_profile_options(p)
     from ..cli_args import telemetry_options
 
@@ -193,6 +194,30 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
         "--max-workers",
         metavar="N",
         help="open loop: cap on the generator's workers/connections (default: vegeta unlimited, oha 200)",
+    )
+
+
+def _add_find_options(p: argparse.ArgumentParser) -> None:
+    from .search import DEFAULT_BUDGET, DEFAULT_PRECISION, DEFAULT_RANGE
+
+    g = p.add_argument_group("searching for the capacity at an objective")
+    g.add_argument(
+        "--find",
+        metavar="OBJECTIVE",
+        help="search for the load at which OBJECTIVE (p99<=5ms) breaks instead of a fixed ramp: double the "
+        "load until it breaks, bisect, repeat the probes near the crossing; --concurrency LOW:HIGH (default "
+        f"{DEFAULT_RANGE}) or --rate LOW:HIGH is the range searched",
+    )
+    g.add_argument(
+        "--precision",
+        metavar="P",
+        help=f"--find: stop when the capacity's 95 %% interval lies within +-P of it (default {DEFAULT_PRECISION:g}, "
+        "or 5%%)",
+    )
+    g.add_argument(
+        "--budget",
+        metavar="DUR",
+        help=f"--find: stop before a probe that would end after DUR (default {DEFAULT_BUDGET})",
     )
 
 
@@ -269,7 +294,14 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Run ``headroom ramp`` from parsed arguments; returns the exit code."""
+    from .search import find_options
+
+    find = find_options(args)
     if args.ab:
+        if find is not None:
+            from .search import run_ab_find
+
+            return run_ab_find(args, find)
         from .ab import run_ab
 
         return run_ab(args)
@@ -293,6 +325,10 @@ def run(args) -> int:
         raise HeadroomError(f"{ab_only[0]} is for an A/B job: give --ab URL_A URL_B")
     if args.url is None:
         raise HeadroomError("give the URL to load (or --ab URL_A URL_B)")
+    if find is not None:
+        from .search import run_find
+
+        return run_find(args, find)
     check_url(args.url)
     out = Path(args.output)
     rec = Recorder(args, out)  # validates every option and finds the generator
