@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Record the search sets in data/search/ (see its README.md): issue 39's "must show".
+
+    python3 scripts/record_search.py list                 # the sets
+    python3 scripts/record_search.py record SET [ROUNDS]  # record a set (ROUNDS: default the set's)
+
+Sets of two kinds:
+
+* ``ref-*``: rounds of a dense reference ramp (``headroom ramp --concurrency 1:N:1``, 3 s steps)
+  and a search (``headroom ramp --find OBJECTIVE --budget B``) against one server, recorded one
+  after the other (the dense ramp first in odd rounds, the search first in even ones, so that
+  drift of the machine falls on both), each round on a fresh server:
+  ``SET/NN/dense`` and ``SET/NN/search``.
+* ``ab-*``: A/B searches (``headroom ramp --ab URL_A URL_B --interleave steps --find OBJECTIVE``)
+  of two Go test servers, one job per round: ``SET/NN/a-01`` and ``SET/NN/b-01``.
+
+Servers run pinned to CPU $SERVER_CPU (the Go test server of testserver/ through tests/goserver.py,
+or Debian's nginx as the proxy+backend pair of scripts/record_calibration.py); headroom and its
+generator run pinned to CPU $GEN_CPU (taskset; hey inherits it).  No hog is started: the machine
+is shared with other engineers' work, whose load every run's metadata reports (foreign_cpu).
+Every process is bounded in time and stopped by its PID; perfResults.csv is gzipped (-9).  It
+refuses to overwrite a round that exists (a set can be extended by later rounds).
+
+Environment: GEN_CPU (0), SERVER_CPU (1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+OUT = ROOT / "data" / "search"
+GEN_CPU = os.environ.get("GEN_CPU", "0")
+SERVER_CPU = os.environ.get("SERVER_CPU", "1")
+
+#: Go test server variants (tests/goserver.GoServer keywords): +20 % CPU per request is 3690 work units
+#: against 3000 (scripts/record_interleaved.py, GO; measured in data/calibration/interleaved/measure-go.txt)
+GO = {"base": {"work": 3000}, "cpu20": {"work": 3690}}
+#: ref sets: name -> (server, objective, dense range, search budget, rounds)
+REF = {
+    "ref-go": ("go", "p99<=20ms", "1:32:1", "50s", 10),
+    "ref-nginx": ("nginx", "p99<=15ms", "1:32:1", "50s", 10),
+}
+#: ab sets: name -> (A variant, B variant, objective, budget, rounds)
+AB = {
+    "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
+    "ab-go-aa": ("base", "base", "p99<=20ms", "150s", 10),
+}
+
+
+class Go:
+    def __init__(self, variant: str):
+        from goserver import GoServer
+
+        self.server = GoServer(**GO[variant], cpu=int(SERVER_CPU), max_lifetime="30m").start()
+        self.url, self.pids = self.server.url, [self.server.pid]
+        self.what = f"Go test server (testserver/) {GO[variant]}, pinned to CPU {SERVER_CPU}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class Nginx:
+    def __init__(self, work: Path):
+        import record_calibration as rc
+
+        self.pair = rc.Pair("keepalive", work).start()
+        self.url, self.pids = self.pair.url, self.pair.pids
+        self.what = (
+            f"nginx {rc.nginx_version()} keep-alive reverse proxy in front of a backend nginx serving a "
+            f"1024-byte file (scripts/record_calibration.py, variant keepalive), both pinned to CPU {SERVER_CPU}"
+        )
+
+    def stop(self) -> None:
+        self.pair.stop()
+
+
+def _headroom(args: list[str], log: Path, timeout: float) -> int:
+    cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", *args, "--progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(log, "a") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        return subprocess.run(cmd, cwd=ROOT, env=env, stderr=f, stdout=f, timeout=timeout).returncode
+
+
+def _gzip(folder: Path) -> None:
+    for f in sorted(folder.rglob("perfResults.csv")):
+        subprocess.run(["gzip", "-9", str(f)], check=True)
+
+
+def record_ref(name: str, rounds: int | None) -> int:
+    kind, objective, dense, budget, n = REF[name]
+    for r in range(1, (rounds or n) + 1):
+        dest = OUT / name / f"{r:02d}"
+        if dest.exists():
+            continue
+        dest.mkdir(parents=True)
+        work = Path(tempfile.mkdtemp(prefix="headroom-search-"))
+        srv = Go("base") if kind == "go" else Nginx(work)
+        try:
+            pid = [f"--cpu-pid={p}" for p in srv.pids]
+            common = [srv.url, "--step-duration", "3s", *pid]
+            runs = {
+                "dense": [*common, "-o", str(dest / "dense"), "--concurrency", dense,
+                          "--description", f"issue 39 reference: dense ramp {dense}, 3 s steps; {srv.what}"],
+                "search": [*common, "-o", str(dest / "search"), "--find", objective, "--budget", budget,
+                           "--description", f"issue 39 search {objective} --budget {budget}; {srv.what}"],
+            }  # fmt: skip
+            order = ("dense", "search") if r % 2 else ("search", "dense")
+            for what in order:
+                t0 = time.time()
+                rc_ = _headroom(runs[what], dest / "record.log", 900)
+                print(
+                    f"record_search: {name} {r:02d} {what}: exit {rc_}, {time.time() - t0:.0f} s", flush=True
+                )
+        finally:
+            srv.stop()
+        _gzip(dest)
+    return 0
+
+
+def record_ab(name: str, rounds: int | None) -> int:
+    va, vb, objective, budget, n = AB[name]
+    for r in range(1, (rounds or n) + 1):
+        dest = OUT / name / f"{r:02d}"
+        if dest.exists():
+            continue
+        a, b = Go(va), None
+        try:
+            b = Go(vb)
+            args = ["--ab", a.url, b.url, "--interleave", "steps", "-o", str(dest), "--find", objective]
+            args += [
+                "--budget",
+                budget,
+                "--step-duration",
+                "3s",
+                f"--cpu-pid-a={a.pids[0]}",
+                f"--cpu-pid-b={b.pids[0]}",
+            ]
+            args += ["--description", f"issue 39 A/B search {objective}; A = {a.what}; B = {b.what}"]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            log = dest.parent / f"record-{r:02d}.log"
+            t0 = time.time()
+            rc_ = _headroom(args, log, 900)
+            print(f"record_search: {name} {r:02d}: exit {rc_}, {time.time() - t0:.0f} s", flush=True)
+        finally:
+            a.stop()
+            if b is not None:
+                b.stop()
+        if dest.exists():
+            os.replace(log, dest / "record.log")
+            _gzip(dest)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["list"]:
+        for k, v in {**REF, **AB}.items():
+            print(k, v)
+        return 0
+    if len(argv) in (2, 3) and argv[0] == "record":
+        rounds = int(argv[2]) if len(argv) == 3 else None
+        if argv[1] in REF:
+            return record_ref(argv[1], rounds)
+        if argv[1] in AB:
+            return record_ab(argv[1], rounds)
+    sys.exit(f"usage: record_search.py list | record SET [ROUNDS] (SET: {', '.join({**REF, **AB})})")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
