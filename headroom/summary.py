@@ -129,7 +129,7 @@ def analyze(
         step_lat,
         run.cpu,
         _with_rowless(run, len(steps)),
-        rates=run.meta.step_rates,
+        rates=run.meta.step_rates or _ramp_rates(run, len(steps)),
         step_cpu_s=_step_cpu(run, len(steps)),
     )
     warnings += _step_warnings(steps, table, overlap)
@@ -182,6 +182,17 @@ def _with_rowless(run: Run, n: int) -> np.ndarray | None:
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
         return errs
     return np.asarray(errs, np.int64) + np.asarray(v, np.int64)
+
+
+def _ramp_rates(run: Run, n: int) -> tuple[dict, ...] | None:
+    """An open-loop ``headroom ramp``'s planned rate of every step (metadata ``rates``), as rate steps."""
+    f = run.meta.fields if run.meta is not None else {}
+    rates = f.get("rates")
+    if f.get("mode") != "open-loop" or not isinstance(rates, list) or len(rates) != n:
+        return None
+    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in rates):
+        return None
+    return tuple({"intended_rps": float(r), "sent_rps": None, "dropped": None, "fell_behind": None} for r in rates)
 
 
 def _step_cpu(run: Run, n: int) -> np.ndarray | None:

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from ..model import HeadroomError, Objective, parse_duration, parse_objective
 from ..stats import z_quantile
-from .recorder import Recorder, _Signals, parse_levels, prepare_output
+from .recorder import Recorder, _Signals, prepare_output
 
 DEFAULT_PRECISION = 0.05
 DEFAULT_BUDGET = "5m"
@@ -95,6 +95,18 @@ def _precision(text: str | None) -> float:
     return v
 
 
+def _budget(text: str) -> float:
+    """Seconds of ``--budget``: a duration (``90s``, ``1500ms``) or minutes (``5m``, ``2.5m``)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*m(?:in)?\s*", text)
+    try:
+        v = float(m[1]) * 60 if m else parse_duration(text)
+    except HeadroomError:
+        raise HeadroomError(f"bad --budget {text!r}: expected a duration such as 5m, 90s or 1500ms") from None
+    if v <= 0:
+        raise HeadroomError(f"bad --budget {text!r}: must be positive")
+    return v
+
+
 def find_options(args) -> FindOptions | None:
     """The search's options from parsed arguments (None without ``--find``); exit 2 on a bad one."""
     if not getattr(args, "find", None):
@@ -110,17 +122,18 @@ def find_options(args) -> FindOptions | None:
         raise HeadroomError(
             f"--find {args.find!r}: give a percentile objective (p99<=5ms): a mean has no order-statistic interval"
         )
-    budget = parse_duration(args.budget or DEFAULT_BUDGET)
-    if budget <= 0:
-        raise HeadroomError(f"bad --budget {args.budget!r}: must be positive")
+    budget = _budget(args.budget or DEFAULT_BUDGET)
     if args.requests_per_step is not None:
         raise HeadroomError("--find runs every probe for --step-duration: --requests-per-step is not for it")
     open_loop = args.rate is not None
     spec = args.rate if open_loop else (args.concurrency or DEFAULT_RANGE)
     opt = "--rate" if open_loop else "--concurrency"
-    if not re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", spec):
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", spec)
+    if not m:
         raise HeadroomError(f"bad {opt} {spec!r} for --find: give the search's range LOW:HIGH, e.g. 1:200")
-    low, high, _, _ = parse_levels(spec, opt)
+    low, high = int(m[1]), int(m[2])
+    if low < 1:
+        raise HeadroomError(f"bad {opt} {spec!r}: LOW must be at least 1")
     if high < 2 * low:
         raise HeadroomError(f"bad {opt} {spec!r} for --find: HIGH must be at least twice LOW")
     return FindOptions(obj, _precision(args.precision), budget, low, high, open_loop)
@@ -158,7 +171,13 @@ class SideSearch:
         from ..io import reduce_run
         from ..summary import analyze
 
-        self.summary = s = analyze(reduce_run(str(self.rec.out)), objective=self.opts.objective)
+        try:
+            s = analyze(reduce_run(str(self.rec.out)), objective=self.opts.objective)
+        except HeadroomError:  # one short probe so far: fewer than two 1 s time buckets of load
+            bucket = max(0.1, self.rec.step_duration / 4)
+            run = reduce_run(str(self.rec.out), bucket_s=bucket)
+            s = analyze(run, objective=self.opts.objective, bucket_s=bucket)
+        self.summary = s
         phi, _ = run_dispersion(s.hist, s.buckets, s.table, self.opts.objective)
         p = probes_of(s.table, self.opts.objective, phi=phi)
         self.phi = phi
@@ -213,11 +232,14 @@ class SideSearch:
     def propose(self) -> Next:
         """The next load to probe, or why the search stops (module docstring)."""
         x, o = self.fit, self.opts
-        if x is None:
-            return Next(None, "broken", "no usable step to fit")
+        top = min(o.high, self.limit if self.limit is not None else o.high)
+        if x is None:  # no usable step yet (too short or too few requests: fewer than 50): more load
+            highest = max(p[o.load_key] for p in self.probes)
+            if highest >= top:
+                return Next(None, "held", f"no usable probe up to the highest load allowed ({self._load_text(highest)})")
+            return Next(min(top, max(highest + 1, math.ceil(highest * GROWTH))), "grow")
         if len(self.probes) == 1 and self.probes[0]["verdict"] != "holds" and x.status == "at lowest step":
             return Next(None, "broken", self._first_broken())
-        top = min(o.high, self.limit if self.limit is not None else o.high)
         loads = x.curve.load
         if x.status == "at lowest step":
             if loads[0] > o.low:
@@ -293,23 +315,24 @@ class SideSearch:
         return Next(int(c.load[wider if m == j0 else m]), "repeat")
 
     def estimate_doc(self) -> dict | None:
-        x = self.fit
-        if x is None:
+        """The estimate as ``headroom summary`` reports it for the folder (held: the plateau, a lower bound)."""
+        if self.summary is None or self.summary.capacity.at_objective is None:
             return None
+        a, x = self.summary.capacity.at_objective, self.fit
         key = self.opts.load_key
         return {
-            "status": x.status,
-            "rps": _r(x.rps, 1),
-            "low": _r(x.low, 1),
-            "high": _r(x.high, 1),
-            key: _r(x.load, 3),
-            f"{key}_low": _r(x.load_low, 3),
-            f"{key}_high": _r(x.load_high, 3),
-            "half_width": _r(x.half_width, 4),
-            "confidence": x.confidence,
+            "status": a.status,
+            "rps": _r(a.rps, 1),
+            "low": _r(a.low, 1),
+            "high": _r(a.high, 1),
+            key: _r(a.load, 3),
+            f"{key}_low": _r(a.load_low, 3),
+            f"{key}_high": _r(a.load_high, 3),
+            "half_width": _r(x.half_width, 4) if x is not None else None,
+            "confidence": x.confidence if x is not None else None,
             "phi": _r(self.phi, 3),
-            "tau": _r(x.curve.tau if x.curve else None, 4),
-            "tau_rps": _r(x.curve.tau_rps if x.curve else None, 4),
+            "tau": _r(x.curve.tau, 4) if x is not None and x.curve else None,
+            "tau_rps": _r(x.curve.tau_rps, 4) if x is not None and x.curve else None,
         }
 
 
@@ -505,10 +528,11 @@ def _search_args(args, opts: FindOptions):
     import copy
 
     a = copy.copy(args)
+    ends = f"{opts.low}:{opts.high}:{opts.high - opts.low}"  # the range's two ends: the recorder checks them
     if opts.open_loop:
-        a.rate = f"{opts.low}:{opts.high}"
+        a.rate = ends
     else:
-        a.concurrency = f"{opts.low}:{opts.high}"
+        a.concurrency = ends
     if not a.description:
         a.description = (
             f"headroom ramp --find {opts.objective}: {opts.load_key} chosen probe by probe from {opts.low} "
