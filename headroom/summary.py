@@ -192,7 +192,9 @@ def _ramp_rates(run: Run, n: int) -> tuple[dict, ...] | None:
         return None
     if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in rates):
         return None
-    return tuple({"intended_rps": float(r), "sent_rps": None, "dropped": None, "fell_behind": None} for r in rates)
+    return tuple(
+        {"intended_rps": float(r), "sent_rps": None, "dropped": None, "fell_behind": None} for r in rates
+    )
 
 
 def _step_cpu(run: Run, n: int) -> np.ndarray | None:

@@ -97,7 +97,9 @@ def _sim_run(seed, loads, *, n_per_s=300, secs=3, step_sd=0.1, sec_sd=0.15, req_
         mu = base * (1 + (x / 10) ** 2) * np.exp(rng.normal(0, step_sd))
         for s in range(secs):
             starts.append(t + s * NS + np.sort(rng.integers(0, NS, n_per_s)))
-            lats.append(np.round(mu * np.exp(rng.normal(0, sec_sd)) * np.exp(rng.normal(0, req_sd, n_per_s)), 5))
+            lats.append(
+                np.round(mu * np.exp(rng.normal(0, sec_sd)) * np.exp(rng.normal(0, req_sd, n_per_s)), 5)
+            )
         offs.append(offs[-1] + secs * n_per_s)
         t += (secs + 1) * NS
     req = Requests(np.concatenate(starts), np.concatenate(lats), np.array(offs))
@@ -164,7 +166,9 @@ def test_dispersion_of_independent_requests_is_one():
     phi, df = run_dispersion(s.hist, s.buckets, s.table, s.capacity.objective)
     assert df == 20 * 2 and phi < 1.6
     # and from the histogram entries directly: every bucket exactly at the binomial's mean gives X2 = 0
-    e = dispersion(np.array([0, 0]), np.array([0, 1]), np.array([1.0, 1.0]), np.array([10, 10]), np.array([2.0]))
+    e = dispersion(
+        np.array([0, 0]), np.array([0, 1]), np.array([1.0, 1.0]), np.array([10, 10]), np.array([2.0])
+    )
     assert e == (1.0, 0)  # nothing above the percentile: no degrees of freedom
 
 
@@ -177,7 +181,9 @@ def test_steps_in_any_order_give_the_same_crossing():
     idx = np.concatenate([np.arange(a, b) for a, b in parts])
     offs = np.concatenate([[0], np.cumsum([b - a for a, b in parts])])
     conc = [run.meta.fields["concurrency"][k] for k in order]
-    perm = Run(Requests(req.start_ns[idx], req.latency_s[idx], offs), None, RunMeta("p", "p", {"concurrency": conc}))
+    perm = Run(
+        Requests(req.start_ns[idx], req.latency_s[idx], offs), None, RunMeta("p", "p", {"concurrency": conc})
+    )
     a = analyze(run, objective="p99<=10ms").capacity.at_objective
     b = analyze(perm, objective="p99<=10ms").capacity.at_objective
     assert a.status == b.status == "crossed"
@@ -189,7 +195,17 @@ def test_steps_in_any_order_give_the_same_crossing():
 
 def test_summary_json_gives_the_interval_of_the_throughput_at_the_objective(tmp_path):
     out = tmp_path / "s.json"
-    args = [sys.executable, "-m", "headroom", "summary", str(RUN), "--objective", "p99<=2ms", "--json", str(out)]
+    args = [
+        sys.executable,
+        "-m",
+        "headroom",
+        "summary",
+        str(RUN),
+        "--objective",
+        "p99<=2ms",
+        "--json",
+        str(out),
+    ]
     p = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     at = json.loads(out.read_text())["capacity"]["at_objective"]

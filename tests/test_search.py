@@ -60,8 +60,22 @@ def test_bad_find_options_are_refused_in_one_line(tmp_path, args, says):
 
 
 def test_ab_find_needs_interleaved_steps(tmp_path):
-    p = _ramp(["--ab", "http://127.0.0.1:9/", "http://127.0.0.1:9/", "-o", str(tmp_path / "j"), "--find", "p99<=5ms"])
-    assert p.returncode == 2 and "give --interleave steps" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = _ramp(
+        [
+            "--ab",
+            "http://127.0.0.1:9/",
+            "http://127.0.0.1:9/",
+            "-o",
+            str(tmp_path / "j"),
+            "--find",
+            "p99<=5ms",
+        ]
+    )
+    assert (
+        p.returncode == 2
+        and "give --interleave steps" in p.stderr
+        and len(p.stderr.strip().splitlines()) == 1
+    )
 
 
 # --------------------------------------------------------------------------
@@ -72,11 +86,15 @@ def _side(loads, p99_ms, *, open_loop=False, low=1, high=1000, precision=0.05, g
     """A SideSearch whose fit is that of steps at ``loads`` with these p99s (sampling sd 5 %)."""
     loads = np.asarray(loads, float)
     y = np.log(np.asarray(p99_ms, float) * 1e-3)
-    p = Probes(loads, y, np.full(len(loads), 0.05**2), np.log(1000 * np.minimum(loads, 10)), np.arange(len(loads)))
+    p = Probes(
+        loads, y, np.full(len(loads), 0.05**2), np.log(1000 * np.minimum(loads, 10)), np.arange(len(loads))
+    )
     rec = SimpleNamespace(affinity=[0], engine=SimpleNamespace(name="hey"))
     side = SideSearch(rec, FindOptions(OBJ, precision, 300.0, low, high, open_loop))
     side.fit = crossing(curve(p, OBJ.bound_s), OBJ.bound_s)
-    side.probes = [{"verdict": "holds" if v < 9 else "breaks", "concurrency": int(x)} for x, v in zip(loads, p99_ms)]
+    side.probes = [
+        {"verdict": "holds" if v < 9 else "breaks", "concurrency": int(x)} for x, v in zip(loads, p99_ms)
+    ]
     return side
 
 
@@ -270,9 +288,24 @@ def test_an_ab_search_probes_both_builds_at_the_same_loads(tmp_path):
     from headroom.io import reduce_run
 
     obj = "p99<=20ms"
-    with GoServer(work=3000, cpu=1, max_lifetime="5m") as a, GoServer(work=6430, cpu=1, max_lifetime="5m") as b:
+    with (
+        GoServer(work=3000, cpu=1, max_lifetime="5m") as a,
+        GoServer(work=6430, cpu=1, max_lifetime="5m") as b,
+    ):
         job = tmp_path / "ab"
-        args = ["--ab", a.url, b.url, "--interleave", "steps", "-o", str(job), "--find", obj, "--budget", "40s"]
+        args = [
+            "--ab",
+            a.url,
+            b.url,
+            "--interleave",
+            "steps",
+            "-o",
+            str(job),
+            "--find",
+            obj,
+            "--budget",
+            "40s",
+        ]
         p = _ramp([*args, "--step-duration", "1s", f"--cpu-pid-a={a.pid}", f"--cpu-pid-b={b.pid}"])
     assert p.returncode == 0, p.stderr
     ma, mb = (_check_search(job / n, obj) for n in ("a-01", "b-01"))

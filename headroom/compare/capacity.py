@@ -14,8 +14,9 @@ of load, crosses the bound.  How its change is tested depends on the design:
   ``d / b`` earlier in log load, where the throughput is ``g * d / b``
   lower, and its throughput at the same load differs by ``e``: each pair
   estimates the change in log capacity as ``e - (g / b) * d``.  The change
-  is their mean over the pairs within a factor :data:`NEAR` of either
-  side's crossing (host noise that hits both halves of a pair cancels in
+  is their mean over the pairs at loads where either side may cross
+  (the union of the two sides' load intervals, and at least a factor
+  :data:`NEAR` around each crossing; host noise that hits both halves of a pair cancels in
   ``d`` and ``e``), its standard error their spread over the square root of
   their number (Student's t, pairs - 1 df), widened by the uncertainty of
   ``g / b`` (delta method).
@@ -196,11 +197,14 @@ def _slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 def _paired(baseline, candidate, recordings, confidence, b, c) -> CapacityChange:
     obj = baseline[0].capacity.objective
     rows = _pairs(baseline, candidate, recordings, lambda t: t.latency.pct[obj.name])
-    loads = [x.load for x in _crossed(baseline) + _crossed(candidate) if x.load is not None]
-    if not rows or not loads:
+    xs = [x for x in _crossed(baseline) + _crossed(candidate) if x.load is not None]
+    if not rows or not xs:
         return _not_judged(b, c, confidence, "interleaved", "no pairs of steps at the same load")
+    # the loads where either side may cross: the union of their intervals, at least x/NEAR..x*NEAR
+    lo = min([x.load / NEAR for x in xs] + [x.load_low for x in xs if x.load_low is not None])
+    hi = max([x.load * NEAR for x in xs] + [x.load_high for x in xs if x.load_high is not None])
     a = np.array(rows)
-    near = (a[:, 0] >= min(loads) / NEAR) & (a[:, 0] <= max(loads) * NEAR)
+    near = (a[:, 0] >= lo) & (a[:, 0] <= hi)
     a = a[near]
     x = np.log(a[:, 0])
     if len(a) < MIN_PAIRS or len(np.unique(x)) < 2:
@@ -226,7 +230,35 @@ def _paired(baseline, candidate, recordings, confidence, b, c) -> CapacityChange
     var_k = var_g / slope_p**2 + (slope_g**2) * var_p / slope_p**4
     se = math.sqrt(se2 + var_k * float(dp.mean()) ** 2)
     note = (
-        f"paired: {n} step pairs within x{NEAR:g} of the crossings; log-log slopes near them: "
+        f"paired: {n} step pairs at the loads where either side may cross ({lo:.3g}-{hi:.3g}); "
+        "log-log slopes there: "
         f"{obj.name} {slope_p:.2f}, throughput {slope_g:.2f}"
     )
     return _result(d, se, n - 1, confidence, b, c, "interleaved", n, note)
+
+
+#: the judged metric's spec (compare's Test shape): key and output key, name, unit, direction, weight key
+def capacity_spec():
+    from .specs import Spec
+
+    return Spec(
+        "rps_at_objective", "rps_at_objective", "throughput at the objective", "req/s", "higher", "all",
+        "rps_at_objective",
+    )  # fmt: skip
+
+
+def capacity_test(baseline: Sequence, candidate: Sequence, recordings=None, confidence: float = 0.95):
+    """The change in capacity at the objective as compare's :class:`headroom.compare.tests.Test`
+    (for its Holm procedure and :func:`headroom.compare.decision.ratio_metric`), or (None, why)."""
+    from ..noise import NoiseEstimate
+    from .tests import Test
+
+    ch = capacity_change(baseline, candidate, recordings=recordings, confidence=confidence)
+    if ch.change is None:
+        return None, ch.note
+    per = ch.se * math.sqrt(ch.pairs) if ch.design == "interleaved" else ch.se
+    noise = NoiseEstimate(per, ch.df, ch.note)
+    t = Test(
+        capacity_spec(), ch.d, ch.se, ch.df, noise, ch.pairs, ch.pvalue, ch.baseline_rps, ch.candidate_rps
+    )
+    return t, ch.note

@@ -236,7 +236,11 @@ class SideSearch:
         if x is None:  # no usable step yet (too short or too few requests: fewer than 50): more load
             highest = max(p[o.load_key] for p in self.probes)
             if highest >= top:
-                return Next(None, "held", f"no usable probe up to the highest load allowed ({self._load_text(highest)})")
+                return Next(
+                    None,
+                    "held",
+                    f"no usable probe up to the highest load allowed ({self._load_text(highest)})",
+                )
             return Next(min(top, max(highest + 1, math.ceil(highest * GROWTH))), "grow")
         if len(self.probes) == 1 and self.probes[0]["verdict"] != "holds" and x.status == "at lowest step":
             return Next(None, "broken", self._first_broken())
