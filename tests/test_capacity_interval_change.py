@@ -80,7 +80,9 @@ def test_the_paired_change_is_recomputed_from_the_raw_requests():
     d = each.mean()
     t = stats.t.ppf(0.975, n - 1)
     assert ch.design == "interleaved" and ch.pairs == n
-    assert ch.change == pytest.approx(math.expm1(d), abs=1e-6)  # spans: nanoseconds here, the reduction's there
+    assert ch.change == pytest.approx(
+        math.expm1(d), abs=1e-6
+    )  # spans: nanoseconds here, the reduction's there
     assert ch.ci == pytest.approx((math.expm1(d - t * se), math.expm1(d + t * se)), abs=1e-5)
     assert ch.pvalue == pytest.approx(2 * stats.t.sf(abs(d) / se, n - 1), rel=1e-3)
     # requests 25 % costlier, at loads past saturation: about 1/1.25 - 1 = -20 % capacity
