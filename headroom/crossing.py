@@ -313,21 +313,22 @@ class _Fitted:
     near: np.ndarray
 
 
-def _robust_isotonic(y, var, inv, loads, prior, prior_df, bound_s=None, near=None) -> _Fitted:
+def _robust_isotonic(y, var, inv, loads, prior: tuple[float, float], bound_s=None, near=None) -> _Fitted:
     """The isotonic fit of steps' values against load, with the steps' noise tau and Huber weights.
 
-    ``near``: the loads whose steps measure tau (default: those near the fit's crossing of
-    ``bound_s``).  A few rounds: the weights depend on tau and the residuals, tau on the fit.
+    ``prior``: tau's prior (sd, weight in steps).  ``near``: the loads whose steps measure tau
+    (default: those near the fit's crossing of ``bound_s``).  A few rounds: the weights depend on
+    tau and the residuals, tau on the fit.
     """
     h = np.ones(len(y))
-    tau, df = prior, 0.0
+    tau, df = prior[0], 0.0
     for _ in range(6):
         fit, se, block = _fit(y, var, h, inv, len(loads), tau)
         nr = near if near is not None else _near(loads, fit, bound_s)
         use = nr[inv]
         df = float(use.sum() - len(np.unique(block[nr])))
         resid = y - fit[inv]
-        tau = _robust_tau(resid[use], var[use], df, prior, prior_df)
+        tau = _robust_tau(resid[use], var[use], df, *prior)
         u = np.abs(resid) / np.sqrt(var + tau**2)
         h = np.minimum(1.0, HUBER / np.maximum(u, 1e-12))
     fit, se, block = _fit(y, var, h, inv, len(loads), tau)
@@ -345,7 +346,7 @@ def curve(
     above it (a p99 of seconds) says nothing about the noise there.
     """
     loads, inv = np.unique(p.load, return_inverse=True)
-    lat = _robust_isotonic(p.log_pct, p.var, inv, loads, prior, prior_df, bound_s)
+    lat = _robust_isotonic(p.log_pct, p.var, inv, loads, (prior, prior_df), bound_s)
     steps = tuple(tuple(int(s) for s in p.step[inv == j]) for j in range(len(loads)))
     return Curve(loads, lat.fit, lat.se, _throughput(p, loads, inv, lat.near), steps, lat.tau, lat.df)
 

@@ -3,6 +3,7 @@
 
     python3 scripts/record_search.py list                 # the sets
     python3 scripts/record_search.py record SET [ROUNDS]  # record a set (ROUNDS: default the set's)
+    python3 scripts/record_search.py evaluate [SET ...]   # issue 39's figures from the recorded sets
 
 Sets of two kinds:
 
@@ -162,7 +163,121 @@ def record_ab(name: str, rounds: int | None) -> int:
     return 0
 
 
+def _span_s(meta: dict) -> float:
+    import datetime
+
+    def t(x):
+        return datetime.datetime.fromisoformat(x.replace("Z", "+00:00")).timestamp()
+
+    return t(meta["end_time"]) - t(meta["start_time"])
+
+
+def evaluate_ref(name: str) -> list[dict]:
+    """Per round of a ref set: the dense ramp's and the search's capacity at the objective (as
+    headroom summary computes it now), the relative difference, coverage, time ratio, foreign CPU."""
+    import yaml
+
+    from headroom import analyze
+    from headroom.io import reduce_run
+
+    objective = REF[name][1]
+    rows = []
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        meta = {k: yaml.safe_load((r / k / "metadata.yml").read_text()) for k in ("dense", "search")}
+        cap = {k: analyze(reduce_run(str(r / k)), objective=objective).capacity.at_objective for k in meta}
+        d, s = cap["dense"], cap["search"]
+        ok = d.rps is not None and s.rps is not None
+        rows.append(
+            {
+                "round": r.name,
+                "dense": (d.status, d.rps, d.low, d.high),
+                "search": (s.status, s.rps, s.low, s.high),
+                "difference": s.rps / d.rps - 1 if ok else None,
+                "covers": ok and (s.low is None or s.low <= d.rps) and (s.high is None or d.rps <= s.high),
+                "time_ratio": _span_s(meta["search"]) / _span_s(meta["dense"]),
+                "probes": len(meta["search"]["search"]["probes"]),
+                "stopped": meta["search"]["search"]["stopped"],
+                "foreign": (
+                    meta["dense"]["foreign_cpu"]["mean_percent"],
+                    meta["search"]["foreign_cpu"]["mean_percent"],
+                ),
+            }
+        )
+    return rows
+
+
+def evaluate_ab(name: str) -> list[dict]:
+    """Per job of an ab set: the paired change in capacity at the objective, now."""
+    import yaml
+
+    from headroom import analyze
+    from headroom.compare.capacity import capacity_change
+    from headroom.io import reduce_run
+
+    objective = AB[name][2]
+    rows = []
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        sides = [analyze(reduce_run(str(r / k)), objective=objective) for k in ("a-01", "b-01")]
+        ch = capacity_change([sides[0]], [sides[1]], recordings=[(0, 0)])
+        metas = [yaml.safe_load((r / k / "metadata.yml").read_text()) for k in ("a-01", "b-01")]
+        rows.append(
+            {
+                "round": r.name,
+                "change": ch.change,
+                "ci": ch.ci,
+                "pvalue": ch.pvalue,
+                "pairs": ch.pairs,
+                "note": ch.note,
+                "probes": len(metas[0]["search"]["probes"]),
+                "seconds": metas[0]["search"]["elapsed_s"],
+                "foreign": tuple(m["foreign_cpu"]["mean_percent"] for m in metas),
+            }
+        )
+    return rows
+
+
+def _f(v, fmt="{:,.0f}"):
+    return "open" if v is None else fmt.format(v)
+
+
+def evaluate(names: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    for name in names or [n for n in {**REF, **AB} if (OUT / n).is_dir()]:
+        if name in REF:
+            rows = evaluate_ref(name)
+            print(
+                f"{name} ({REF[name][1]}): round | dense req/s [95 %] | search req/s [95 %] | diff | covers | time | foreign % (dense/search)"
+            )
+            for x in rows:
+                d, s = x["dense"], x["search"]
+                print(
+                    f"  {x['round']} | {_f(d[1])} [{_f(d[2])}, {_f(d[3])}] | {_f(s[1])} [{_f(s[2])}, {_f(s[3])}] | "
+                    f"{_f(x['difference'], '{:+.1%}')} | {'yes' if x['covers'] else 'no'} | {x['time_ratio']:.2f} | "
+                    f"{x['foreign'][0]:.0f}/{x['foreign'][1]:.0f}"
+                )
+            near = sum(x["difference"] is not None and abs(x["difference"]) <= 0.10 for x in rows)
+            cov = sum(bool(x["covers"]) for x in rows)
+            print(
+                f"  within 10 %: {near}/{len(rows)}; covered: {cov}/{len(rows)}; time ratio max {max(x['time_ratio'] for x in rows):.2f}"
+            )
+        elif name in AB:
+            rows = evaluate_ab(name)
+            print(f"{name} ({AB[name][2]}): job | change [95 %] | p | pairs | probes | s | foreign % (A/B)")
+            for x in rows:
+                ci = "not judged" if x["ci"] is None else f"[{x['ci'][0]:+.1%}, {x['ci'][1]:+.1%}]"
+                print(
+                    f"  {x['round']} | {_f(x['change'], '{:+.1%}')} {ci} | {_f(x['pvalue'], '{:.3g}')} | {x['pairs']} | "
+                    f"{x['probes']} | {x['seconds']:.0f} | {x['foreign'][0]:.0f}/{x['foreign'][1]:.0f}"
+                )
+            below = sum(x["ci"] is not None and x["ci"][1] < 0 for x in rows)
+            zero = sum(x["ci"] is not None and x["ci"][0] <= 0 <= x["ci"][1] for x in rows)
+            print(f"  interval below 0: {below}/{len(rows)}; including 0: {zero}/{len(rows)}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["evaluate"]:
+        return evaluate(argv[1:])
     if argv[:1] == ["list"]:
         for k, v in {**REF, **AB}.items():
             print(k, v)

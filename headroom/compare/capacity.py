@@ -158,14 +158,28 @@ def _apart(cb, cc, confidence: float, b: float, c: float) -> CapacityChange:
     else:
         note += "; a run's interval is open at one end"
     d = float(lc.mean() - lb.mean())
-    return _result(d, se, df, confidence, b, c, "runs", len(lb) + len(lc), note)
+    return _result(
+        d,
+        se,
+        df,
+        confidence,
+        baseline_rps=b,
+        candidate_rps=c,
+        design="runs",
+        pairs=len(lb) + len(lc),
+        note=note,
+    )
 
 
-def _result(d, se, df, confidence, b, c, design, pairs, note) -> CapacityChange:
+def _result(d: float, se: float, df: float, confidence: float, **about) -> CapacityChange:
+    """The change from its log estimate, standard error and df; ``about``: the other fields
+    (baseline_rps, candidate_rps, design, pairs, note)."""
     t = t_quantile(1 - (1 - confidence) / 2, df)
     p = 2.0 * t_sf(abs(d) / se, df) if se > 0 else float(d == 0.0)
     ci = (math.expm1(d - t * se), math.expm1(d + t * se))
-    return CapacityChange(b, c, math.expm1(d), ci, min(1.0, p), d, se, df, confidence, design, pairs, note)
+    return CapacityChange(
+        change=math.expm1(d), ci=ci, pvalue=min(1.0, p), d=d, se=se, df=df, confidence=confidence, **about
+    )
 
 
 def _pairs(baseline, candidate, recordings, key_of) -> list[tuple[float, float, float, float, float]]:
@@ -234,7 +248,9 @@ def _paired(baseline, candidate, recordings, confidence, b, c) -> CapacityChange
         "log-log slopes there: "
         f"{obj.name} {slope_p:.2f}, throughput {slope_g:.2f}"
     )
-    return _result(d, se, n - 1, confidence, b, c, "interleaved", n, note)
+    return _result(
+        d, se, n - 1, confidence, baseline_rps=b, candidate_rps=c, design="interleaved", pairs=n, note=note
+    )
 
 
 #: the judged metric's spec (compare's Test shape): key and output key, name, unit, direction, weight key
