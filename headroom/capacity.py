@@ -178,7 +178,13 @@ def objective_crossing(
         return Crossing(None, "no data")
     c = curve(p, objective.bound_s)
     x = fitted_crossing(c, objective.bound_s, confidence)
+    kind = (
+        "rate"
+        if t.intended_rps is not None and np.isfinite(t.intended_rps).all()
+        else ("concurrency" if t.known_concurrency else "step")
+    )
     how = {
+        "load": kind,  # what the load of ``load``, ``load_low``, ``load_high`` is
         "confidence": confidence,
         "phi": round(float(phi), 3),
         "tau": round(c.tau, 4),
