@@ -31,6 +31,13 @@ examples:
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \\
       --cpu-pid-a 1234 --cpu-pid-b 5678
   headroom compare runs/il/a-01 runs/il/b-01
+  # search for the load where p99 breaks 20 ms instead of a fixed ramp (interval within 5 %, at most 5 min)
+  headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --cpu-pid 1234
+  headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --concurrency 1:200 --precision 10% --budget 2m
+  headroom ramp http://127.0.0.1:8080/ -o runs/find-open --find 'p99<=20ms' --rate 100:20000 --engine vegeta
+  # both builds at the same loads, A and B alternating at every probe; the change in capacity at the end
+  headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps --find 'p99<=20ms' \\
+      -o runs/ab-find --cpu-pid-a 1234 --cpu-pid-b 5678
   # ... or keep recording ABBA blocks until compare decides (at most 6 runs a side)
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --until-decided --max-repeats 6 \\
       -o runs/seq --cpu-pid-a 1234 --cpu-pid-b 5678
@@ -83,6 +90,14 @@ at --max-repeats runs a side.  Every look uses the confidence
 looks; C = --confidence, {confidence:g}), so repeated looking keeps the family error
 at 1 - C; ab.yml records each look.  Exit code: the compare exit code of the
 last look (0 improved / no change, 1 regressed, 3 inconclusive).
+
+Search (--find OBJECTIVE): probes from the range's low end (--concurrency LOW:HIGH,
+default 1:1000; --rate LOW:HIGH for an open loop), doubling the load until the
+fitted percentile breaks the objective, then bisecting, then repeating the loads
+that decide the interval's wider end, until the throughput at the objective's 95 %
+interval lies within --precision of it or another probe would pass --budget.  One
+run folder, steps in probe order; metadata.yml's search: block holds the probes, the
+estimate and why it stopped.  A first probe that already breaks the objective: exit 2.
 
 Ctrl-C stops after the current step (twice: at once, dropping that step) and
 leaves a valid run of the completed steps marked 'interrupted: true'.
