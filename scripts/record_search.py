@@ -4,6 +4,7 @@
     python3 scripts/record_search.py list                 # the sets
     python3 scripts/record_search.py record SET [ROUNDS]  # record a set (ROUNDS: default the set's)
     python3 scripts/record_search.py evaluate [SET ...]   # issue 39's figures from the recorded sets
+    python3 scripts/record_search.py keep SET             # reduced.npz for rounds past RAW_KEPT, raw dropped
 
 Sets of two kinds:
 
@@ -275,7 +276,28 @@ def evaluate(names: list[str]) -> int:
     return 0
 
 
+#: rounds of a set that keep their raw perfResults.csv.gz (later rounds keep reduced.npz only)
+RAW_KEPT = 2
+
+
+def keep(name: str) -> int:
+    """Every run folder of rounds past RAW_KEPT: reduced.npz (headroom.reduce.save_run), raw file removed."""
+    sys.path.insert(0, str(ROOT))
+    from headroom.io import reduce_run
+    from headroom.reduce import save_run
+
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        if int(r.name) <= RAW_KEPT:
+            continue
+        for raw in sorted(r.glob("*/perfResults.csv.gz")):
+            save_run(reduce_run(str(raw.parent)), raw.parent / "reduced.npz")
+            raw.unlink()
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "keep":
+        return keep(argv[1])
     if argv[:1] == ["evaluate"]:
         return evaluate(argv[1:])
     if argv[:1] == ["list"]:
