@@ -17,10 +17,17 @@ step's duration), so none depends on the time-bucket width.
   highest steps).  A robust
   measured figure, used to compare runs; the single highest step is shown
   as information only.
-* **Throughput at the objective**: steps are walked by concurrency; at the
-  first step whose percentile breaks the objective the throughput is
-  interpolated between it and the step before.  "held" only when every step
-  holds it (then the highest step throughput is a lower bound).
+* **Throughput at the objective** (``crossing.py``): the objective's
+  percentile is fitted as a monotone (non-decreasing) function of load over
+  the steps (repeated loads pooled), and the throughput is interpolated
+  between the two loads around the fit's crossing of the bound; with
+  steps already in increasing order and no repeats that is the first step
+  that breaks the objective and the step before.  Its 95 % interval comes
+  from the steps' order-statistic intervals, the requests' dispersion
+  between seconds and the steps' noise around the fit.  "held" when the
+  fit holds the objective at every load (then the plateau throughput is a
+  lower bound).  A mean objective has no order-statistic interval: its
+  steps are walked by load, the first that breaks it ends the walk.
 * **Throughput at the CPU target**: the same walk on the steps' CPU; past
   the highest CPU measured the answer is "not reached" (no number), never
   a straight-line extrapolation.
@@ -38,6 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .crossing import CONFIDENCE, curve, probes_of
+from .crossing import crossing as fitted_crossing
 from .model import Objective
 from .scalability import USLFit, fit_usl
 from .steps import StepTable
@@ -60,6 +69,16 @@ class Crossing:
     status: str
     steps: tuple[int, int] | None = None  # the steps it lies between
     fraction: float = 0.0  # where between them (0: the first)
+    #: the objective's crossing only: its interval in req/s (None: not computed, or open at that end)
+    low: float | None = None
+    high: float | None = None
+    #: the load (concurrency, or an open loop's rate) at the crossing and its interval
+    load: float | None = None
+    load_low: float | None = None
+    load_high: float | None = None
+    #: how the interval was made: the confidence, the requests' dispersion between seconds (phi),
+    #: the steps' noise of the log percentile and log throughput around the fit (tau, tau_rps)
+    interval: dict | None = None
 
     @property
     def lower_bound(self) -> bool:
@@ -144,6 +163,45 @@ def crossing(t: StepTable, values: np.ndarray, bound: float) -> Crossing:
     return Crossing(float(np.max(x[order])), "held")
 
 
+def objective_crossing(
+    t: StepTable, objective: Objective, *, phi: float = 1.0, confidence: float = CONFIDENCE
+) -> Crossing:
+    """The throughput at a percentile objective and its interval, from the monotone fit (crossing.py).
+
+    A mean objective has no order-statistic interval: the walk of :func:`crossing` instead.
+    ``phi``: the requests' dispersion between seconds (:func:`headroom.crossing.dispersion`).
+    """
+    if objective.q is None:
+        return crossing(t, t.latency.mean_s, objective.bound_s)
+    p = probes_of(t, objective, phi=phi, confidence=confidence)
+    if p is None or len(p.load) == 0:
+        return Crossing(None, "no data")
+    c = curve(p, objective.bound_s)
+    x = fitted_crossing(c, objective.bound_s, confidence)
+    kind = (
+        "rate"
+        if t.intended_rps is not None and np.isfinite(t.intended_rps).all()
+        else ("concurrency" if t.known_concurrency else "step")
+    )
+    how = {
+        "load": kind,  # what the load of ``load``, ``load_low``, ``load_high`` is
+        "confidence": confidence,
+        "phi": round(float(phi), 3),
+        "tau": round(c.tau, 4),
+        "tau_rps": round(c.tau_rps, 4),
+        "loads": len(c.load),
+        "steps": len(p.load),
+    }
+    if x.status == "held":
+        return Crossing(float(np.max(t.goodput_rps[p.step])), "held", interval=how)
+    if x.status == "at lowest step":
+        s = c.steps[0][0]
+        return Crossing(None, "at lowest step", (s, s), interval=how)
+    j, i = x.between
+    steps = (c.steps[j][-1], c.steps[i][0])
+    return Crossing(x.rps, "crossed", steps, x.fraction, x.low, x.high, x.load, x.load_low, x.load_high, how)
+
+
 def _at(c: Crossing, values: np.ndarray) -> float | None:
     """A per-step series read at a crossing (interpolated the same way)."""
     if c is None or c.status != "crossed":
@@ -186,6 +244,7 @@ def capacity(
     current_load_rps: float | None = None,
     target_load_rps: float | None = None,
     n_boot: int = 400,
+    phi: float = 1.0,
 ) -> Capacity:
     """Every capacity figure of a run from its per-step table (see the module docstring).
 
@@ -202,6 +261,9 @@ def capacity(
         Load for the headroom figure; load to size the number of instances for.
     n_boot
         Bootstrap resamples of the steps for the model's intervals.
+    phi
+        The requests' dispersion between seconds for the objective's interval
+        (:func:`headroom.crossing.dispersion`; 1: independent requests).
     """
     model = fit_model(t, n_boot=n_boot)
     sat = plateau(t, model)
@@ -210,12 +272,11 @@ def capacity(
     peak = int(use[np.argmax(t.goodput_rps[use])]) if len(use) else None
     at_obj = None
     if objective is not None:
-        vals = t.latency.mean_s if objective.q is None else t.latency.pct[objective.name]
-        at_obj = crossing(t, vals, objective.bound_s)
+        at_obj = objective_crossing(t, objective, phi=phi)
         if at_obj.status == "held" and plateau_rps is not None:
             # held at every step: the sustained (plateau) throughput is the lower bound to
             # state, not the single highest step
-            at_obj = Crossing(plateau_rps, "held")
+            at_obj = Crossing(plateau_rps, "held", interval=at_obj.interval)
     at_cpu = crossing(t, t.cpu_pct, cpu_target_pct)
     if at_cpu.status == "held":  # below the target at every step: no throughput to state
         at_cpu = Crossing(None, "not reached")

@@ -41,9 +41,28 @@ def _interval(m) -> str:
     return f"{_signed(m.ci[0])} to {_signed(m.ci[1])}" if m.ci else "no interval"
 
 
+def objective_clause(c) -> str:
+    """The capacity at the objective when compare judged it (issue 39): a clause of the capacity sentence."""
+    m = next((x for x in c.metrics if x.key == "rps_at_objective" and x.decides), None)
+    if m is None or m.change is None or m.baseline is None or m.candidate is None or c.objective is None:
+        return ""
+    moved = f"{_rps(m.baseline)} to {_rps(m.candidate)}"
+    if m.decision in ("worse", "better"):
+        way = "fell" if m.change < 0 else "rose"
+        return f"; at {c.objective} it {way} by {_pct(m.change)} ({moved}), beyond the noise ({_interval(m)})"
+    if m.decision == "same":
+        return f"; at {c.objective} it did not change by {m.threshold:.0%} or more ({_signed(m.change)}: {moved})"
+    return f"; at {c.objective}: {_signed(m.change)} ({moved}), not shown beyond the noise ({_interval(m)})"
+
+
 def capacity_sentence(c) -> str:
     """Did capacity change: the throughput the two runs sustain at matched load (the paired plateau
-    throughput, or in an interleaved recording the throughput of the paired levels), and by how much."""
+    throughput, or in an interleaved recording the throughput of the paired levels), and by how much;
+    with the capacity at the objective when compare judges it."""
+    return _capacity_sentence(c)[:-1] + objective_clause(c) + "."
+
+
+def _capacity_sentence(c) -> str:
     m = _metric(c, THROUGHPUT)
     if m is None or m.change is None or m.baseline is None or m.candidate is None:
         why = f" ({m.note})" if m is not None and m.note else ""

@@ -330,8 +330,9 @@ def _draw_crossing(ax, s: Summary, *, color, label: str, y_bottom_s: float, row:
         ax.plot(
             [c.rps], [y], "D", ms=8, color=color, mec="black", mew=0.8, zorder=7, label=f"{label} crossing"
         )
+    band = _crossing_band(ax, c, y, color, label, float(np.nanmax(s.table.goodput_rps)))
     ax.annotate(
-        f"{'>= ' if held else ''}{c.rps:,.0f} req/s",
+        f"{'>= ' if held else ''}{c.rps:,.0f} req/s{band}",
         (c.rps, y),
         xytext=(7, 5 + 12 * (row % 2)),
         textcoords="offset points",
@@ -341,7 +342,41 @@ def _draw_crossing(ax, s: Summary, *, color, label: str, y_bottom_s: float, row:
         bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
         zorder=8,
     )
-    return {"held" if held else "crossing"}
+    return {"held" if held else "crossing"} | ({"crossing interval"} if band else set())
+
+
+def _crossing_band(ax, c, y: float, color, label: str, x_max: float) -> str:
+    """The throughput at the objective's 95 % interval as a bar on the objective line (an open end runs
+    to 0 or to the run's highest step throughput); its text for the mark's label ("" when there is none)."""
+    if c.status != "crossed" or (c.low is None and c.high is None):
+        return ""
+    lo, hi = c.low if c.low is not None else 0.0, c.high if c.high is not None else max(x_max, c.rps)
+    ax.plot([lo, hi], [y, y], color=color, lw=5, alpha=0.45, solid_capstyle="butt", zorder=6,
+            label=f"{label} interval at the objective")  # fmt: skip
+    for end, known in ((lo, c.low is not None), (hi, c.high is not None)):
+        if known:
+            ax.plot([end], [y], "|", color=color, ms=12, mew=2, zorder=6)
+
+    def num(v):
+        return "open" if v is None else f"{v:,.0f}"
+
+    return f" [{num(c.low)}, {num(c.high)}]"
+
+
+def _draw_probes(ax, s: Summary, name: str, *, color) -> set[str]:
+    """A search's steps (headroom ramp --find) numbered in the order it probed them."""
+    search = (s.run.meta.fields or {}).get("search") if s.run.meta is not None else None
+    if not isinstance(search, dict) or not search.get("probes"):
+        return set()
+    o, x, y = _steps_xy(s, name)
+    at = {int(k): (xi, yi) for k, xi, yi in zip(o, x, y)}
+    for p in search["probes"]:
+        step = p.get("step")
+        if isinstance(step, int) and step - 1 in at:
+            xi, yi = at[step - 1]
+            ax.annotate(str(p.get("probe", step)), (xi, yi * 1e3), xytext=(3, 3), textcoords="offset points",
+                        fontsize=7, color=color, zorder=8)  # fmt: skip
+    return {"probes"}
 
 
 def _run_entry(s: Summary, label: str) -> str:
@@ -350,7 +385,14 @@ def _run_entry(s: Summary, label: str) -> str:
     parts = []
     c = cap.at_objective
     if c is not None and c.status == "crossed":
-        parts.append(f"at {cap.objective}: {c.rps:,.0f} req/s")
+        band = (
+            ""
+            if c.low is None and c.high is None
+            else (
+                f" [{'open' if c.low is None else f'{c.low:,.0f}'}, {'open' if c.high is None else f'{c.high:,.0f}'}]"
+            )
+        )
+        parts.append(f"at {cap.objective}: {c.rps:,.0f} req/s{band}")
     elif c is not None and c.status == "held":
         parts.append(f"at {cap.objective}: >= {c.rps:,.0f} req/s (held at every step)")
     elif c is not None and c.status == "at lowest step":
@@ -404,10 +446,16 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
             "throughput at the objective (as in the tables)",
         ),
         (
+            "crossing interval",
+            Line2D([], [], color=g, lw=5, alpha=0.45),
+            "bar on the objective: its 95 % interval (monotone fit of the steps)",
+        ),
+        (
             "held",
             Line2D([], [], color=g, marker=">", mec="black", ls="none"),
             "objective held at every step: plateau, a lower bound",
         ),
+        ("probes", Line2D([], [], ls="none"), "numbers: the order of a search's probes (ramp --find)"),
         ("density", Patch(color=g, alpha=0.4), "shading: requests of each time bucket (log)"),
     ]
     keys += [(h, t) for k, h, t in optional if k in drawn]
@@ -492,6 +540,7 @@ def headroom(
         if color_by_time:
             _draw_by_time(ax, s, percentiles[-1], last=s is runs[-1], marginals=marginals)
         _draw_stop(ax, s, names[-1], color=color, label=label)
+        drawn |= _draw_probes(ax, s, names[-1], color=color)
     if objective and obj is not None:
         ax.axhline(obj.bound_s * 1e3, color="0.3", ls="--", lw=1, zorder=2, label=f"objective {obj}")
         drawn.add("objective")

@@ -20,6 +20,7 @@ from .binning import (
     step_stats,
 )
 from .capacity import Capacity, capacity
+from .crossing import run_dispersion
 from .model import (
     PERCENTILES,
     SCHEMA_VERSION,
@@ -137,12 +138,14 @@ def analyze(
         step_cpu_s=_step_cpu(run, recorded, len(steps)),
     )
     warnings += _step_warnings(steps, table, overlap)
+    phi, _ = run_dispersion(hist, buckets, table, objective)
     cap = capacity(
         table,
         objective=objective,
         cpu_target_pct=cpu_target_pct,
         current_load_rps=current_load_rps,
         target_load_rps=target_load_rps,
+        phi=phi,
     )
     memory = step_memory(telemetry_of(run), steps.start_ns, steps.end_ns, table.goodput_rps)
     if memory is not None and table is not None:
@@ -415,11 +418,15 @@ def _model_doc(m) -> dict | None:
 def _crossing_doc(c) -> dict | None:
     if c is None:
         return None
-    return {
+    doc = {
         "rps": _num(c.rps),
         "status": c.status,
         "between_steps": None if c.steps is None else list(c.steps),
     }
+    if c.interval is not None:  # the objective's crossing: its interval (None: open at that end)
+        doc.update(low=_num(c.low), high=_num(c.high), load=_num(c.load), load_low=_num(c.load_low))
+        doc.update(load_high=_num(c.load_high), interval=c.interval)
+    return doc
 
 
 def capacity_doc(cap: Capacity) -> dict:

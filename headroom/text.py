@@ -174,9 +174,16 @@ def objective_text(cap) -> str:
     c = cap.at_objective
     if c.status == "crossed":
         cpu = f"; CPU there {cap.cpu_at_objective:.1f} %" if cap.cpu_at_objective is not None else ""
-        return (
-            f"{_rps(c.rps)} (broken between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}){cpu}"
+        band = ""
+        if c.low is not None or c.high is not None:  # issue 39: its 95 % interval (an open end: "open")
+            band = f", 95 % interval {'open' if c.low is None else _rps(c.low)} to {'open' if c.high is None else _rps(c.high)}"
+        kind = (c.interval or {}).get("load")
+        where = (
+            f"at {'' if kind == 'rate' else kind + ' '}{c.load:.3g}{' req/s' if kind == 'rate' else ''}, "
+            if c.load is not None and kind
+            else ""
         )
+        return f"{_rps(c.rps)}{band} (broken {where}between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}){cpu}"
     if c.status == "held":
         return f">= {_rps(c.rps)} (held at every step: a lower bound)"
     if c.status == "at lowest step":

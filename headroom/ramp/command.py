@@ -33,6 +33,13 @@ examples:
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \\
       --cpu-pid-a 1234 --cpu-pid-b 5678
   headroom compare runs/il/a-01 runs/il/b-01
+  # search for the load where p99 breaks 20 ms instead of a fixed ramp (interval within 5 %, at most 5 min)
+  headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --cpu-pid 1234
+  headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --concurrency 1:200 --precision 10% --budget 2m
+  headroom ramp http://127.0.0.1:8080/ -o runs/find-open --find 'p99<=20ms' --rate 100:20000 --engine vegeta
+  # both builds at the same loads, A and B alternating at every probe; the change in capacity at the end
+  headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps --find 'p99<=20ms' \\
+      -o runs/ab-find --cpu-pid-a 1234 --cpu-pid-b 5678
   # ... or keep recording ABBA blocks until compare decides (at most 6 runs a side)
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --until-decided --max-repeats 6 \\
       -o runs/seq --cpu-pid-a 1234 --cpu-pid-b 5678
@@ -85,6 +92,14 @@ at --max-repeats runs a side.  Every look uses the confidence
 looks; C = --confidence, {confidence:g}), so repeated looking keeps the family error
 at 1 - C; ab.yml records each look.  Exit code: the compare exit code of the
 last look (0 improved / no change, 1 regressed, 3 inconclusive).
+
+Search (--find OBJECTIVE): probes from the range's low end (--concurrency LOW:HIGH,
+default 1:1000; --rate LOW:HIGH for an open loop), doubling the load until the
+fitted percentile breaks the objective, then bisecting, then repeating the loads
+that decide the interval's wider end, until the throughput at the objective's 95 %
+interval lies within --precision of it or another probe would pass --budget.  One
+run folder, steps in probe order; metadata.yml's search: block holds the probes, the
+estimate and why it stopped.  A first probe that already breaks the objective: exit 2.
 
 Ctrl-C stops after the current step (twice: at once, dropping that step) and
 leaves a valid run of the completed steps marked 'interrupted: true'.
@@ -161,6 +176,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     _add_ab_options(p)
+    _add_find_options(p)
     add_ramp_profile_options(p)
     from ..cli_args import telemetry_options
 
@@ -201,6 +217,30 @@ def _add_engine_options(p: argparse.ArgumentParser) -> None:
         "--max-workers",
         metavar="N",
         help="open loop: cap on the generator's workers/connections (default: vegeta unlimited, oha 200)",
+    )
+
+
+def _add_find_options(p: argparse.ArgumentParser) -> None:
+    from .search import DEFAULT_BUDGET, DEFAULT_PRECISION, DEFAULT_RANGE
+
+    g = p.add_argument_group("searching for the capacity at an objective")
+    g.add_argument(
+        "--find",
+        metavar="OBJECTIVE",
+        help="search for the load at which OBJECTIVE (p99<=5ms) breaks instead of a fixed ramp: double the "
+        "load until it breaks, bisect, repeat the probes near the crossing; --concurrency LOW:HIGH (default "
+        f"{DEFAULT_RANGE}) or --rate LOW:HIGH is the range searched",
+    )
+    g.add_argument(
+        "--precision",
+        metavar="P",
+        help=f"--find: stop when the capacity's 95 %% interval lies within +-P of it (default {DEFAULT_PRECISION:g}, "
+        "or 5%%)",
+    )
+    g.add_argument(
+        "--budget",
+        metavar="DUR",
+        help=f"--find: stop before a probe that would end after DUR (default {DEFAULT_BUDGET})",
     )
 
 
@@ -277,7 +317,14 @@ def _add_ab_options(p: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Run ``headroom ramp`` from parsed arguments; returns the exit code."""
+    from .search import find_options
+
+    find = find_options(args)
     if args.ab:
+        if find is not None:
+            from .search import run_ab_find
+
+            return run_ab_find(args, find)
         from .ab import run_ab
 
         return run_ab(args)
@@ -301,6 +348,10 @@ def run(args) -> int:
         raise HeadroomError(f"{ab_only[0]} is for an A/B job: give --ab URL_A URL_B")
     if args.url is None:
         raise HeadroomError("give the URL to load (or --ab URL_A URL_B)")
+    if find is not None:
+        from .search import run_find
+
+        return run_find(args, find)
     check_url(args.url)
     out = Path(args.output)
     rec = Recorder(args, out)  # validates every option and finds the generator

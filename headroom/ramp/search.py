@@ -1,0 +1,729 @@
+"""``headroom ramp --find OBJECTIVE``: search for the capacity at a latency objective.
+
+Instead of a fixed ramp, each next load is chosen from the steps so far:
+
+1. **Grow**: the first probe runs at the range's low end (``--concurrency LOW:HIGH``,
+   default 1:1000; ``--rate LOW:HIGH`` for an open loop); each next probe at
+   twice the load, until the fitted percentile breaks the objective.  A first
+   probe that already breaks it ends the search (exit 2, one line naming it).
+2. **Bisect**: a probe halfway between the two loads around the crossing,
+   while they are more than one unit (and more than half the precision)
+   apart.
+3. **Repeat**: the load that limits the wider end of the interval is probed
+   again (the lowest load not yet surely within the objective below the
+   crossing, or the highest not yet surely beyond it above), until the
+   interval of the throughput at the objective lies within ``--precision``
+   (default 5 %) of the estimate, or ``--budget`` (default 5 min) would be
+   exceeded by another probe.
+
+Each probe is a normal step (CPU, profiles, telemetry as in any ramp) of one
+run folder that every command reads; the steps are in probe order, not load
+order.  After every probe the folder is read back with :func:`headroom.io.reduce_run`
+and :func:`headroom.analyze`, so the search decides with exactly the
+estimate and interval (:mod:`headroom.crossing`) that ``headroom summary``
+prints for the folder.  metadata.yml's ``search`` block holds the probes in
+order (load, percentile and its interval, holds/breaks/unsure, throughput),
+the estimate and its interval, and why the search stopped.
+
+The search stops at the generator's own limit: a closed-loop probe whose
+generator used 90 % or more of the CPU it may use, or an open-loop probe that
+sent under 90 % of its rate while the objective held, is the highest load
+the generator can drive; the search probes nothing above it and, when the
+objective still held there, says so (the capacity is then at least that).
+
+``--ab URL_A URL_B --interleave steps --find``: both builds at the same loads,
+A and B alternating at every probe (AB, then BA); each next load is chosen
+for the side whose interval is wider.  ``a-01`` and ``b-01`` are the two
+halves of one interleaved recording, compared level by level
+(:mod:`headroom.compare.capacity` for the change in capacity).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import HeadroomError, Objective, parse_duration, parse_objective
+from ..stats import z_quantile
+from .recorder import Recorder, _Signals, prepare_output
+
+DEFAULT_PRECISION = 0.05
+DEFAULT_BUDGET = "5m"
+DEFAULT_RANGE = "1:1000"
+GROWTH = 2.0
+#: an upper end not yet surely beyond the objective: the next probe this much above the top load
+STRETCH = 1.25
+MAX_PROBES = 200
+#: a closed-loop generator at this share of the CPU it may use is at its limit (as the recorder's warning)
+GENERATOR_LIMIT = 0.9
+#: an open-loop probe that sent less than this share of its rate, the objective holding, is the generator's limit
+SENT_LIMIT = 0.9
+
+
+@dataclass(frozen=True)
+class FindOptions:
+    """What ``--find`` searches for, and within what."""
+
+    objective: Objective
+    precision: float
+    budget_s: float
+    low: int
+    high: int
+    open_loop: bool
+
+    @property
+    def load_key(self) -> str:
+        return "rate" if self.open_loop else "concurrency"
+
+
+def _precision(text: str | None) -> float:
+    if text is None:
+        return DEFAULT_PRECISION
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise HeadroomError(f"bad --precision {text!r}: expected a fraction such as 0.05 or 5%") from None
+    if not 0.001 <= v <= 0.5:
+        raise HeadroomError(f"bad --precision {text!r}: must lie between 0.1% and 50%")
+    return v
+
+
+def _budget(text: str) -> float:
+    """Seconds of ``--budget``: a duration (``90s``, ``1500ms``) or minutes (``5m``, ``2.5m``)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*m(?:in)?\s*", text)
+    try:
+        v = float(m[1]) * 60 if m else parse_duration(text)
+    except HeadroomError:
+        raise HeadroomError(f"bad --budget {text!r}: expected a duration such as 5m, 90s or 1500ms") from None
+    if v <= 0:
+        raise HeadroomError(f"bad --budget {text!r}: must be positive")
+    return v
+
+
+def find_options(args) -> FindOptions | None:
+    """The search's options from parsed arguments (None without ``--find``); exit 2 on a bad one."""
+    if not getattr(args, "find", None):
+        for opt, v in (("--precision", args.precision), ("--budget", args.budget)):
+            if v is not None:
+                raise HeadroomError(f"{opt} is for --find")
+        return None
+    try:
+        obj = parse_objective(args.find)
+    except HeadroomError as e:
+        raise HeadroomError(f"--find: {e}") from None
+    if obj.q is None:
+        raise HeadroomError(
+            f"--find {args.find!r}: give a percentile objective (p99<=5ms): a mean has no order-statistic interval"
+        )
+    budget = _budget(args.budget or DEFAULT_BUDGET)
+    if args.requests_per_step is not None:
+        raise HeadroomError("--find runs every probe for --step-duration: --requests-per-step is not for it")
+    open_loop = args.rate is not None
+    spec = args.rate if open_loop else (args.concurrency or DEFAULT_RANGE)
+    opt = "--rate" if open_loop else "--concurrency"
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", spec)
+    if not m:
+        raise HeadroomError(f"bad {opt} {spec!r} for --find: give the search's range LOW:HIGH, e.g. 1:200")
+    low, high = int(m[1]), int(m[2])
+    if low < 1:
+        raise HeadroomError(f"bad {opt} {spec!r}: LOW must be at least 1")
+    if high < 2 * low:
+        raise HeadroomError(f"bad {opt} {spec!r} for --find: HIGH must be at least twice LOW")
+    return FindOptions(obj, _precision(args.precision), budget, low, high, open_loop)
+
+
+# --------------------------------------------------------------------------
+# one side's search
+
+
+@dataclass(frozen=True)
+class Next:
+    """The search's next move: a load to probe and why, or None and why it stops."""
+
+    load: int | None
+    why: str  # grow, bisect, repeat, lower, stretch; or the stop: precision, held, limit, broken, probes
+    reason: str = ""
+
+
+class SideSearch:
+    """The probes of one run folder and the fit they give (read back from the folder)."""
+
+    def __init__(self, rec: Recorder, opts: FindOptions):
+        self.rec = rec
+        self.opts = opts
+        self.probes: list[dict] = []
+        self.limit: int | None = None  # the generator's limit: nothing is probed above it
+        self.summary = None
+        self.fit = None  # headroom.crossing.ObjectiveCrossing of the folder's steps
+        self.stopped: str | None = None
+        self.reason = ""
+
+    def analyse(self) -> None:
+        """Read the folder as every command does and fit the curve (the same numbers as summary's)."""
+        from ..crossing import crossing, curve, probes_of, run_dispersion
+        from ..io import reduce_run
+        from ..summary import analyze
+
+        try:
+            s = analyze(reduce_run(str(self.rec.out)), objective=self.opts.objective)
+        except HeadroomError:  # one short probe so far: fewer than two 1 s time buckets of load
+            bucket = max(0.1, self.rec.step_duration / 4)
+            run = reduce_run(str(self.rec.out), bucket_s=bucket)
+            s = analyze(run, objective=self.opts.objective, bucket_s=bucket)
+        self.summary = s
+        phi, _ = run_dispersion(s.hist, s.buckets, s.table, self.opts.objective)
+        p = probes_of(s.table, self.opts.objective, phi=phi)
+        self.phi = phi
+        self.fit = (
+            None
+            if p is None or len(p.load) == 0
+            else crossing(curve(p, self.opts.objective.bound_s), self.opts.objective.bound_s)
+        )
+
+    def note_probe(self, load: int, why: str) -> dict:
+        """The record of the last step as a probe (after :meth:`analyse`)."""
+        from ..crossing import percentile_interval
+
+        obj, t, step = self.opts.objective, self.summary.table, self.rec.steps[-1]
+        k = len(t) - 1
+        lo, hi, _ = percentile_interval(t.latency, *obj.q, phi=self.phi)
+        v = float(t.latency.pct[obj.name][k])
+        verdict = "breaks" if lo[k] > obj.bound_s else "holds" if hi[k] <= obj.bound_s else "unsure"
+        ms = f"{obj.name}_ms"
+        doc = {
+            "probe": len(self.probes) + 1,
+            "step": k + 1,
+            self.opts.load_key: load,
+            "why": why,
+            ms: _r(v * 1e3),
+            f"{ms}_low": _r(lo[k] * 1e3),
+            f"{ms}_high": _r(hi[k] * 1e3),
+            "verdict": verdict,
+            "rps": _r(float(t.goodput_rps[k]), 1),
+            "generator_cpu_pct": round(step.generator_cpu_pct, 1),
+        }
+        self.probes.append(doc)
+        self._check_limit(load, step, verdict)
+        return doc
+
+    def _check_limit(self, load: int, step, verdict: str) -> None:
+        cap = 100.0 * len(self.rec.affinity)
+        limited = None
+        if not self.opts.open_loop and step.generator_cpu_pct >= GENERATOR_LIMIT * cap:
+            limited = (
+                f"{self.rec.engine.name} used {step.generator_cpu_pct:.0f}% CPU of the {cap:.0f}% it may use"
+            )
+        if self.opts.open_loop and verdict != "breaks" and step.throughput < SENT_LIMIT * load:
+            limited = f"{self.rec.engine.name} sent {step.throughput:,.0f} req/s of the {load:,} asked"
+        if limited and (self.limit is None or load < self.limit):
+            self.limit = load
+            self.limit_reason = f"at {self._load_text(load)} {limited}: the generator cannot drive more"
+
+    def _load_text(self, load) -> str:
+        return f"{load:,} req/s" if self.opts.open_loop else f"concurrency {load}"
+
+    def propose(self) -> Next:
+        """The next load to probe, or why the search stops (module docstring)."""
+        x, o = self.fit, self.opts
+        top = min(o.high, self.limit if self.limit is not None else o.high)
+        if x is None:  # no usable step yet (too short or too few requests: fewer than 50): more load
+            highest = max(p[o.load_key] for p in self.probes)
+            if highest >= top:
+                return Next(
+                    None,
+                    "held",
+                    f"no usable probe up to the highest load allowed ({self._load_text(highest)})",
+                )
+            return Next(min(top, max(highest + 1, math.ceil(highest * GROWTH))), "grow")
+        if len(self.probes) == 1 and self.probes[0]["verdict"] != "holds" and x.status == "at lowest step":
+            return Next(None, "broken", self._first_broken())
+        loads = x.curve.load
+        if x.status == "at lowest step":
+            if loads[0] > o.low:
+                return Next(max(o.low, math.floor(loads[0] / GROWTH)), "lower")
+            return Next(
+                None,
+                "broken",
+                f"{o.objective} is broken already at the lowest load ({self._load_text(o.low)})",
+            )
+        if x.status == "held":
+            if loads[-1] >= top:
+                return self._held(loads[-1])
+            return Next(min(top, max(int(loads[-1]) + 1, math.ceil(loads[-1] * GROWTH))), "grow")
+        hw = x.half_width
+        if hw is not None and hw <= o.precision:
+            return Next(None, "precision", f"the interval lies within ±{100 * hw:.1f} % of the estimate")
+        return self._narrow(top)
+
+    def _first_broken(self) -> str:
+        p, o = self.probes[0], self.opts
+        ms = f"{o.objective.name}_ms"
+        return (
+            f"the objective {o.objective} is already broken at the first probe ({self._load_text(p[o.load_key])}: "
+            f"{o.objective.name} {p[ms]:g} ms, 95 % interval {p[ms + '_low']:g}-{p[ms + '_high']:g} ms): "
+            "give a lower --concurrency/--rate start or a looser objective"
+        )
+
+    def _held(self, highest) -> Next:
+        if self.limit is not None and highest >= self.limit:
+            return Next(
+                None, "limit", f"{self.opts.objective} held up to the generator's limit: {self.limit_reason}"
+            )
+        return Next(
+            None,
+            "held",
+            f"{self.opts.objective} held up to the highest load allowed ({self._load_text(int(highest))})",
+        )
+
+    def _narrow(self, top: int) -> Next:
+        """Bisect the two loads around the crossing, else probe again where the wider end is decided."""
+        import numpy as np
+
+        x, o = self.fit, self.opts
+        c = x.curve
+        j0, j1 = x.between
+        a, b = int(c.load[j0]), int(c.load[j1])
+        if b - a > 1 and (b - a) / max(x.load, 1e-9) > o.precision / 2:
+            return Next((a + b) // 2, "bisect")
+        # the wider end in load (the crossing's position), open ends first
+        low_gap = math.inf if x.load_low is None else (x.load - x.load_low) / x.load
+        high_gap = math.inf if x.load_high is None else (x.load_high - x.load) / x.load
+        z = z_quantile(1 - (1 - x.confidence) / 2)
+        bound = o.objective.bound_s
+        # the two loads around the estimate: the end between them narrows most where the se is larger
+        wider = j0 if c.se[j0] >= c.se[j1] else j1
+        if low_gap >= high_gap:
+            sure = np.flatnonzero(np.exp(c.fit + z * c.se)[:j1] <= bound)
+            if len(sure) == 0:
+                lowest = int(c.load[0])
+                return Next(
+                    max(o.low, math.floor(lowest / GROWTH)) if lowest > o.low else lowest,
+                    "lower" if lowest > o.low else "repeat",
+                )
+            k = int(sure[-1]) + 1
+            return Next(int(c.load[wider if k == j1 else k]), "repeat")
+        over = np.flatnonzero(np.exp(c.fit - z * c.se)[j1:] > bound)
+        if len(over) == 0:
+            highest = int(c.load[-1])
+            if highest < top:
+                return Next(min(top, max(highest + 1, math.ceil(highest * STRETCH))), "stretch")
+            return Next(highest, "repeat")
+        m = j1 + int(over[0]) - 1
+        return Next(int(c.load[wider if m == j0 else m]), "repeat")
+
+    def estimate_doc(self) -> dict | None:
+        """The estimate as ``headroom summary`` reports it for the folder (held: the plateau, a lower bound)."""
+        if self.summary is None or self.summary.capacity.at_objective is None:
+            return None
+        a, x = self.summary.capacity.at_objective, self.fit
+        key = self.opts.load_key
+        return {
+            "status": a.status,
+            "rps": _r(a.rps, 1),
+            "low": _r(a.low, 1),
+            "high": _r(a.high, 1),
+            key: _r(a.load, 3),
+            f"{key}_low": _r(a.load_low, 3),
+            f"{key}_high": _r(a.load_high, 3),
+            "half_width": _r(x.half_width, 4) if x is not None else None,
+            "confidence": x.confidence if x is not None else None,
+            "phi": _r(self.phi, 3),
+            "tau": _r(x.curve.tau, 4) if x is not None and x.curve else None,
+            "tau_rps": _r(x.curve.tau_rps, 4) if x is not None and x.curve else None,
+        }
+
+
+def _r(v, nd: int = 4):
+    return None if v is None or not math.isfinite(v) else round(float(v), nd)
+
+
+# --------------------------------------------------------------------------
+# the search block and the lines printed
+
+
+def search_doc(side: SideSearch, started: float, done: bool) -> dict:
+    o = side.opts
+    return {
+        "objective": str(o.objective),
+        "load": o.load_key,
+        "range": [o.low, o.high],
+        "precision": o.precision,
+        "budget_s": o.budget_s,
+        "method": "grow x2 until the fitted percentile breaks the objective, bisect, then repeat the loads "
+        "that decide the interval's wider end (headroom/ramp/search.py; the fit: headroom/crossing.py)",
+        "probes": side.probes,
+        "estimate": side.estimate_doc(),
+        "generator_limit": side.limit,
+        "stopped": side.stopped if done else None,
+        "reason": side.reason if done else None,
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+
+
+def _say(text: str, label: str = "") -> None:
+    who = f" {label}" if label else ""
+    print(f"headroom ramp --find{who}: {text}", file=sys.stderr, flush=True)
+
+
+def probe_line(side: SideSearch, doc: dict) -> str:
+    o = side.opts
+    ms = f"{o.objective.name}_ms"
+    x = side.fit
+    est = ""
+    if x is not None and x.status == "crossed":
+        lo = "open" if x.low is None else f"{x.low:,.0f}"
+        hi = "open" if x.high is None else f"{x.high:,.0f}"
+        est = f"; capacity {x.rps:,.0f} req/s [{lo}, {hi}]"
+    elif x is not None:
+        est = f"; {x.status}"
+    return (
+        f"probe {doc['probe']} ({doc['why']}) at {side._load_text(doc[o.load_key])}: {o.objective.name} "
+        f"{doc[ms]:g} ms [{doc[ms + '_low']:g}, {doc[ms + '_high']:g}] {doc['verdict']}, {doc['rps']:,.0f} req/s{est}"
+    )
+
+
+def result_line(side: SideSearch) -> str:
+    x, o = side.fit, side.opts
+    if x is None or x.status != "crossed":
+        return f"{side.reason}"
+    lo = "open" if x.low is None else f"{x.low:,.0f}"
+    hi = "open" if x.high is None else f"{x.high:,.0f}"
+    llo = "open" if x.load_low is None else f"{x.load_low:.1f}"
+    lhi = "open" if x.load_high is None else f"{x.load_high:.1f}"
+    return (
+        f"capacity at {o.objective}: {x.rps:,.0f} req/s (95 % interval {lo} to {hi} req/s; {o.load_key} "
+        f"{x.load:.1f} [{llo}, {lhi}]) after {len(side.probes)} probes; stopped: {side.reason}"
+    )
+
+
+def _foreign(rec: Recorder) -> str:
+    f = rec.foreign_summary() or {}
+    m = f.get("mean_percent")
+    return "" if m is None else f"; foreign CPU {m:.0f} % of the machine during the probes"
+
+
+# --------------------------------------------------------------------------
+# driving the recorder
+
+
+class _Clock:
+    """The budget: another probe only when it fits (its expected length from the probes so far)."""
+
+    def __init__(self, budget_s: float, step_s: float):
+        self.start = time.monotonic()
+        self.budget_s = budget_s
+        self.step_s = step_s
+        self.spent: list[float] = []
+
+    def fits(self, probes: int = 1) -> bool:
+        each = sum(self.spent) / len(self.spent) if self.spent else self.step_s + 1.0
+        return time.monotonic() - self.start + probes * each <= self.budget_s
+
+    def timed(self, seconds: float) -> None:
+        self.spent.append(seconds)
+
+
+def _stop(side: SideSearch, nxt: Next) -> None:
+    side.stopped, side.reason = nxt.why, nxt.reason
+
+
+def _probe(side: SideSearch, load: int, why: str, tmp: Path, signals: _Signals) -> bool:
+    """One probe of one side: the step, the folder read back, the probe noted; False when the ramp ended."""
+    rec = side.rec
+    rec.levels.append(load)
+    ok = rec.step_once(len(rec.levels) - 1, tmp, signals)
+    if len(rec.steps) < len(rec.levels):  # the step was dropped (generator failed, overran, interrupted)
+        return False
+    side.analyse()
+    doc = side.note_probe(load, why)
+    _say(probe_line(side, doc), rec.label if rec.extra_metadata.get("ab") else "")
+    return ok
+
+
+def run_find(args, opts: FindOptions) -> int:
+    """``headroom ramp URL --find OBJECTIVE``: record the search into one run folder; the exit code."""
+    from .recorder import check_url
+
+    check_url(args.url)
+    out = Path(args.output)
+    args = _search_args(args, opts)
+    rec = Recorder(args, out)
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise HeadroomError(f"{out}: folder exists and is not empty (use --force to write into it)")
+    rec.setup()
+    prepare_output(out, args.force)
+    side = _side(rec, opts)
+    signals = _Signals()
+    signals.install()
+    clock = _Clock(opts.budget_s, rec.step_duration)
+    _say(
+        f"{opts.objective} against {rec.url} with {rec.engine.name}: {opts.load_key} from {opts.low} (at most "
+        f"{opts.high}), {rec.step_duration:g} s probes, until the interval is within ±{100 * opts.precision:g} % "
+        f"or {opts.budget_s:g} s have passed; writing {out}"
+    )
+    rec.begin()
+    failed = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="headroom-find-") as tmpname:
+            nxt = Next(opts.low, "start")
+            while True:
+                t0 = time.monotonic()
+                if not _probe(side, nxt.load, nxt.why, Path(tmpname), signals):
+                    failed = True
+                    break
+                clock.timed(time.monotonic() - t0)
+                nxt = _next(side, clock, signals)
+                rec.extra_metadata["search"] = search_doc(side, clock.start, nxt.load is None)
+                rec.write_metadata()
+                if nxt.load is None:
+                    break
+    finally:
+        signals.restore()
+        if side.stopped is None:
+            side.stopped = "interrupted" if signals.signum is not None else "stopped early"
+            side.reason = rec.stopped_early or "interrupted"
+        rec.extra_metadata["search"] = search_doc(side, clock.start, True)
+        rec.end(signals)
+    rc = rec.finish(signals)
+    _say(result_line(side) + _foreign(rec))
+    if side.stopped == "broken" and len(side.probes) == 1:
+        print(f"headroom: error: {side.reason}", file=sys.stderr)
+        return 2
+    return rc if (failed or rc != 0) else 0
+
+
+def _next(side: SideSearch, clock: _Clock, signals: _Signals) -> Next:
+    """The side's proposal, unless the budget, the probe cap or Ctrl-C stops the search first."""
+    nxt = side.propose()
+    if nxt.load is None:
+        _stop(side, nxt)
+        return nxt
+    if signals.stop:
+        nxt = Next(None, "interrupted", "interrupted (Ctrl-C)")
+    elif len(side.probes) >= MAX_PROBES:
+        nxt = Next(None, "probes", f"{MAX_PROBES} probes")
+    elif not clock.fits():
+        hw = side.fit.half_width if side.fit is not None else None
+        where = f" (the interval within ±{100 * hw:.1f} %)" if hw is not None else ""
+        nxt = Next(
+            None, "budget", f"the budget of {clock.budget_s:g} s would be exceeded by another probe{where}"
+        )
+    if nxt.load is None:
+        _stop(side, nxt)
+    return nxt
+
+
+def _side(rec: Recorder, opts: FindOptions) -> SideSearch:
+    rec.levels = []  # chosen probe by probe
+    rec.low, rec.step = opts.low, None
+    rec.high = opts.high
+    return SideSearch(rec, opts)
+
+
+def _search_args(args, opts: FindOptions):
+    """A copy of the arguments the recorder validates: the range as a one-step plan, a description."""
+    import copy
+
+    a = copy.copy(args)
+    ends = f"{opts.low}:{opts.high}:{opts.high - opts.low}"  # the range's two ends: the recorder checks them
+    if opts.open_loop:
+        a.rate = ends
+    else:
+        a.concurrency = ends
+    if not a.description:
+        a.description = (
+            f"headroom ramp --find {opts.objective}: {opts.load_key} chosen probe by probe from {opts.low} "
+            f"(at most {opts.high}), {args.step_duration} probes"
+        )
+    return a
+
+
+def interrupted_code(signals: _Signals) -> int:
+    return 143 if signals.signum == signal.SIGTERM else 130
+
+
+# --------------------------------------------------------------------------
+# A and B at the same loads
+
+
+def _ab_checks(args) -> None:
+    if getattr(args, "interleave", None) != "steps":
+        raise HeadroomError("--find with --ab probes both builds at the same loads: give --interleave steps")
+    for opt, v in (
+        ("--until-decided", args.until_decided),
+        ("--pairs-per-level", args.pairs_per_level),
+        ("--repeats", args.repeats),
+        ("--max-repeats", args.max_repeats),
+    ):
+        if v:
+            raise HeadroomError(
+                f"{opt} is not for --find: the search chooses which loads to probe and how often"
+            )
+
+
+def _next_ab(sides: dict, clock: _Clock, signals: _Signals, turn: int) -> Next:
+    """The next load for both sides: the proposal of the side whose interval is wider."""
+    props = {k: s.propose() for k, s in sides.items()}
+    broken = [p for p in props.values() if p.why == "broken" and p.load is None]
+    live = {k: p for k, p in props.items() if p.load is not None}
+    if broken or not live:
+        for k, s in sides.items():
+            _stop(s, props[k])
+        return broken[0] if broken else Next(None, "done", "both sides stopped")
+
+    def width(k):
+        hw = sides[k].fit.half_width if sides[k].fit is not None else None
+        return math.inf if hw is None else hw
+
+    keys = sorted(live, key=lambda k: (-width(k), (k != "ab"[turn % 2])))
+    nxt = live[keys[0]]
+    if signals.stop:
+        nxt = Next(None, "interrupted", "interrupted (Ctrl-C)")
+    elif len(next(iter(sides.values())).probes) >= MAX_PROBES:
+        nxt = Next(None, "probes", f"{MAX_PROBES} probes")
+    elif not clock.fits():
+        nxt = Next(
+            None, "budget", f"the budget of {clock.budget_s:g} s would be exceeded by another probe pair"
+        )
+    if nxt.load is None:
+        for k, s in sides.items():
+            _stop(s, nxt if props[k].load is not None else props[k])
+    return nxt
+
+
+def run_ab_find(args, opts: FindOptions) -> int:
+    """``--ab URL_A URL_B --interleave steps --find``: both builds probed at the same loads, A and B
+    alternating at every probe; a-01 and b-01 are one interleaved recording.  Returns the exit code."""
+    from .ab import AbJob
+
+    _ab_checks(args)
+    args = _search_args(args, opts)
+    job = AbJob(args)
+    job.check()
+    job.out.mkdir(parents=True, exist_ok=True)
+    recs = {key: job.recorder(key, 1) for key in ("a", "b")}
+    for key, rec in recs.items():
+        rec.extra_metadata.update(job.ab_metadata(key, 1, 0))
+        rec.extra_metadata["ab"].update(pairs_per_level=None, step_order=[], search=True)
+        rec.setup()
+    for key, rec in recs.items():
+        prepare_output(rec.out, args.force)
+        job.side(key).runs.append(rec.out)
+    sides = {key: _side(rec, opts) for key, rec in recs.items()}
+    signals = _Signals()
+    signals.install()
+    clock = _Clock(opts.budget_s, 2 * recs["a"].step_duration)
+    _say(
+        f"{opts.objective}, A = {job.a.url}, B = {job.b.url}, both at the same loads (A and B alternating): "
+        f"{opts.load_key} from {opts.low} (at most {opts.high}); writing {job.out}"
+    )
+    for rec in recs.values():
+        rec.begin()
+    failed = False
+    try:
+        failed = _ab_loop(sides, clock, signals)
+    finally:
+        signals.restore()
+        for s in sides.values():
+            if s.stopped is None:
+                s.stopped = "interrupted" if signals.signum is not None else "stopped early"
+                s.reason = s.rec.stopped_early or "interrupted"
+            s.rec.extra_metadata["search"] = search_doc(s, clock.start, True)
+        for rec in recs.values():
+            rec.end(signals)
+    rcs = {key: rec.finish(signals) for key, rec in recs.items()}
+    return _ab_end(job, sides, rcs, failed, opts)
+
+
+def _ab_loop(sides: dict, clock: _Clock, signals: _Signals) -> bool:
+    """Probe both sides until the search stops; True when a step failed."""
+    with tempfile.TemporaryDirectory(prefix="headroom-find-ab-") as tmpname:
+        tmp = {key: Path(tmpname) / key for key in sides}
+        for d in tmp.values():
+            d.mkdir()
+        nxt, turn = Next(sides["a"].opts.low, "start"), 0
+        while True:
+            t0 = time.monotonic()
+            order = ("a", "b") if turn % 2 == 0 else ("b", "a")
+            for key in order:
+                if not _probe(sides[key], nxt.load, nxt.why, tmp[key], signals):
+                    return True
+            for s in sides.values():
+                s.rec.extra_metadata["ab"]["step_order"].append("".join(order).upper())
+            clock.timed(time.monotonic() - t0)
+            turn += 1
+            nxt = _next_ab(sides, clock, signals, turn)
+            for s in sides.values():
+                s.rec.extra_metadata["search"] = search_doc(s, clock.start, nxt.load is None)
+                s.rec.write_metadata()
+            if nxt.load is None:
+                return False
+
+
+def _ab_end(job, sides: dict, rcs: dict, failed: bool, opts: FindOptions) -> int:
+    """The change in capacity between the sides, said and written into ab.yml and both folders."""
+    from ..compare.capacity import capacity_change
+
+    for s in sides.values():
+        _say(result_line(s) + _foreign(s.rec), s.rec.label)
+    change = None
+    if all(s.summary is not None for s in sides.values()):
+        change = capacity_change([sides["a"].summary], [sides["b"].summary], recordings=[(0, 0)])
+        _say(change_line(change))
+    doc = change_doc(change)
+    for s in sides.values():
+        s.rec.extra_metadata["search"]["capacity_change"] = doc
+        s.rec.write_metadata()
+    job.records.extend(
+        {
+            "position": 1,
+            "side": key,
+            "folder": s.rec.out.name,
+            "exit_code": rcs[key],
+            "steps": len(s.rec.steps),
+        }
+        for key, s in sides.items()
+    )
+    job.looks = [{"capacity_change": doc}] if doc else []
+    job.write_job("done" if not failed else "stopped early")
+    print(job.compare_command() + f" --objective '{opts.objective}'", flush=True)
+    if any(s.stopped == "broken" and len(s.probes) == 1 for s in sides.values()):
+        print(
+            f"headroom: error: {next(s.reason for s in sides.values() if s.stopped == 'broken')}",
+            file=sys.stderr,
+        )
+        return 2
+    return next((rc for rc in rcs.values() if rc != 0), 1 if failed else 0)
+
+
+def change_doc(ch) -> dict | None:
+    if ch is None:
+        return None
+    return {
+        "baseline_rps": _r(ch.baseline_rps, 1),
+        "candidate_rps": _r(ch.candidate_rps, 1),
+        "change": _r(ch.change, 4),
+        "low": _r(ch.ci[0], 4) if ch.ci else None,
+        "high": _r(ch.ci[1], 4) if ch.ci else None,
+        "pvalue": _r(ch.pvalue, 6),
+        "confidence": ch.confidence,
+        "design": ch.design,
+        "pairs": ch.pairs,
+        "note": ch.note,
+    }
+
+
+def change_line(ch) -> str:
+    if ch.change is None:
+        return f"change in capacity at the objective: not judged: {ch.note}"
+    return (
+        f"change in capacity at the objective: {100 * ch.change:+.1f} % (95 % interval "
+        f"{100 * ch.ci[0]:+.1f} % to {100 * ch.ci[1]:+.1f} %, p = {ch.pvalue:.3g}; {ch.note})"
+    )

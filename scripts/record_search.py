@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Record the search sets in data/search/ (see its README.md): issue 39's "must show".
+
+    python3 scripts/record_search.py list                 # the sets
+    python3 scripts/record_search.py record SET [ROUNDS]  # record a set (ROUNDS: default the set's)
+    python3 scripts/record_search.py evaluate [SET ...]   # issue 39's figures from the recorded sets
+    python3 scripts/record_search.py keep SET             # reduced.npz for rounds past RAW_KEPT, raw dropped
+
+Sets of two kinds:
+
+* ``ref-*``: rounds of a dense reference ramp (``headroom ramp --concurrency 1:N:1``, 3 s steps)
+  and a search (``headroom ramp --find OBJECTIVE --budget B``) against one server, recorded one
+  after the other (the dense ramp first in odd rounds, the search first in even ones, so that
+  drift of the machine falls on both), each round on a fresh server:
+  ``SET/NN/dense`` and ``SET/NN/search``.
+* ``ab-*``: A/B searches (``headroom ramp --ab URL_A URL_B --interleave steps --find OBJECTIVE``)
+  of two Go test servers, one job per round: ``SET/NN/a-01`` and ``SET/NN/b-01``.
+
+Servers run pinned to CPU $SERVER_CPU (the Go test server of testserver/ through tests/goserver.py,
+or Debian's nginx as the proxy+backend pair of scripts/record_calibration.py); headroom and its
+generator run pinned to CPU $GEN_CPU (taskset; hey inherits it).  No hog is started: the machine
+is shared with other engineers' work, whose load every run's metadata reports (foreign_cpu).
+Every process is bounded in time and stopped by its PID; perfResults.csv is gzipped (-9).  It
+refuses to overwrite a round that exists (a set can be extended by later rounds).
+
+Environment: GEN_CPU (0), SERVER_CPU (1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+OUT = ROOT / "data" / "search"
+GEN_CPU = os.environ.get("GEN_CPU", "0")
+SERVER_CPU = os.environ.get("SERVER_CPU", "1")
+
+#: Go test server variants (tests/goserver.GoServer keywords): +20 % CPU per request is 3690 work units
+#: against 3000 (scripts/record_interleaved.py, GO; measured in data/calibration/interleaved/measure-go.txt)
+GO = {"base": {"work": 3000}, "cpu20": {"work": 3690}}
+#: ref sets: name -> (server, objective, dense range, search budget, rounds)
+REF = {
+    "ref-go": ("go", "p99<=20ms", "1:32:1", "50s", 10),
+    "ref-nginx": ("nginx", "p99<=15ms", "1:32:1", "50s", 10),
+}
+#: ab sets: name -> (A variant, B variant, objective, budget, rounds)
+AB = {
+    "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
+    "ab-go-aa": ("base", "base", "p99<=20ms", "150s", 10),
+}
+
+
+class Go:
+    def __init__(self, variant: str):
+        from goserver import GoServer
+
+        self.server = GoServer(**GO[variant], cpu=int(SERVER_CPU), max_lifetime="30m").start()
+        self.url, self.pids = self.server.url, [self.server.pid]
+        self.what = f"Go test server (testserver/) {GO[variant]}, pinned to CPU {SERVER_CPU}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class Nginx:
+    def __init__(self, work: Path):
+        import record_calibration as rc
+
+        self.pair = rc.Pair("keepalive", work).start()
+        self.url, self.pids = self.pair.url, self.pair.pids
+        self.what = (
+            f"nginx {rc.nginx_version()} keep-alive reverse proxy in front of a backend nginx serving a "
+            f"1024-byte file (scripts/record_calibration.py, variant keepalive), both pinned to CPU {SERVER_CPU}"
+        )
+
+    def stop(self) -> None:
+        self.pair.stop()
+
+
+def _headroom(args: list[str], log: Path, timeout: float) -> int:
+    cmd = ["taskset", "-c", GEN_CPU, sys.executable, "-m", "headroom", "ramp", *args, "--progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(log, "a") as f:
+        f.write(" ".join(cmd) + "\n")
+        f.flush()
+        return subprocess.run(cmd, cwd=ROOT, env=env, stderr=f, stdout=f, timeout=timeout).returncode
+
+
+def _gzip(folder: Path) -> None:
+    for f in sorted(folder.rglob("perfResults.csv")):
+        subprocess.run(["gzip", "-9", str(f)], check=True)
+
+
+def record_ref(name: str, rounds: int | None) -> int:
+    kind, objective, dense, budget, n = REF[name]
+    for r in range(1, (rounds or n) + 1):
+        dest = OUT / name / f"{r:02d}"
+        if dest.exists():
+            continue
+        dest.mkdir(parents=True)
+        work = Path(tempfile.mkdtemp(prefix="headroom-search-"))
+        srv = Go("base") if kind == "go" else Nginx(work)
+        try:
+            pid = [f"--cpu-pid={p}" for p in srv.pids]
+            common = [srv.url, "--step-duration", "3s", *pid]
+            runs = {
+                "dense": [*common, "-o", str(dest / "dense"), "--concurrency", dense,
+                          "--description", f"issue 39 reference: dense ramp {dense}, 3 s steps; {srv.what}"],
+                "search": [*common, "-o", str(dest / "search"), "--find", objective, "--budget", budget,
+                           "--description", f"issue 39 search {objective} --budget {budget}; {srv.what}"],
+            }  # fmt: skip
+            order = ("dense", "search") if r % 2 else ("search", "dense")
+            for what in order:
+                t0 = time.time()
+                rc_ = _headroom(runs[what], dest / "record.log", 900)
+                print(
+                    f"record_search: {name} {r:02d} {what}: exit {rc_}, {time.time() - t0:.0f} s", flush=True
+                )
+        finally:
+            srv.stop()
+        _gzip(dest)
+    return 0
+
+
+def record_ab(name: str, rounds: int | None) -> int:
+    va, vb, objective, budget, n = AB[name]
+    for r in range(1, (rounds or n) + 1):
+        dest = OUT / name / f"{r:02d}"
+        if dest.exists():
+            continue
+        a, b = Go(va), None
+        try:
+            b = Go(vb)
+            args = ["--ab", a.url, b.url, "--interleave", "steps", "-o", str(dest), "--find", objective]
+            args += [
+                "--budget",
+                budget,
+                "--step-duration",
+                "3s",
+                f"--cpu-pid-a={a.pids[0]}",
+                f"--cpu-pid-b={b.pids[0]}",
+            ]
+            args += ["--description", f"issue 39 A/B search {objective}; A = {a.what}; B = {b.what}"]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            log = dest.parent / f"record-{r:02d}.log"
+            t0 = time.time()
+            rc_ = _headroom(args, log, 900)
+            print(f"record_search: {name} {r:02d}: exit {rc_}, {time.time() - t0:.0f} s", flush=True)
+        finally:
+            a.stop()
+            if b is not None:
+                b.stop()
+        if dest.exists():
+            os.replace(log, dest / "record.log")
+            _gzip(dest)
+    return 0
+
+
+def _span_s(meta: dict) -> float:
+    import datetime
+
+    def t(x):
+        return datetime.datetime.fromisoformat(x.replace("Z", "+00:00")).timestamp()
+
+    return t(meta["end_time"]) - t(meta["start_time"])
+
+
+def evaluate_ref(name: str) -> list[dict]:
+    """Per round of a ref set: the dense ramp's and the search's capacity at the objective (as
+    headroom summary computes it now), the relative difference, coverage, time ratio, foreign CPU."""
+    import yaml
+
+    from headroom import analyze
+    from headroom.io import reduce_run
+
+    objective = REF[name][1]
+    rows = []
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        meta = {k: yaml.safe_load((r / k / "metadata.yml").read_text()) for k in ("dense", "search")}
+        cap = {k: analyze(reduce_run(str(r / k)), objective=objective).capacity.at_objective for k in meta}
+        d, s = cap["dense"], cap["search"]
+        ok = d.rps is not None and s.rps is not None
+        rows.append(
+            {
+                "round": r.name,
+                "dense": (d.status, d.rps, d.low, d.high),
+                "search": (s.status, s.rps, s.low, s.high),
+                "difference": s.rps / d.rps - 1 if ok else None,
+                "covers": ok and (s.low is None or s.low <= d.rps) and (s.high is None or d.rps <= s.high),
+                "time_ratio": _span_s(meta["search"]) / _span_s(meta["dense"]),
+                "probes": len(meta["search"]["search"]["probes"]),
+                "stopped": meta["search"]["search"]["stopped"],
+                "foreign": (
+                    meta["dense"]["foreign_cpu"]["mean_percent"],
+                    meta["search"]["foreign_cpu"]["mean_percent"],
+                ),
+            }
+        )
+    return rows
+
+
+def evaluate_ab(name: str) -> list[dict]:
+    """Per job of an ab set: the paired change in capacity at the objective, now."""
+    import yaml
+
+    from headroom import analyze
+    from headroom.compare.capacity import capacity_change
+    from headroom.io import reduce_run
+
+    objective = AB[name][2]
+    rows = []
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        sides = [analyze(reduce_run(str(r / k)), objective=objective) for k in ("a-01", "b-01")]
+        ch = capacity_change([sides[0]], [sides[1]], recordings=[(0, 0)])
+        metas = [yaml.safe_load((r / k / "metadata.yml").read_text()) for k in ("a-01", "b-01")]
+        rows.append(
+            {
+                "round": r.name,
+                "change": ch.change,
+                "ci": ch.ci,
+                "pvalue": ch.pvalue,
+                "pairs": ch.pairs,
+                "note": ch.note,
+                "probes": len(metas[0]["search"]["probes"]),
+                "seconds": metas[0]["search"]["elapsed_s"],
+                "foreign": tuple(m["foreign_cpu"]["mean_percent"] for m in metas),
+            }
+        )
+    return rows
+
+
+def _f(v, fmt="{:,.0f}"):
+    return "open" if v is None else fmt.format(v)
+
+
+def evaluate(names: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    for name in names or [n for n in {**REF, **AB} if (OUT / n).is_dir()]:
+        if name in REF:
+            rows = evaluate_ref(name)
+            print(
+                f"{name} ({REF[name][1]}): round | dense req/s [95 %] | search req/s [95 %] | diff | covers | time | foreign % (dense/search)"
+            )
+            for x in rows:
+                d, s = x["dense"], x["search"]
+                print(
+                    f"  {x['round']} | {_f(d[1])} [{_f(d[2])}, {_f(d[3])}] | {_f(s[1])} [{_f(s[2])}, {_f(s[3])}] | "
+                    f"{_f(x['difference'], '{:+.1%}')} | {'yes' if x['covers'] else 'no'} | {x['time_ratio']:.2f} | "
+                    f"{x['foreign'][0]:.0f}/{x['foreign'][1]:.0f}"
+                )
+            near = sum(x["difference"] is not None and abs(x["difference"]) <= 0.10 for x in rows)
+            cov = sum(bool(x["covers"]) for x in rows)
+            print(
+                f"  within 10 %: {near}/{len(rows)}; covered: {cov}/{len(rows)}; time ratio max {max(x['time_ratio'] for x in rows):.2f}"
+            )
+        elif name in AB:
+            rows = evaluate_ab(name)
+            print(f"{name} ({AB[name][2]}): job | change [95 %] | p | pairs | probes | s | foreign % (A/B)")
+            for x in rows:
+                ci = "not judged" if x["ci"] is None else f"[{x['ci'][0]:+.1%}, {x['ci'][1]:+.1%}]"
+                print(
+                    f"  {x['round']} | {_f(x['change'], '{:+.1%}')} {ci} | {_f(x['pvalue'], '{:.3g}')} | {x['pairs']} | "
+                    f"{x['probes']} | {x['seconds']:.0f} | {x['foreign'][0]:.0f}/{x['foreign'][1]:.0f}"
+                )
+            below = sum(x["ci"] is not None and x["ci"][1] < 0 for x in rows)
+            zero = sum(x["ci"] is not None and x["ci"][0] <= 0 <= x["ci"][1] for x in rows)
+            print(f"  interval below 0: {below}/{len(rows)}; including 0: {zero}/{len(rows)}")
+    return 0
+
+
+#: rounds of a set that keep their raw perfResults.csv.gz (later rounds keep reduced.npz only)
+RAW_KEPT = 2
+
+
+def keep(name: str) -> int:
+    """Every run folder of rounds past RAW_KEPT: reduced.npz (headroom.reduce.save_run), raw file removed."""
+    sys.path.insert(0, str(ROOT))
+    from headroom.io import reduce_run
+    from headroom.reduce import save_run
+
+    for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        if int(r.name) <= RAW_KEPT:
+            continue
+        for raw in sorted(r.glob("*/perfResults.csv.gz")):
+            save_run(reduce_run(str(raw.parent)), raw.parent / "reduced.npz")
+            raw.unlink()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "keep":
+        return keep(argv[1])
+    if argv[:1] == ["evaluate"]:
+        return evaluate(argv[1:])
+    if argv[:1] == ["list"]:
+        for k, v in {**REF, **AB}.items():
+            print(k, v)
+        return 0
+    if len(argv) in (2, 3) and argv[0] == "record":
+        rounds = int(argv[2]) if len(argv) == 3 else None
+        if argv[1] in REF:
+            return record_ref(argv[1], rounds)
+        if argv[1] in AB:
+            return record_ab(argv[1], rounds)
+    sys.exit(f"usage: record_search.py list | record SET [ROUNDS] (SET: {', '.join({**REF, **AB})})")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,101 @@
+"""The recorded search sets of data/search (issue 39's "must show"), read back with today's code.
+
+Every folder reads as its probes say; every search took at most half its dense reference ramp's
+time; and the figures data/search/README.md states (how often the search's capacity lay within
+10 % of the reference's and its interval covered it, how often the A/B interval excluded or
+included no change) are what the data give now: the README cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import record_search as rs  # noqa: E402
+
+DATA = ROOT / "data" / "search"
+README = DATA / "README.md"
+
+
+def _sets(kind: dict) -> list[str]:
+    return [n for n in kind if (DATA / n).is_dir()]
+
+
+def _search_folders():
+    for name in _sets(rs.REF):
+        yield from sorted(DATA.glob(f"{name}/[0-9][0-9]/search"))
+    for name in _sets(rs.AB):
+        yield from sorted(DATA.glob(f"{name}/[0-9][0-9]/[ab]-01"))
+
+
+def test_the_sets_are_there():
+    assert _sets(rs.REF) and _sets(rs.AB), "data/search holds the recorded sets (scripts/record_search.py)"
+
+
+@pytest.mark.parametrize("folder", list(_search_folders()), ids=lambda p: "/".join(p.parts[-3:]))
+def test_a_search_folder_reads_as_its_probes(folder):
+    from headroom.io import reduce_run
+
+    meta = yaml.safe_load((folder / "metadata.yml").read_text())
+    probes = meta["search"]["probes"]
+    assert [p["concurrency"] for p in probes] == meta["concurrency"] == list(reduce_run(str(folder)).reduced.steps.concurrency)
+    assert [p["step"] for p in probes] == list(range(1, len(probes) + 1))
+    assert meta["search"]["stopped"] in ("precision", "budget", "held", "limit", "broken")
+
+
+@pytest.mark.parametrize("name", _sets(rs.REF))
+def test_every_search_took_at_most_half_its_reference_ramps_time(name):
+    rows = rs.evaluate_ref(name)
+    assert rows and all(r["time_ratio"] <= 0.5 for r in rows), [r["time_ratio"] for r in rows]
+
+
+def _stated(name: str) -> dict[str, tuple[int, int]]:
+    """The counts README.md states for a set: ``- `NAME`: within 10 %: 4/10; covered: 8/10; ...``."""
+    line = next(x for x in README.read_text().splitlines() if x.startswith(f"- `{name}`:"))
+    return {k: (int(a), int(b)) for k, a, b in re.findall(r"([a-z0-9 %]+): (\d+)/(\d+)", line[len(name) + 5 :])}
+
+
+@pytest.mark.parametrize("name", _sets(rs.REF))
+def test_the_readme_states_what_the_reference_sets_give(name):
+    rows = rs.evaluate_ref(name)
+    n = len(rows)
+    near = sum(r["difference"] is not None and abs(r["difference"]) <= 0.10 for r in rows)
+    covered = sum(bool(r["covers"]) for r in rows)
+    said = _stated(name)
+    assert said[" within 10 %"] == (near, n) and said[" covered"] == (covered, n), said
+
+
+@pytest.mark.parametrize("name", _sets(rs.AB))
+def test_the_readme_states_what_the_ab_sets_give(name):
+    rows = rs.evaluate_ab(name)
+    n = len(rows)
+    below = sum(r["ci"] is not None and r["ci"][1] < 0 for r in rows)
+    zero = sum(r["ci"] is not None and r["ci"][0] <= 0 <= r["ci"][1] for r in rows)
+    said = _stated(name)
+    assert said[" below 0"] == (below, n) and said[" including 0"] == (zero, n), said
+
+
+def test_summary_compare_and_report_read_a_search_folder(tmp_path):
+    # steps in probe order, not load order: every command reads them
+    folder = sorted(DATA.glob("ref-go/[0-9][0-9]/search"))[0]
+    dense = folder.parent / "dense"
+    obj = yaml.safe_load((folder / "metadata.yml").read_text())["search"]["objective"]
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+
+    s = cli("summary", folder, "--objective", obj)
+    assert s.returncode == 0 and "95 % interval" in s.stdout, s.stderr
+    c = cli("compare", dense, folder, "--objective", obj)
+    assert c.returncode in (0, 1, 3), c.stderr
+    out = tmp_path / "r.html"
+    r = cli("report", dense, folder, "-o", out, "--objective", obj)
+    assert r.returncode == 0, r.stderr
+    assert "95 % interval" in out.read_text()
