@@ -46,6 +46,8 @@ def planned_se(key: str, pairs: int, design, runs: tuple[int, int]) -> tuple[flo
     """(standard error, df) of a metric's change planned from the design and the reference noise:
     the pairs of interleaved recordings at the default pair noise, or the run-level defaults for a
     shared machine with the runs per side (and their repeats' df)."""
+    if key == "rps_at_objective":  # the capacity at the objective: planned as the throughput's change
+        key = "paired_plateau_rps"
     if design.paired:
         from .across_load import planned_se as paired_se
 
@@ -59,11 +61,12 @@ def planned_se(key: str, pairs: int, design, runs: tuple[int, int]) -> tuple[flo
 def kinds(keys: list[str], closed_loop: bool) -> list[list[str]]:
     """The kinds of regression (CPU-led, throughput-led, latency-led, tail-led), each as the tested
     metrics that show it."""
-    tail = [k for k in keys if k not in ("cpu_s_per_req", "paired_plateau_rps", "p50_s")]
+    tail = [k for k in keys if k not in ("cpu_s_per_req", "paired_plateau_rps", "p50_s", "rps_at_objective")]
     # a closed loop: Little's law ties them at matched load; p50 first (on a tie it is chosen): it is
-    # judged at every matched level, plateau throughput of runs recorded apart only at the saturated ones
+    # judged at every matched level, plateau throughput of runs recorded apart only at the saturated ones;
+    # the capacity at the objective shows a throughput-led regression too (issue 39)
     both = ["p50_s", "paired_plateau_rps"]
-    throughput = both if closed_loop else ["paired_plateau_rps"]
+    throughput = (both if closed_loop else ["paired_plateau_rps"]) + ["rps_at_objective"]
     latency = both if closed_loop else ["p50_s"]
     out = [["cpu_s_per_req"], throughput, latency, tail]
     return [[k for k in g if k in keys] for g in out if any(k in keys for k in g)]

@@ -13,6 +13,7 @@ from ..stopped import stop_note, stop_verdict, stops
 from ..summary import Summary
 from . import learned as learn
 from .budget import planned_se, power_weights, weighted_holm
+from .capacity import capacity_spec, capacity_test
 from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
 from .options import ERROR_THRESHOLD, CompareOptions
 from .pairing import pairs_for, plateau_mask
@@ -93,7 +94,7 @@ def compare_runs(
     opts = CompareOptions(objective, threshold, error_threshold, confidence, bucket_s)
     plan = _plan(baseline, candidate, noise_from, opts)
     metrics, weights = _decision_metrics(plan, opts)
-    metrics += shown(plan.sides)
+    metrics += [m for m in shown(plan.sides) if m.key not in {j.key for j in metrics}]
     primary = "cpu_s_per_req" if _judged(metrics, "cpu_s_per_req") else "paired_plateau_rps"
     runs = (len(plan.sides[0]), len(plan.sides[1]))
     verdict, reason, needed = decision(
@@ -176,6 +177,10 @@ def _tests(plan: _Plan) -> dict:
 
 def _decision_metrics(plan: _Plan, opts: CompareOptions):
     tests = _tests(plan)
+    if opts.objective is not None and opts.objective.q is not None:  # issue 39: judged, paired when interleaved
+        t, _why = capacity_test(*plan.sides, plan.design.recordings, opts.confidence)
+        if t is not None:  # else shown as before (shown.py), with the summaries' values
+            tests["rps_at_objective"] = (capacity_spec(), t)
     err = error_test(plan.sides, plan.pairs)
     pv = {k: t.pvalue for k, (spec, t) in tests.items() if t is not None and spec.weight}
     if not isinstance(err, str):
