@@ -142,6 +142,8 @@ def objective_sentence(c) -> str | None:
 def cpu_sentence(c) -> str:
     """The CPU cost of a request: the cause of most capacity changes, and the most precise figure."""
     m = _metric(c, CPU)
+    if m is not None and m.change is None and m.note:  # measured, but this comparison cannot judge it
+        return f"CPU cost per request: not judged ({m.note})."
     if m is None or m.change is None or m.baseline is None or m.candidate is None:
         return (
             "CPU cost per request: unknown (the runs carry no CPU of the server; record it with "

@@ -276,6 +276,31 @@ def test_a_stopped_candidate_is_regressed_and_a_stopped_baseline_improved(stoppe
         assert doc["reason"].startswith(f"the baseline stopped answering at concurrency {level}")
 
 
+def test_the_error_rate_counts_the_dying_step_at_the_levels_both_ran(stopped):
+    """compare's error rate of a stopped candidate: failed / all requests over every level both runs
+    sent requests at, the dying step included (counted here from the rows and the recorder's
+    counts); a CPU per request that cannot be paired is said as not judged, not as missing CPU."""
+    from headroom.compare import compare_runs, to_json
+    from headroom.headline import cpu_sentence
+
+    base_rows = rows(STOPPED / "base")
+    for name in ("died-in-step-1", "died-at-step-3"):
+        st, secs = meta(STOPPED / name)["stopped"], rows(STOPPED / name)
+        n = st["step"]  # levels 1..n were run by both
+        ok_c = [sum(1 for *_, c in sec if 200 <= c <= 299) for sec in secs] + [0]
+        ok_c, fail_c = ok_c[:n], [0] * (n - 1) + [st["errors"]]
+        ok_b = [sum(1 for *_, c in sec if 200 <= c <= 299) for sec in base_rows[:n]]
+        fail_b = [sum(1 for *_, c in sec if not 200 <= c <= 299) for sec in base_rows[:n]]
+        c = compare_runs(stopped["base"], stopped[name])
+        err = next(m for m in to_json(c)["metrics"] if m["key"] == "error_rate")
+        assert err["decision"] == "worse", err
+        assert err["candidate"] == pytest.approx(sum(fail_c) / (sum(ok_c) + sum(fail_c)), rel=1e-5)
+        assert err["baseline"] == pytest.approx(sum(fail_b) / (sum(ok_b) + sum(fail_b)), abs=1e-6)
+        assert cpu_sentence(c) == (
+            "CPU cost per request: not judged (fewer than 3 matched steps with enough requests on both sides)."
+        )
+
+
 def test_every_step_of_a_stopped_run_with_its_failures(stopped):
     """The step in which the server died is a step of the table, whatever the moment: its rows
     (counted here) and the failed requests the recorder counted (hey's own count, metadata)."""

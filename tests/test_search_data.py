@@ -45,7 +45,11 @@ def test_a_search_folder_reads_as_its_probes(folder):
 
     meta = yaml.safe_load((folder / "metadata.yml").read_text())
     probes = meta["search"]["probes"]
-    assert [p["concurrency"] for p in probes] == meta["concurrency"] == list(reduce_run(str(folder)).reduced.steps.concurrency)
+    assert (
+        [p["concurrency"] for p in probes]
+        == meta["concurrency"]
+        == list(reduce_run(str(folder)).reduced.steps.concurrency)
+    )
     assert [p["step"] for p in probes] == list(range(1, len(probes) + 1))
     assert meta["search"]["stopped"] in ("precision", "budget", "held", "limit", "broken")
 
@@ -59,7 +63,9 @@ def test_every_search_took_at_most_half_its_reference_ramps_time(name):
 def _stated(name: str) -> dict[str, tuple[int, int]]:
     """The counts README.md states for a set: ``- `NAME`: within 10 %: 4/10; covered: 8/10; ...``."""
     line = next(x for x in README.read_text().splitlines() if x.startswith(f"- `{name}`:"))
-    return {k: (int(a), int(b)) for k, a, b in re.findall(r"([a-z0-9 %]+): (\d+)/(\d+)", line[len(name) + 5 :])}
+    return {
+        k: (int(a), int(b)) for k, a, b in re.findall(r"([a-z0-9 %]+): (\d+)/(\d+)", line[len(name) + 5 :])
+    }
 
 
 @pytest.mark.parametrize("name", _sets(rs.REF))
@@ -89,7 +95,9 @@ def test_summary_compare_and_report_read_a_search_folder(tmp_path):
     obj = yaml.safe_load((folder / "metadata.yml").read_text())["search"]["objective"]
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "headroom", *map(str, args)], capture_output=True, text=True, cwd=ROOT
+        )
 
     s = cli("summary", folder, "--objective", obj)
     assert s.returncode == 0 and "95 % interval" in s.stdout, s.stderr

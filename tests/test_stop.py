@@ -575,10 +575,10 @@ def test_server_shedding_load_with_503_is_judged_by_its_error_rate(binary, runs,
     assert err["candidate"] == pytest.approx(fails / total, rel=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="compare pairs usable steps only: WIRING.md, item 1 (issue 38)")
 def test_server_answering_only_503_from_a_step_on_is_judged_not_refused(binary, runs, tmp_path):
     """A server that answers 503 to everything from the middle of step 2 on: steps 3 and 4 have no
-    success, the ramp runs to its end, and compare must judge that (exit 1), never exit 2."""
+    success, the ramp runs to its end, and compare must judge that (exit 1), never exit 2: the error
+    rate over every level both runs ran, its all-failed steps included."""
     with GoServer(binary=binary, work=2000, delay=0.002, cpu=1, fail_after=1 + R + R // 2) as srv:
         r = headroom("ramp", srv.url, "-o", tmp_path / "f5", *HEY_PLAN, "--cpu-pid", srv.pid)
     assert r.returncode == 0, r.stderr
@@ -586,8 +586,13 @@ def test_server_answering_only_503_from_a_step_on_is_judged_not_refused(binary, 
     assert rows == [(R, 0), (R // 2, R // 2), (0, hey_sent(9)), (0, hey_sent(13))]
     doc, _ = summary_of(tmp_path / "f5")
     assert [(s["requests"], s["errors"]) for s in doc["steps"]] == rows
-    r = headroom("compare", runs / "base", tmp_path / "f5")
+    r = headroom("compare", runs / "base", tmp_path / "f5", "--json", tmp_path / "c.json")
     assert r.returncode == 1, r.stdout + r.stderr
+    c = json.loads((tmp_path / "c.json").read_text())
+    err = next(x for x in c["metrics"] if x["key"] == "error_rate")
+    fails, total = sum(f for _, f in rows), sum(ok + f for ok, f in rows)  # all four levels ran
+    assert err["decision"] == "worse" and err["candidate"] == pytest.approx(fails / total, rel=1e-5)
+    assert "at the levels where every run had successful requests" in flat(r.stdout)
 
 
 def test_interleaved_b_dies_at_a_level_it_goes_first(binary, tmp_path):

@@ -164,10 +164,19 @@ def error_metric(e: ErrorTest | str, holm: dict, weights: dict, *, threshold: fl
         decision = "unclear"
     return Metric(
         **base, baseline=e.rates[0], candidate=e.rates[1], change=e.diff, ci=ci, decision=decision,
-        note=f"failed / all requests over {e.pairs} matched steps (difference in points)", pairs=e.pairs,
+        note=_error_note(e), pairs=e.pairs,
         level=1.0 - a_local, bound=hi, pvalue=e.pvalue, weight=weights.get("error_rate"),
         test="two-proportion z test",
     )  # fmt: skip
+
+
+def _error_note(e: ErrorTest) -> str:
+    if e.extra:
+        return (
+            f"failed / all requests over {e.pairs} matched steps and {e.extra} more at levels every run ran "
+            "(too short to pair, or failing every request; difference in points)"
+        )
+    return f"failed / all requests over {e.pairs} matched steps (difference in points)"
 
 
 def within(m: Metric, threshold: float) -> bool:

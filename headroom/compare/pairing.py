@@ -29,6 +29,37 @@ def levels(t: StepTable) -> dict[float, list[int]]:
     return out
 
 
+def failed_levels(t: StepTable) -> set[float]:
+    """Levels of steps with no successful request and failed ones (a server answering only 5xx, a
+    step in which it died): run, never usable, but their failures count in the error rate."""
+    if t.errors is None:
+        return set()
+    keys = t.concurrency if t.known_concurrency else t.index.astype(np.float64)
+    return {float(keys[i]) for i in np.flatnonzero((t.requests == 0) & (t.errors > 0))}
+
+
+def _ran(t: StepTable) -> np.ndarray:
+    """Steps that sent requests (answered or failed)."""
+    return (t.requests + (t.errors if t.errors is not None else 0)) > 0
+
+
+def ran_steps(t: StepTable, common: set[float]) -> list[int]:
+    """Steps of a run at the given levels that sent requests (usable, too short, or all failed)."""
+    keys = t.concurrency if t.known_concurrency else t.index.astype(np.float64)
+    return [int(i) for i in np.flatnonzero(_ran(t)) if float(keys[i]) in common]
+
+
+def error_levels(sides) -> set[float]:
+    """Levels every run sent requests at: where the error rate is compared (a step too short to
+    pair, or failing every request, still counts its failures)."""
+    out = None
+    for t in (s.table for side in sides for s in side):
+        keys = t.concurrency if t.known_concurrency else t.index.astype(np.float64)
+        ran = {float(keys[i]) for i in np.flatnonzero(_ran(t))}
+        out = ran if out is None else out & ran
+    return out or set()
+
+
 def load_of(t: StepTable, i: int) -> float:
     """The load of step ``i`` as the model across load sees it: concurrency, else the planned rate,
     else the step's position (1-based)."""
@@ -72,27 +103,31 @@ def pair_steps(base: list[StepTable], cand: list[StepTable]) -> tuple[list[tuple
     raise HeadroomError(_unmatched(tables, len(base), len(common), wanted))
 
 
-def common_pairs(sides) -> tuple[list[tuple], str]:
+def common_pairs(
+    sides, why: str = "up to the level where a run stopped answering"
+) -> tuple[list[tuple], str]:
     """Steps paired at the levels every run has usable (a run stopped answering, so the plans
-    end at different levels); none when the runs share no level."""
+    end at different levels, or failed every request at some levels); none when the runs share
+    no level."""
     tables = [s.table for side in sides for s in side]
     known = all(t.known_concurrency for t in tables)
     lvs = [levels(t) for t in tables]
     common = sorted(set.intersection(*(set(lv) for lv in lvs)))
     how = "by concurrency" if known else "by step index (concurrency unknown: no ramp parameters in metadata)"
-    return _replicated(
-        common, lvs, len(sides[0]), known
-    ), how + ", up to the level where a run stopped answering"
+    return _replicated(common, lvs, len(sides[0]), known), f"{how}, {why}"
 
 
 def pairs_for(sides, side_stops) -> tuple[list[tuple], str]:
-    """The step pairs; a run that stopped answering pairs the levels every run reached."""
+    """The step pairs; a run that stopped answering, or failed every request from some level on,
+    pairs the levels every run has usable (its failures count in the error rate)."""
     try:
         return pair_steps([s.table for s in sides[0]], [s.table for s in sides[1]])
     except HeadroomError:
-        if not any(x is not None for row in side_stops for x in row):
-            raise  # plans that truly differ (recorded with other flags)
-        return common_pairs(sides)
+        if any(x is not None for row in side_stops for x in row):
+            return common_pairs(sides)
+        if any(failed_levels(s.table) for side in sides for s in side):
+            return common_pairs(sides, "at the levels where every run had successful requests")
+        raise  # plans that truly differ (recorded with other flags)
 
 
 def _index_pairing(tables: list[StepTable]) -> str:
@@ -129,14 +164,20 @@ def _unmatched(tables: list[StepTable], nb: int, shared: int, wanted: int) -> st
     for name, t, lv in zip(names, tables, usable):
         ran = {float(c): i for i, c in enumerate(t.concurrency)}
         missing = anyone - lv
-        short = {c for c in missing if c in ran and t.short[ran[c]]}
-        idle = {c for c in missing if c in ran} - short
+        failed = failed_levels(t) & missing
+        short = {c for c in missing if c in ran and t.short[ran[c]]} - failed
+        idle = {c for c in missing if c in ran} - short - failed
         absent = missing - set(ran)
         if absent:
             said.append(f"{name} has no step at concurrency {_level_list(absent)}")
         if short:
             note = "" if short_any else f" (under {MIN_STEP_S:g} s or {MIN_STEP_REQUESTS} requests)"
             said.append(f"{name} steps at concurrency {_level_list(short)} were dropped as too short{note}")
+        if failed:
+            n = sum(int(t.errors[ran[c]]) for c in failed)
+            said.append(
+                f"{name} steps at concurrency {_level_list(failed)} had no successful request (all {n:,} failed)"
+            )
         if idle:
             said.append(f"{name} steps at concurrency {_level_list(idle)} had no throughput")
         short_any, absent_any = short_any or bool(short), absent_any or bool(absent)

@@ -177,7 +177,9 @@ def _tests(plan: _Plan) -> dict:
 
 def _decision_metrics(plan: _Plan, opts: CompareOptions):
     tests = _tests(plan)
-    if opts.objective is not None and opts.objective.q is not None:  # issue 39: judged, paired when interleaved
+    if (
+        opts.objective is not None and opts.objective.q is not None
+    ):  # issue 39: judged, paired when interleaved
         t, _why = capacity_test(*plan.sides, plan.design.recordings, opts.confidence)
         if t is not None:  # else shown as before (shown.py), with the summaries' values
             tests["rps_at_objective"] = (capacity_spec(), t)

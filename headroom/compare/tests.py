@@ -23,7 +23,7 @@ import numpy as np
 from ..noise import LearnedNoise, NoiseEstimate, canonical, combine, pooled, spread, within_run_se
 from ..stats import t_sf
 from .across_load import AcrossLoad, Cells, fit
-from .pairing import load_of
+from .pairing import error_levels, load_of, ran_steps
 from .specs import Spec, log_ratio, series
 
 
@@ -117,26 +117,34 @@ class ErrorTest:
     se: float
     pvalue: float
     pairs: int
+    extra: int = 0  # steps counted beyond the matched pairs' (too short to pair, or all failed)
 
 
 def error_test(sides, pairs) -> ErrorTest | str:
-    """Failed / all requests over the matched steps of each side; a reason string when unknown."""
+    """Failed / all requests of each side over the levels every run sent requests at (its matched
+    steps, and steps too short to pair or failing every request at such a level); a reason string
+    when unknown or when no level was run by every run."""
     unknown = [s.label for side in sides for s in side if errors_unknown(s)]
     if unknown:
         return "error counts unknown (no status column, or transport errors not recorded): " + ", ".join(
             dict.fromkeys(unknown)
         )
-    rates, totals = [], []
+    common = error_levels(sides)
+    rates, totals, extra = [], [], 0
     for k, side in enumerate(sides):
         err = req = 0
         for r, s in enumerate(side):
-            idx = [p[1 + k][r] for p in pairs]
+            paired = {p[1 + k][r] for p in pairs}
+            idx = sorted(paired | set(ran_steps(s.table, common)))
+            extra += len(idx) - len(paired)
             err += int(s.table.errors[idx].sum())
             req += int(s.table.requests[idx].sum()) + int(s.table.errors[idx].sum())
         rates.append(err / req if req else 0.0)
         totals.append((err, req))
+    if not (totals[0][1] and totals[1][1]):
+        return "not judged: no level that every run sent requests at"
     diff = rates[1] - rates[0]
     pool = (totals[0][0] + totals[1][0]) / max(1, totals[0][1] + totals[1][1])
     se = math.sqrt(pool * (1 - pool) * (1 / max(1, totals[0][1]) + 1 / max(1, totals[1][1])))
     p = 2.0 * t_sf(abs(diff) / se, math.inf) if se > 0 else float(diff == 0.0)
-    return ErrorTest((rates[0], rates[1]), diff, se, min(1.0, p), len(pairs))
+    return ErrorTest((rates[0], rates[1]), diff, se, min(1.0, p), len(pairs), extra)
