@@ -361,7 +361,7 @@ def _worse_at_a_level(m: dict, want: dict, alpha_local: float, threshold: float)
     )
 
 
-@pytest.mark.parametrize("rec,codes", [("dev-go-aa-70/a-01", (0, 3)), ("dev-go-latency200-70/a-03", (1,))])
+@pytest.mark.parametrize("rec,codes", [("dev-go-aa-70/a-01", (0, 3)), ("dev-go-latency200-70/a-02", (1,))])
 def test_an_interleaved_comparison_recomputed_from_its_raw_files(rec, codes):
     """Two recordings with two pairs a level, raw files kept (an A/A one, and one whose candidate
     waits 200 us a request): every pair's log ratio from the raw rows and the recorder's per-step
