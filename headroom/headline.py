@@ -132,6 +132,8 @@ def objective_sentence(c) -> str | None:
     if m is None or m.baseline is None or m.candidate is None:
         why = f" ({m.note})" if m is not None and m.note else ""
         return f"At {c.objective}: the throughput each side carries is unknown{why}."
+    if m.decides and m.change is not None:  # judged: the capacity sentence says it (objective_clause)
+        return None
     held = "; a run held it at every step: a lower bound" if "lower bound" in m.note else ""
     return (
         f"At {c.objective}: {_rps(m.baseline)} to {_rps(m.candidate)} (throughput at the objective; "

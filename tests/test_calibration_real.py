@@ -69,15 +69,18 @@ def test_a_a_pairs_rarely_alarm_and_never_with_defaults(sets):
 
 
 @pytest.mark.parametrize(
-    ("change", "least_default", "least_learned"), [("x2", 0.97, 0.97), ("cpu25", 0.85, 0.85)]
+    ("change", "least_default", "least_learned"), [("x2", 0.97, 0.97), ("cpu25", 0.5, 0.85)]
 )
 def test_real_changes_are_caught_and_never_reversed(sets, change, least_default, least_learned):
-    """Published (docs/ci.md): x2 100 %, cpu25 94 % (defaults) and 97 % (learned) of 32 pairs.
+    """Published (docs/ci.md): x2 100 %, cpu25 56 % (defaults) and 91 % (learned) of 32 pairs.
 
     The 32 pairs are every A run against every B run of two sets of 4 + 4 runs: 16 runs, each in
     4 pairs, so they are not 32 independent trials.  The bounds sit just under the published
-    rates (x2: at most one pair missed; cpu25: at most 4 of 32); a gate with two thirds of the
-    power (63 % for cpu25) would miss about 12.  The out-of-sample, independent check of the
+    rates (x2: at most one pair missed; cpu25 learned: at most 4 of 32, defaults: at most 16).
+    cpu25 with the defaults fell from 94 % when the error budget became maximin over the kinds of
+    regression (issue 37): CPU per request keeps 0.23 of it, latency the rest, so one run a side
+    with the shared machine's default noise catches +28 % CPU about half the time (the misses are
+    inconclusive, never exit 0).  The out-of-sample, independent check of the
     interleaved design is tests/test_calibration_interleaved.py."""
     default, learned = [], []
     for name, (a, b) in sets.items():

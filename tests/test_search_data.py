@@ -107,3 +107,27 @@ def test_summary_compare_and_report_read_a_search_folder(tmp_path):
     r = cli("report", dense, folder, "-o", out, "--objective", obj)
     assert r.returncode == 0, r.stderr
     assert "95 % interval" in out.read_text()
+
+
+def test_compare_judges_the_capacity_at_the_objective_and_says_it_once():
+    """An A/B search compared with its objective: the throughput at the objective is a judged metric
+    (issue 39), paired (the capacity change of compare/capacity.py), in the error budget's
+    throughput-led kind; the opening sentences quote its numbers once, as judged."""
+    from headroom import load_run
+    from headroom.compare import compare_runs, to_json
+    from headroom.headline import capacity_sentence, headline
+    from headroom.model import parse_objective
+
+    job = DATA / "ab-go-cpu20" / "01"
+    meta = yaml.safe_load((job / "a-01" / "metadata.yml").read_text())
+    obj = meta["search"]["objective"]
+    c = compare_runs(load_run(job / "a-01"), load_run(job / "b-01"), objective=parse_objective(obj))
+    m = next(x for x in to_json(c)["metrics"] if x["key"] == "rps_at_objective")
+    assert m["decides"] and m["weight"] and m["weight"] > 0 and m["pvalue"] is not None, m
+    lines = headline(c)
+    assert not any("shown, not judged" in x for x in lines), lines
+    said = capacity_sentence(c)
+    assert f"at {obj}" in said and f"{m['baseline']:,.0f} req/s to {m['candidate']:,.0f} req/s" in said, (
+        said,
+        m,
+    )

@@ -251,7 +251,7 @@ def _with_stops(sides, side_stops, verdict: str, reason: str, needed):
         return verdict, reason, needed
     sv, sr = got
     if sv == "regressed":
-        extra = f"; the matched steps also say: {reason}" if verdict == "regressed" else ""
+        extra = f"; the levels both sides ran also say: {reason}" if verdict == "regressed" else ""
         return "regressed", sr + extra, None
     if verdict == "regressed":  # the candidate took the load the baseline could not, but costs more
         return "regressed", f"{reason}; although {sr[0].lower()}{sr[1:]}", None
