@@ -103,6 +103,19 @@ def build(dest_dir: str | os.PathLike | None = None) -> Path:
     return binary
 
 
+def built_or_skip() -> Path:
+    """The test server's binary for a test fixture: built (cached), or the test skipped when Go is
+    missing; under HEADROOM_REQUIRE_TOOLS=1 (CI) a missing Go fails the test instead."""
+    import pytest
+
+    try:
+        return build()
+    except GoMissing as e:
+        if os.environ.get("HEADROOM_REQUIRE_TOOLS") == "1":
+            pytest.fail(f"HEADROOM_REQUIRE_TOOLS=1 but: {e}")
+        pytest.skip(str(e))
+
+
 def _duration(value: float | str | None) -> str | None:
     """A Go duration flag value from seconds (float) or a Go duration string."""
     if value is None:

@@ -19,7 +19,7 @@ import time
 
 import psutil
 import pytest
-from goserver import GoMissing, GoServer, build
+from goserver import GoMissing, GoServer, build, built_or_skip
 
 # CPU time in /proc (and so in psutil and in process_cpu_seconds_total) is counted in
 # clock ticks; one tick is the resolution of any CPU difference read here.
@@ -28,12 +28,7 @@ TICK = 1.0 / os.sysconf("SC_CLK_TCK")
 
 @pytest.fixture(scope="module")
 def binary():
-    try:
-        return build()
-    except GoMissing as e:
-        if os.environ.get("HEADROOM_REQUIRE_TOOLS") == "1":
-            pytest.fail(f"HEADROOM_REQUIRE_TOOLS=1 but: {e}")
-        pytest.skip(str(e))
+    return built_or_skip()
 
 
 def server(binary, **kw) -> GoServer:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from goserver import GoMissing, GoServer, build
+from goserver import GoServer, built_or_skip
 
 import headroom.profiles as hp
 from headroom.model import HeadroomError
@@ -34,10 +34,7 @@ BASE, REGEXP = DATA / "base-01", DATA / "regexp-01"
 
 @pytest.fixture(scope="module")
 def binary():
-    try:
-        return build()
-    except GoMissing as e:
-        pytest.skip(str(e))
+    return built_or_skip()
 
 
 def one_line_error(capsys) -> str:

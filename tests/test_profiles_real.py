@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need_tool
-from goserver import GoMissing, GoServer, build
+from goserver import GoServer, built_or_skip
 
 import headroom.profiles as hp
 
@@ -42,10 +42,7 @@ ALLOC_GC = re.compile(
 @pytest.fixture(scope="module")
 def binary():
     need_tool("hey")
-    try:
-        return build()
-    except GoMissing as e:
-        pytest.skip(str(e))
+    return built_or_skip()
 
 
 def record_ab(tmp_path: Path, a: GoServer, b: GoServer, *extra: str) -> tuple[Path, Path]:

@@ -9,21 +9,15 @@ Skips without Go, unless HEADROOM_REQUIRE_TOOLS=1.
 from __future__ import annotations
 
 import http.client
-import os
 import socket
 
 import pytest
-from goserver import GoMissing, GoServer, build
+from goserver import GoServer, built_or_skip
 
 
 @pytest.fixture(scope="module")
 def binary():
-    try:
-        return build()
-    except GoMissing as e:
-        if os.environ.get("HEADROOM_REQUIRE_TOOLS") == "1":
-            pytest.fail(f"HEADROOM_REQUIRE_TOOLS=1 but: {e}")
-        pytest.skip(str(e))
+    return built_or_skip()
 
 
 def status(port: int, path: str = "/", timeout: float = 10.0) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import need_tool
-from goserver import GoMissing, GoServer, build
+from goserver import GoServer, built_or_skip
 
 from headroom.ramp.engines import HEY_TEMPLATE, Hey, StepPlan, error_kind, split_hey_trailer
 
@@ -37,12 +37,7 @@ def flat(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def binary():
-    try:
-        b = build()
-    except GoMissing as e:
-        if os.environ.get("HEADROOM_REQUIRE_TOOLS") == "1":
-            pytest.fail(f"HEADROOM_REQUIRE_TOOLS=1 but: {e}")
-        pytest.skip(str(e))
+    b = built_or_skip()
     need_tool("hey")  # looked up when the tests run, not at import (a tool installed meanwhile)
     return b
 
