@@ -511,7 +511,7 @@ def verdict(c, line: bool = True) -> Fragment:
         )
         + f"<p><small>{names}</small></p>"
         + _table(head, rows, wrap=(5, 7))
-        + f"<p><small>{_E(design_sentence(c))} (so each interval is at its own, wider level). "
+        + f"<p><small>{_E(design_sentence(c))}; so each interval is at that wider level. "
         "<i>detects</i>: the smallest change found with 80 % power by this design. "
         "The verdict 'no regression' means the primary metric was shown not to be worse by the "
         "threshold (one-sided 95 %) and nothing was worse.</small></p>"

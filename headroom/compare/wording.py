@@ -180,7 +180,7 @@ def design_sentence(c) -> str:
     return (
         f"{how}; a weighted Holm procedure keeps the chance of any false call at {1 - c.confidence:.0%}, "
         "its budget shared to give CPU-, throughput-, latency- and tail-led regressions of the threshold's "
-        "size the same share of the power each would have alone (maximin)"
+        "size the same share of the power each would have alone (maximin), each metric at its own level"
     )
 
 
