@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ._fmt import big_pct
+from ._fmt import table as _table
+from .compare import wording
 from .scalability import MIN_R2
 from .summary import Summary, format_name
 
@@ -21,15 +24,6 @@ def _f(v, fmt: str, dash: str = "-") -> str:
 
 def _ms(v) -> str:
     return _f(None if v is None else v * 1e3, ".2f")
-
-
-def _table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    out = []
-    for r in [header, *rows]:
-        cells = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(r, widths, align)]
-        out.append("  " + "  ".join(cells).rstrip())
-    return out
 
 
 def _rps(v) -> str:
@@ -512,8 +506,6 @@ def format_comparison(c) -> str:
             ]
         )
     lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
-    from .compare.wording import across_load_lines
-
     lines += across_load_lines(c)
     lines += _noise_rows(c)
     lines += _pair_lines(c)
@@ -587,13 +579,6 @@ def interval_text(m) -> str:
     return f"[{big_pct(m.ci[0], '+.1%')}, {big_pct(m.ci[1], '+.1%')}]"
 
 
-def big_pct(v, fmt: str = "+.0%") -> str:
-    """A relative change; beyond +999 % (an interval with almost no degrees of freedom) as '>+999%'."""
-    if v is None:
-        return "-"
-    return ">+999%" if v > 9.99 else format(v, fmt).replace("%", "%")
-
-
 def _df(df: float) -> str:
     """Degrees of freedom for a reader: whole numbers as such, effective ones to one decimal."""
     if not math.isfinite(df) or df >= 100:
@@ -637,3 +622,16 @@ def format_memory_comparison(m) -> str:
              f"(median of {len(m.steps)} steps{noise})"]  # fmt: skip
     lines += _table(["conc", "base RSS MiB", "cand RSS MiB", "change %"], rows, "rrrr")
     return "\n".join(lines) + "\n"
+
+
+def across_load_lines(c) -> list[str]:
+    """The across-load table as terminal lines (empty when the design has no levels)."""
+    got = wording.across_load_rows(c)
+    if got is None:
+        return []
+    head, rows = got
+    return [
+        "",
+        "change across load: " + wording.ACROSS_LOAD_NOTE,
+        *_table(head, rows, "rr" + "r" * (len(head) - 2)),
+    ]

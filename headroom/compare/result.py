@@ -118,9 +118,30 @@ class Noise:
     runs: tuple[int, int]
 
     def describe(self) -> str:
-        from .wording import noise_sentence
-
-        return noise_sentence(self)
+        """How between-run noise entered the intervals, in one sentence."""
+        if self.source.startswith("interleaved"):
+            n = self.runs[0]
+            learned = " and earlier interleaved A/A recordings" if "learned" in self.source else ""
+            return (
+                f"between-run noise: none to account for: A and B alternated within every load level of "
+                f"{n} interleaved recording{'s' if n > 1 else ''}; the change of each metric is fitted across "
+                f"load and judged against the spread of the pairs at the same level and of the levels around "
+                f"the fit (measured here{learned})"
+            )
+        if self.source not in ("default", "learned", "repeats"):  # read from an older schema
+            return f"between-run noise: {self.source} (a comparison of an older schema)"
+        if self.source == "default":
+            return (
+                "between-run noise: per-metric defaults for a shared CI machine (docs/ci.md); "
+                "--noise-from A/A runs or repeat runs would measure it"
+            )
+        if self.source == "learned":
+            extra = f" and the {self.runs[0]} + {self.runs[1]} repeat runs" if max(self.runs) > 1 else ""
+            return f"between-run noise: learned from earlier runs of an unchanged build{extra}"
+        return (
+            f"between-run noise: measured from the {self.runs[0]} + {self.runs[1]} repeat runs, pooled with "
+            "the per-metric defaults (--noise-from A/A runs replaces the defaults)"
+        )
 
 
 @dataclass(frozen=True)

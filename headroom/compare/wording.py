@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from .result import Metric, Noise
+from .result import Metric
 
 
 def pct(v: float) -> str:
@@ -42,33 +42,6 @@ def describe(m: Metric, decision: str | None = None) -> str:
     if decision in ("worse", "better") and m.levels:
         s += f"; across load {across_load(m)}"
     return s
-
-
-def noise_sentence(noise: Noise) -> str:
-    """How between-run noise entered the intervals, in one sentence."""
-    if noise.source.startswith("interleaved"):
-        n = noise.runs[0]
-        learned = " and earlier interleaved A/A recordings" if "learned" in noise.source else ""
-        return (
-            f"between-run noise: none to account for: A and B alternated within every load level of "
-            f"{n} interleaved recording{'s' if n > 1 else ''}; the change of each metric is fitted across "
-            f"load and judged against the spread of the pairs at the same level and of the levels around "
-            f"the fit (measured here{learned})"
-        )
-    if noise.source not in ("default", "learned", "repeats"):  # read from an older schema
-        return f"between-run noise: {noise.source} (a comparison of an older schema)"
-    if noise.source == "default":
-        return (
-            "between-run noise: per-metric defaults for a shared CI machine (docs/ci.md); "
-            "--noise-from A/A runs or repeat runs would measure it"
-        )
-    if noise.source == "learned":
-        extra = f" and the {noise.runs[0]} + {noise.runs[1]} repeat runs" if max(noise.runs) > 1 else ""
-        return f"between-run noise: learned from earlier runs of an unchanged build{extra}"
-    return (
-        f"between-run noise: measured from the {noise.runs[0]} + {noise.runs[1]} repeat runs, pooled with "
-        "the per-metric defaults (--noise-from A/A runs replaces the defaults)"
-    )
 
 
 def same_files(sides) -> list[str]:
@@ -132,7 +105,7 @@ def load_warnings(sides, paired: bool = False) -> list[str]:
 
 
 def mdc_warnings(metrics: list[Metric], runs: tuple[int, int], paired: bool = False) -> list[str]:
-    from ..text import big_pct
+    from .._fmt import big_pct
 
     big = [m for m in metrics if m.decides and m.mdc is not None and m.mdc > m.threshold]
     if not big:
@@ -211,14 +184,3 @@ ACROSS_LOAD_NOTE = (
     "each level's own change (candidate / baseline - 1 of its pairs' geometric mean; ! = beyond its "
     "interval, simultaneous over the levels); 'fitted': the line in log load at the lowest and highest level"
 )
-
-
-def across_load_lines(c) -> list[str]:
-    """The across-load table as terminal lines (empty when the design has no levels)."""
-    from ..text import _table
-
-    got = across_load_rows(c)
-    if got is None:
-        return []
-    head, rows = got
-    return ["", "change across load: " + ACROSS_LOAD_NOTE, *_table(head, rows, "rr" + "r" * (len(head) - 2))]
