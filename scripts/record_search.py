@@ -12,14 +12,18 @@ Sets of two kinds:
   and a search (``headroom ramp --find OBJECTIVE --budget B``) against one server, recorded one
   after the other (the dense ramp first in odd rounds, the search first in even ones, so that
   drift of the machine falls on both), each round on a fresh server:
-  ``SET/NN/dense`` and ``SET/NN/search``.
+  ``SET/NN/dense`` and ``SET/NN/search``.  In the ``ref2-*`` sets the search is recorded between
+  two dense ramps on the same server (``dense``, ``search``, ``dense2``), and the reference is the
+  geometric mean of the two ramps' crossings: the reference recorded beside the search.  The
+  ``*-hog`` sets run beside a foreign load of our own (HOG: a seeded ``cpu_hog.py`` per CPU).
 * ``ab-*``: A/B searches (``headroom ramp --ab URL_A URL_B --interleave steps --find OBJECTIVE``)
   of two Go test servers, one job per round: ``SET/NN/a-01`` and ``SET/NN/b-01``.
 
 Servers run pinned to CPU $SERVER_CPU (the Go test server of testserver/ through tests/goserver.py,
 or Debian's nginx as the proxy+backend pair of scripts/record_calibration.py); headroom and its
-generator run pinned to CPU $GEN_CPU (taskset; hey inherits it).  No hog is started: the machine
-is shared with other engineers' work, whose load every run's metadata reports (foreign_cpu).
+generator run pinned to CPU $GEN_CPU (taskset; hey inherits it).  Except in the hog sets no hog is
+started: the machine is shared with other engineers' work, whose load every run's metadata reports
+(foreign_cpu).
 Every process is bounded in time and stopped by its PID; perfResults.csv is gzipped (-9).  It
 refuses to overwrite a round that exists (a set can be extended by later rounds).
 
@@ -34,6 +38,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -50,7 +56,19 @@ GO = {"base": {"work": 3000}, "cpu20": {"work": 3690}}
 REF = {
     "ref-go": ("go", "p99<=20ms", "1:32:1", "50s", 10),
     "ref-nginx": ("nginx", "p99<=15ms", "1:32:1", "50s", 10),
+    "ref2-go": ("go", "p99<=10ms", "1:32:1", "50s", 10),
+    "ref2-nginx": ("nginx", "p99<=1ms", "1:32:1", "50s", 10),
+    "ref2-go-hog": ("go", "p99<=20ms", "1:32:1", "50s", 10),
+    "ref2-nginx-hog": ("nginx", "p99<=15ms", "1:32:1", "50s", 10),
 }
+#: sets whose search is recorded between two dense ramps on the same server (dense, search, dense2):
+#: the reference is the geometric mean of the two dense ramps' crossings, so that the machine's drift
+#: over a round falls on the reference as it falls on the search
+SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog", "ref2-nginx-hog"}
+#: sets recorded beside a foreign load of our own: one scripts/cpu_hog.py per CPU, pinned to it,
+#: duty drawn per cycle from (min, max) (seeded by round and CPU), started before the round's first
+#: ramp and stopped by its PID after the last
+HOG = {"ref2-go-hog": (0.3, 0.7), "ref2-nginx-hog": (0.3, 0.7)}
 #: ab sets: name -> (A variant, B variant, objective, budget, rounds)
 AB = {
     "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
@@ -107,6 +125,7 @@ def record_ref(name: str, rounds: int | None) -> int:
             continue
         dest.mkdir(parents=True)
         work = Path(tempfile.mkdtemp(prefix="headroom-search-"))
+        hogs = _hogs(name, r, dest / "hog.log")
         srv = Go("base") if kind == "go" else Nginx(work)
         try:
             pid = [f"--cpu-pid={p}" for p in srv.pids]
@@ -117,7 +136,12 @@ def record_ref(name: str, rounds: int | None) -> int:
                 "search": [*common, "-o", str(dest / "search"), "--find", objective, "--budget", budget,
                            "--description", f"issue 39 search {objective} --budget {budget}; {srv.what}"],
             }  # fmt: skip
-            order = ("dense", "search") if r % 2 else ("search", "dense")
+            runs["dense2"] = [*common, "-o", str(dest / "dense2"), "--concurrency", dense, "--description",
+                              f"issue 39 reference, after the search: dense ramp {dense}, 3 s steps; {srv.what}"]  # fmt: skip
+            if name in SANDWICH:
+                order = ("dense", "search", "dense2")
+            else:
+                order = ("dense", "search") if r % 2 else ("search", "dense")
             for what in order:
                 t0 = time.time()
                 rc_ = _headroom(runs[what], dest / "record.log", 900)
@@ -126,8 +150,43 @@ def record_ref(name: str, rounds: int | None) -> int:
                 )
         finally:
             srv.stop()
+            for h in hogs:
+                h.terminate()
+                h.wait(timeout=10)
         _gzip(dest)
     return 0
+
+
+def _hogs(name: str, rnd: int, log: Path) -> list[subprocess.Popen]:
+    """The set's foreign load for one round (HOG), or none: one cpu_hog.py per CPU, pinned to it,
+    bounded to 15 minutes; the caller stops them by PID."""
+    if name not in HOG:
+        return []
+    lo, hi = HOG[name]
+    f = open(log, "a")
+    return [
+        subprocess.Popen(
+            [
+                "taskset",
+                "-c",
+                str(cpu),
+                sys.executable,
+                str(ROOT / "scripts" / "cpu_hog.py"),
+                "--seed",
+                str(1000 * rnd + cpu),
+                "--duration",
+                "900",
+                "--min-duty",
+                str(lo),
+                "--max-duty",
+                str(hi),
+                "--quiet",
+            ],
+            stdout=f,
+            stderr=f,
+        )  # fmt: skip
+        for cpu in range(os.cpu_count() or 1)
+    ]
 
 
 def record_ab(name: str, rounds: int | None) -> int:
@@ -174,37 +233,55 @@ def _span_s(meta: dict) -> float:
 
 
 def evaluate_ref(name: str) -> list[dict]:
-    """Per round of a ref set: the dense ramp's and the search's capacity at the objective (as
-    headroom summary computes it now), the relative difference, coverage, time ratio, foreign CPU."""
+    """Per round of a ref set: the reference's and the search's capacity at the objective (as
+    headroom summary computes it now), the relative difference, coverage, time ratio, foreign CPU.
+
+    The reference is the dense ramp's crossing; in a sandwich set (dense, search, dense2) the
+    geometric mean of the two dense ramps' crossings (open when either is), and the time ratio is
+    the search's time over the mean of theirs."""
     import yaml
 
     from headroom import analyze
     from headroom.io import reduce_run
 
     objective = REF[name][1]
+    runs = ("dense", "search", "dense2") if name in SANDWICH else ("dense", "search")
     rows = []
     for r in sorted((OUT / name).glob("[0-9][0-9]")):
-        meta = {k: yaml.safe_load((r / k / "metadata.yml").read_text()) for k in ("dense", "search")}
+        meta = {k: yaml.safe_load((r / k / "metadata.yml").read_text()) for k in runs}
         cap = {k: analyze(reduce_run(str(r / k)), objective=objective).capacity.at_objective for k in meta}
-        d, s = cap["dense"], cap["search"]
-        ok = d.rps is not None and s.rps is not None
+        dense = [cap[k] for k in runs if k != "search"]
+        ref = _gmean([d.rps for d in dense])
+        ref_load = _gmean([d.load for d in dense])
+        s = cap["search"]
+        ok = ref is not None and s.rps is not None
+        dense_s = np.mean([_span_s(meta[k]) for k in runs if k != "search"])
         rows.append(
             {
                 "round": r.name,
-                "dense": (d.status, d.rps, d.low, d.high),
+                "reference": ref,
+                "dense": [(d.status, d.rps, d.low, d.high) for d in dense],
                 "search": (s.status, s.rps, s.low, s.high),
-                "difference": s.rps / d.rps - 1 if ok else None,
-                "covers": ok and (s.low is None or s.low <= d.rps) and (s.high is None or d.rps <= s.high),
-                "time_ratio": _span_s(meta["search"]) / _span_s(meta["dense"]),
+                "difference": s.rps / ref - 1 if ok else None,
+                "covers": ok and (s.low is None or s.low <= ref) and (s.high is None or ref <= s.high),
+                # the same at the load (concurrency) of the crossing: stricter where throughput is flat
+                "load_difference": s.load / ref_load - 1 if ref_load and s.load else None,
+                "load_covers": bool(ref_load and s.load)
+                and (s.load_low is None or s.load_low <= ref_load)
+                and (s.load_high is None or ref_load <= s.load_high),
+                "open": s.low is None or s.high is None,
+                "time_ratio": _span_s(meta["search"]) / dense_s,
                 "probes": len(meta["search"]["search"]["probes"]),
                 "stopped": meta["search"]["search"]["stopped"],
-                "foreign": (
-                    meta["dense"]["foreign_cpu"]["mean_percent"],
-                    meta["search"]["foreign_cpu"]["mean_percent"],
-                ),
+                "foreign": tuple(meta[k]["foreign_cpu"]["mean_percent"] for k in runs),
             }
         )
     return rows
+
+
+def _gmean(xs: list) -> float | None:
+    """Geometric mean, None when any is missing."""
+    return None if any(x is None for x in xs) else float(np.exp(np.mean(np.log(xs))))
 
 
 def evaluate_ab(name: str) -> list[dict]:
@@ -246,20 +323,27 @@ def evaluate(names: list[str]) -> int:
     for name in names or [n for n in {**REF, **AB} if (OUT / n).is_dir()]:
         if name in REF:
             rows = evaluate_ref(name)
+            dense = "dense before / after req/s [95 %]" if name in SANDWICH else "dense req/s [95 %]"
             print(
-                f"{name} ({REF[name][1]}): round | dense req/s [95 %] | search req/s [95 %] | diff | covers | time | foreign % (dense/search)"
+                f"{name} ({REF[name][1]}): round | {dense} | search req/s [95 %] | diff | covers | time | "
+                f"foreign % ({'/'.join(('dense', 'search', 'dense') if name in SANDWICH else ('dense', 'search'))})"
             )
             for x in rows:
-                d, s = x["dense"], x["search"]
+                d = " / ".join(f"{_f(a[1])} [{_f(a[2])}, {_f(a[3])}]" for a in x["dense"])
+                s = x["search"]
                 print(
-                    f"  {x['round']} | {_f(d[1])} [{_f(d[2])}, {_f(d[3])}] | {_f(s[1])} [{_f(s[2])}, {_f(s[3])}] | "
+                    f"  {x['round']} | {d} | {_f(s[1])} [{_f(s[2])}, {_f(s[3])}] | "
                     f"{_f(x['difference'], '{:+.1%}')} | {'yes' if x['covers'] else 'no'} | {x['time_ratio']:.2f} | "
-                    f"{x['foreign'][0]:.0f}/{x['foreign'][1]:.0f}"
+                    + "/".join(f"{v:.0f}" for v in x["foreign"])
                 )
             near = sum(x["difference"] is not None and abs(x["difference"]) <= 0.10 for x in rows)
             cov = sum(bool(x["covers"]) for x in rows)
+            lnear = sum(x["load_difference"] is not None and abs(x["load_difference"]) <= 0.10 for x in rows)
+            lcov = sum(bool(x["load_covers"]) for x in rows)
+            n, opened = len(rows), sum(x["open"] for x in rows)
             print(
-                f"  within 10 %: {near}/{len(rows)}; covered: {cov}/{len(rows)}; time ratio max {max(x['time_ratio'] for x in rows):.2f}"
+                f"  within 10 %: {near}/{n}; covered: {cov}/{n}; time ratio max {max(x['time_ratio'] for x in rows):.2f}; "
+                f"interval open at an end in {opened}; at the crossing's load: within 10 %: {lnear}/{n}, covered: {lcov}/{n}"
             )
         elif name in AB:
             rows = evaluate_ab(name)

@@ -8,6 +8,7 @@ included no change) are what the data give now: the README cannot drift from the
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -22,6 +23,17 @@ import record_search as rs  # noqa: E402
 
 DATA = ROOT / "data" / "search"
 README = DATA / "README.md"
+
+
+@functools.cache
+def _ref(name: str) -> list[dict]:
+    """A ref set's rounds as scripts/record_search.py evaluates them (read once for the tests here)."""
+    return rs.evaluate_ref(name)
+
+
+@functools.cache
+def _ab(name: str) -> list[dict]:
+    return rs.evaluate_ab(name)
 
 
 def _sets(kind: dict) -> list[str]:
@@ -56,7 +68,7 @@ def test_a_search_folder_reads_as_its_probes(folder):
 
 @pytest.mark.parametrize("name", _sets(rs.REF))
 def test_every_search_took_at_most_half_its_reference_ramps_time(name):
-    rows = rs.evaluate_ref(name)
+    rows = _ref(name)
     assert rows and all(r["time_ratio"] <= 0.5 for r in rows), [r["time_ratio"] for r in rows]
 
 
@@ -70,7 +82,7 @@ def _stated(name: str) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.parametrize("name", _sets(rs.REF))
 def test_the_readme_states_what_the_reference_sets_give(name):
-    rows = rs.evaluate_ref(name)
+    rows = _ref(name)
     n = len(rows)
     near = sum(r["difference"] is not None and abs(r["difference"]) <= 0.10 for r in rows)
     covered = sum(bool(r["covers"]) for r in rows)
@@ -80,7 +92,7 @@ def test_the_readme_states_what_the_reference_sets_give(name):
 
 @pytest.mark.parametrize("name", _sets(rs.AB))
 def test_the_readme_states_what_the_ab_sets_give(name):
-    rows = rs.evaluate_ab(name)
+    rows = _ab(name)
     n = len(rows)
     below = sum(r["ci"] is not None and r["ci"][1] < 0 for r in rows)
     zero = sum(r["ci"] is not None and r["ci"][0] <= 0 <= r["ci"][1] for r in rows)
