@@ -270,6 +270,10 @@ def evaluate_ref(name: str) -> list[dict]:
                 and (s.load_low is None or s.load_low <= ref_load)
                 and (s.load_high is None or ref_load <= s.load_high),
                 "open": s.low is None or s.high is None,
+                # the reference's own repeatability: the two dense ramps' crossings apart (sandwich sets)
+                "dense_apart": dense[1].rps / dense[0].rps - 1
+                if len(dense) == 2 and dense[0].rps and dense[1].rps
+                else None,
                 "time_ratio": _span_s(meta["search"]) / dense_s,
                 "probes": len(meta["search"]["search"]["probes"]),
                 "stopped": meta["search"]["search"]["stopped"],
@@ -345,6 +349,13 @@ def evaluate(names: list[str]) -> int:
                 f"  within 10 %: {near}/{n}; covered: {cov}/{n}; time ratio max {max(x['time_ratio'] for x in rows):.2f}; "
                 f"interval open at an end in {opened}; at the crossing's load: within 10 %: {lnear}/{n}, covered: {lcov}/{n}"
             )
+            apart = [x["dense_apart"] for x in rows if x["dense_apart"] is not None]
+            if apart:
+                close = sum(abs(a) <= 0.10 for a in apart)
+                print(
+                    f"  the two dense ramps within 10 % of each other in {close}/{len(apart)} "
+                    f"(apart {min(apart):+.1%} to {max(apart):+.1%})"
+                )
         elif name in AB:
             rows = evaluate_ab(name)
             print(f"{name} ({AB[name][2]}): job | change [95 %] | p | pairs | probes | s | foreign % (A/B)")
