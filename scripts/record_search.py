@@ -59,16 +59,15 @@ REF = {
     "ref2-go": ("go", "p99<=10ms", "1:32:1", "50s", 10),
     "ref2-nginx": ("nginx", "p99<=1ms", "1:32:1", "50s", 10),
     "ref2-go-hog": ("go", "p99<=20ms", "1:32:1", "50s", 10),
-    "ref2-nginx-hog": ("nginx", "p99<=15ms", "1:32:1", "50s", 10),
 }
 #: sets whose search is recorded between two dense ramps on the same server (dense, search, dense2):
 #: the reference is the geometric mean of the two dense ramps' crossings, so that the machine's drift
 #: over a round falls on the reference as it falls on the search
-SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog", "ref2-nginx-hog"}
+SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog"}
 #: sets recorded beside a foreign load of our own: one scripts/cpu_hog.py per CPU, pinned to it,
 #: duty drawn per cycle from (min, max) (seeded by round and CPU), started before the round's first
 #: ramp and stopped by its PID after the last
-HOG = {"ref2-go-hog": (0.3, 0.7), "ref2-nginx-hog": (0.3, 0.7)}
+HOG = {"ref2-go-hog": (0.3, 0.7)}
 #: ab sets: name -> (A variant, B variant, objective, budget, rounds)
 AB = {
     "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
