@@ -49,8 +49,11 @@ there.  Its interval comes from the steps' own order-statistic intervals:
    interval covers the true crossing with about ``confidence``.
 5. **In req/s**: the throughput at a load is read off a straight line of
    log throughput against log load through the steps within a factor
-   :data:`RPS_WINDOW` of it (the three nearest loads when fewer lie
-   there), weighted like the percentile's steps (Huber): one step's
+   :data:`RPS_WINDOW` of it and the nearest load on each side (read
+   between steps, never beyond them: a line through a search's cluster of
+   probes on one side of the load has a slope from a narrow range, and its
+   standard error there is several times the steps'), the three nearest
+   loads when fewer lie there, weighted like the percentile's steps (Huber): one step's
    throughput moves with the host's state by 10-30 % on a shared machine,
    and a line through its neighbours is steadier than that step, without
    assuming a shape the throughput has far from the crossing (it rises,
@@ -187,6 +190,9 @@ class Throughput:
         x0 = math.log(load)
         ux = np.unique(self.lx)
         near = np.abs(self.lx - x0) <= math.log(self.width) + 1e-12
+        # the nearest load on each side too: a line read between steps, not beyond them
+        below, above = ux[ux <= x0 + 1e-12], ux[ux >= x0 - 1e-12]
+        near |= np.isin(self.lx, [*below[-1:], *above[:1]])
         if len(np.unique(self.lx[near])) < min(3, len(ux)):
             keep = ux[np.argsort(np.abs(ux - x0), kind="stable")[: min(3, len(ux))]]
             near = np.isin(self.lx, keep)

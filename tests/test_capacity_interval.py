@@ -213,3 +213,30 @@ def test_summary_json_gives_the_interval_of_the_throughput_at_the_objective(tmp_
     assert at["load_low"] < at["load"] < at["load_high"] and at["interval"]["confidence"] == 0.95
     held = analyze(load_run(str(RUN)), objective="p99<=10ms").capacity.at_objective
     assert held.status == "held" and held.low is None and held.high is None
+
+
+def test_throughput_is_read_between_steps_not_beyond_them():
+    """At the interval's ends a load can lie beside a cluster of probes (a search's bisection):
+    the line there runs through the nearest load on each side as well, so it is read between
+    steps; checked against weighted least squares by numpy's lstsq on the chosen steps."""
+    from headroom.crossing import Throughput
+
+    rng = np.random.default_rng(7)
+    loads = np.array([1, 2, 4, 8, 16, 16, 17, 18, 18, 18, 20, 20, 24, 24, 32], float)
+    y = np.log(3600 * np.minimum(1.0, loads / 3)) + rng.normal(0, 0.04, len(loads))
+    h = rng.uniform(0.5, 1.0, len(loads))
+    t = Throughput(np.log(loads), y, h, tau=0.05)
+
+    def wls(keep, x0):
+        x = np.log(loads[keep]) - math.log(x0)
+        a = np.column_stack([np.ones(keep.sum()), x]) * np.sqrt(h[keep])[:, None]
+        coef = np.linalg.lstsq(a, y[keep] * np.sqrt(h[keep]), rcond=None)[0]
+        return coef[0], 0.05 * math.sqrt(np.linalg.inv(a.T @ a)[0, 0])
+
+    # 14.2: within x1.3 lie 16, 17, 18 only; the nearest load below, 8, joins them
+    keep = np.isin(loads, [8, 16, 17, 18])
+    assert t.at(14.2) == pytest.approx(wls(keep, 14.2), rel=1e-9)
+    beyond = wls(np.isin(loads, [16, 17, 18]), 14.2)[1]  # the line through one side only
+    assert t.at(14.2)[1] < 0.5 * beyond
+    # 19: both neighbours (18, 20) lie within the window already: the window alone
+    assert t.at(19.0) == pytest.approx(wls(np.isin(loads, [16, 17, 18, 20, 24]), 19.0), rel=1e-9)
