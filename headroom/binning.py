@@ -427,7 +427,7 @@ def by_throughput(
 
 
 # --------------------------------------------------------------------------
-# what the plots draw: computed here so that plot.py only draws
+# what the plots draw: computed here so that headroom.plot only draws
 
 
 def bucket_percentiles(

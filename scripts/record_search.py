@@ -63,15 +63,16 @@ REF = {
     # its plateau (p99 1.5 ms at concurrency 12-22 in ref2-nginx's dense ramps, throughput flat there)
     "ref3-go": ("go", "p99<=10ms", "1:32:1", "50s", 10),
     "ref3-nginx": ("nginx", "p99<=1.5ms", "1:32:1", "50s", 10),
+    "ref3-go-hog": ("go", "p99<=20ms", "1:32:1", "50s", 10),
 }
 #: sets whose search is recorded between two dense ramps on the same server (dense, search, dense2):
 #: the reference is the geometric mean of the two dense ramps' crossings, so that the machine's drift
 #: over a round falls on the reference as it falls on the search
-SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog", "ref3-go", "ref3-nginx"}
+SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog", "ref3-go", "ref3-nginx", "ref3-go-hog"}
 #: sets recorded beside a foreign load of our own: one scripts/cpu_hog.py per CPU, pinned to it,
-#: duty drawn per cycle from (min, max) (seeded by round and CPU), started before the round's first
+#: duty drawn per cycle from (min, max) (seeded by the seed base, round and CPU), started before the round's first
 #: ramp and stopped by its PID after the last
-HOG = {"ref2-go-hog": (0.3, 0.7)}
+HOG = {"ref2-go-hog": (0.3, 0.7, 0), "ref3-go-hog": (0.3, 0.7, 50_000)}
 #: ab sets: name -> (A variant, B variant, objective, budget, rounds)
 AB = {
     "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
@@ -165,7 +166,7 @@ def _hogs(name: str, rnd: int, log: Path) -> list[subprocess.Popen]:
     bounded to 15 minutes; the caller stops them by PID."""
     if name not in HOG:
         return []
-    lo, hi = HOG[name]
+    lo, hi, base = HOG[name]
     f = open(log, "a")
     return [
         subprocess.Popen(
@@ -176,7 +177,7 @@ def _hogs(name: str, rnd: int, log: Path) -> list[subprocess.Popen]:
                 sys.executable,
                 str(ROOT / "scripts" / "cpu_hog.py"),
                 "--seed",
-                str(1000 * rnd + cpu),
+                str(base + 1000 * rnd + cpu),
                 "--duration",
                 "900",
                 "--min-duty",
@@ -277,6 +278,11 @@ def evaluate_ref(name: str) -> list[dict]:
                 "dense_apart": dense[1].rps / dense[0].rps - 1
                 if len(dense) == 2 and dense[0].rps and dense[1].rps
                 else None,
+                # within 10 % of the span of the two dense ramps' crossings: no further from the
+                # reference than the same dense ramp is from itself minutes later (or within 10 %)
+                "in_span": ok
+                and len(dense) == 2
+                and min(d.rps for d in dense) / 1.1 <= s.rps <= 1.1 * max(d.rps for d in dense),
                 "time_ratio": _span_s(meta["search"]) / dense_s,
                 "probes": len(meta["search"]["search"]["probes"]),
                 "stopped": meta["search"]["search"]["stopped"],
@@ -355,9 +361,11 @@ def evaluate(names: list[str]) -> int:
             apart = [x["dense_apart"] for x in rows if x["dense_apart"] is not None]
             if apart:
                 close = sum(abs(a) <= 0.10 for a in apart)
+                span = sum(bool(x["in_span"]) for x in rows)
                 print(
                     f"  the two dense ramps within 10 % of each other in {close}/{len(apart)} "
-                    f"(apart {min(apart):+.1%} to {max(apart):+.1%})"
+                    f"(apart {min(apart):+.1%} to {max(apart):+.1%}); "
+                    f"the search within 10 % of either dense ramp or between them: {span}/{len(rows)}"
                 )
         elif name in AB:
             rows = evaluate_ab(name)

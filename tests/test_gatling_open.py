@@ -15,7 +15,7 @@ from conftest import ROOT
 from reference import read_gatling_binary
 
 import headroom
-from headroom import levels as L
+from headroom import arrivals as A
 
 OPEN = ROOT / "tests" / "data" / "formats" / "real" / "gatling-open"
 REAL = ROOT / "tests" / "data" / "formats" / "real"
@@ -95,7 +95,7 @@ def test_steps_are_the_requests_between_their_edges_read_independently(v):
 
 
 def idle(us: np.ndarray, ue: np.ndarray) -> float:
-    """Share of the span with no user active, counted ms by ms (independent of levels.idle_share)."""
+    """Share of the span with no user active, counted ms by ms (independent of arrivals.idle_share)."""
     lo, hi = int(us.min()), int(ue.max())
     active = np.zeros(hi - lo + 1, np.int64)
     np.add.at(active, us - lo, 1)
@@ -111,11 +111,11 @@ def idle(us: np.ndarray, ue: np.ndarray) -> float:
 )
 def test_open_and_closed_models_told_apart_by_their_users(path, is_open):
     """A closed model starts a user as another ends: its users are almost never all gone; an open
-    model's are most of the time at these rates.  levels.idle_share against a ms-by-ms count."""
+    model's are most of the time at these rates.  arrivals.idle_share against a ms-by-ms count."""
     us, ue, _ = users_and_requests(path)
-    mine = L.idle_share(us, ue)
+    mine = A.idle_share(us, ue)
     assert mine == pytest.approx(idle(us, ue), abs=0.01)
-    assert (mine > L.OPEN_IDLE_SHARE) == is_open
+    assert (mine > A.OPEN_IDLE_SHARE) == is_open
     assert mine > 0.5 if is_open else mine < 0.1
 
 
@@ -123,6 +123,6 @@ def test_without_the_event_edges_the_warm_up_misplaces_the_steps():
     """Planted: the whole-second bins (edges="bins") on the 3.16.0 log put a step's edge a bin off (the
     first users started late): some step is then more than 5 % off its plan window."""
     us, _, rq = users_and_requests(log("3_16_0"))
-    inf = L.steps_from_arrivals(rq * 1_000_000, arrivals_ns=us * 1_000_000, transients="next")
+    inf = A.steps_from_arrivals(rq * 1_000_000, arrivals_ns=us * 1_000_000, transients="next")
     got = [s.n_requests for s in inf.steps]
     assert len(got) != 4 or any(abs(n - r * STEP_S) > 0.05 * r * STEP_S for n, r in zip(got, RATES))

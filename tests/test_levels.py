@@ -16,6 +16,7 @@ import numpy as np
 import plan_reader as P
 import pytest
 
+from headroom import arrivals as A
 from headroom import levels as L
 
 #: tolerance of per-step req/s and percentiles against the plan windows
@@ -308,7 +309,7 @@ def check_rates_against_plan(r: P.Requests, inf: L.StepInference, rates) -> None
 def test_gatling_open_model_rate_steps_found_from_user_arrivals():
     g = gatling("OpenRampSimulation")
     start, _ = arrays(g.requests)
-    inf = L.steps_from_arrivals(start, arrivals_ns=np.array(g.user_start_ms, np.int64) * 1_000_000)
+    inf = A.steps_from_arrivals(start, arrivals_ns=np.array(g.user_start_ms, np.int64) * 1_000_000)
     check_rates_against_plan(g.requests, inf, P.GATLING_OPEN_RATES)
     # Gatling's log has no dropped work: the intended rate is the achieved one, no verdict
     assert all(s.fell_behind is None and s.dropped is None for s in inf.steps)
@@ -318,13 +319,13 @@ def test_gatling_open_model_rate_steps_found_from_user_arrivals():
 def test_k6_arrival_rate_steps_found_without_the_plan(name):
     run = k6(name)
     start, _ = arrays(run.requests)
-    inf = L.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns))
+    inf = A.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns))
     check_rates_against_plan(run.requests, inf, P.K6_ARRIVAL_RATES)
     plan = P.plan_windows(run.requests, P.K6_ARRIVAL_RATES)
     dropped = P.count_in_windows(run.dropped_ns, plan)
     assert [s.dropped for s in inf.steps] == dropped
     assert [s.fell_behind for s in inf.steps] == [False, False, False, False, True]
-    tiled = L.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns), transients="next")
+    tiled = A.steps_from_arrivals(start, dropped_ns=np.array(run.dropped_ns), transients="next")
     assert tiled.n_transient == 0 and sum(s.n_requests for s in tiled.steps) == len(start)
     assert [s.fell_behind for s in tiled.steps] == [False, False, False, False, True]
 

@@ -88,6 +88,9 @@ def test_the_readme_states_what_the_reference_sets_give(name):
     covered = sum(bool(r["covers"]) for r in rows)
     said = _stated(name)
     assert said[" within 10 %"] == (near, n) and said[" covered"] == (covered, n), said
+    if name in rs.SANDWICH:  # no further from the reference than it is from itself
+        span = sum(bool(r["in_span"]) for r in rows)
+        assert said[" within 10 % of either dense ramp or between them"] == (span, n), said
 
 
 @pytest.mark.parametrize("name", _sets(rs.AB))

@@ -49,9 +49,9 @@ def guess(head: bytes) -> bool:
 
 def looks_open(u_start, u_end) -> bool:
     """An open model by its users: no user active for over a quarter of the run (a closed model starts a
-    user as another ends, :func:`headroom.levels.idle_share`), even where the active users are few and
+    user as another ends, :func:`headroom.arrivals.idle_share`), even where the active users are few and
     steady enough to look held (low arrival rates, one request per user)."""
-    from ..levels import OPEN_IDLE_SHARE, idle_share
+    from ..arrivals import OPEN_IDLE_SHARE, idle_share
 
     return idle_share(u_start, u_end) > OPEN_IDLE_SHARE
 
@@ -67,7 +67,8 @@ def steps_of(st: np.ndarray, en: np.ndarray, u_start, u_end):
     """
     if not len(u_start):
         return np.zeros(len(st), np.int64), ["all"], None, "no USER records: one step", None, ()
-    from ..levels import closed_loop, gatling_active_users, reader_steps, steps_from_arrivals
+    from ..arrivals import steps_from_arrivals
+    from ..levels import closed_loop, gatling_active_users, reader_steps
 
     users = gatling_active_users(u_start, u_end if len(u_end) else [], st)
     inf = closed_loop(st * 1_000_000, users, end_ns=en * 1_000_000, source="active users (USER records)")

@@ -101,7 +101,8 @@ def _steps_of(path, start, end_ns, vus_t, vus_v, dropped, warnings):
     changes placed by the request rate), or rate steps from the request starts and the
     ``dropped_iterations`` samples when k6 dropped work or the VU levels go up and down
     (``ramping-arrival-rate``).  Returns (step, names, concurrency, rates, source)."""
-    from ..levels import closed_loop, levels_from_samples, reader_steps, steps_from_arrivals
+    from ..arrivals import steps_from_arrivals
+    from ..levels import closed_loop, levels_from_samples, reader_steps
 
     inf, turns = None, 0
     if len(vus_t):

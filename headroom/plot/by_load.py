@@ -1,0 +1,222 @@
+"""Per-load panels of one or two runs and, for a comparison, the per-pair change row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import FuncFormatter
+
+from ..summary import Summary
+from ..text import run_labels
+from ._base import _TITLE_Y, _colors, _latency_axis, _legend_below, _objective_line, _runs
+
+
+def _runs_legend_above(ax, runs, labels, colors, keys) -> None:
+    """One legend above a row of Axes: each run once (its colour), then the line styles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import ScaledTranslation
+
+    handles = [Line2D([], [], color=c, lw=2, marker="o", ms=4) for c in colors] + [h for h, _ in keys]
+    texts = list(labels) + [t for _, t in keys]
+    transform = ax.transAxes + ScaledTranslation(0, 22 / 72, ax.figure.dpi_scale_trans)
+    ax.legend(
+        handles,
+        texts,
+        loc="lower left",
+        bbox_to_anchor=(0, 1),
+        bbox_transform=transform,
+        ncol=min(len(texts), 5),
+        fontsize=8,
+        frameon=False,
+    )
+
+
+def by_concurrency(
+    summaries: Summary | Sequence[Summary],
+    comparison=None,
+    *,
+    log_latency: bool = False,
+    objective: bool = True,
+    axes=None,
+):
+    """Throughput and p50/p99 latency of every load step against its concurrency, runs overlaid.
+
+    The latency objective is drawn on the latency Axes; ``log_latency``
+    gives them a log scale.  One legend above the first row names each run
+    once.  With a :class:`~headroom.compare.Comparison` of the first two
+    runs, a second row shows each step pair's change (candidate / baseline
+    - 1) as neutral bars, the decision metric's geometric-mean change as a
+    line with its interval as a band, and the +-threshold as dotted lines:
+    a bar is a single pair, the band is what the verdict judged.  Steps
+    without concurrency in the metadata are placed by step index.
+
+    ``axes``: 2 Axes (no comparison) or 4 (2 x 2), default a new figure.
+    Returns the array of Axes.
+    """
+    from matplotlib.lines import Line2D
+
+    runs = _runs(summaries)
+    labels, colors = run_labels(runs), _colors(len(runs))
+    rows = 2 if comparison is not None else 1
+    if axes is None:
+        _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows + 0.4), squeeze=False, sharex="col")
+    axes = np.asarray(axes).reshape(rows, 2)
+    known = all(s.table.known_concurrency for s in runs)
+    for s, color, label in zip(runs, colors, labels):
+        t = s.table
+        o = [i for i in t.order() if t.usable[i]]
+        x = t.concurrency[o] if known else t.index[o].astype(float)
+        axes[0, 0].plot(x, t.goodput_rps[o], "o-", color=color, label=label)
+        axes[0, 1].plot(x, t.latency.pct["p50"][o] * 1e3, "o--", color=color, ms=3, label=f"{label} p50")
+        axes[0, 1].plot(x, t.latency.pct["p99"][o] * 1e3, "o-", color=color, label=f"{label} p99")
+    axes[0, 0].set_ylabel("throughput (requests/s, per step)")
+    axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
+    axes[0, 0].set_title("Throughput by concurrency", fontsize=10, y=_TITLE_Y)
+    axes[0, 1].set_title("Latency by concurrency", fontsize=10, y=_TITLE_Y)
+    axes[0, 0].set_ylim(bottom=0)
+    _latency_axis(axes[0, 1], log=log_latency)
+    if objective:
+        _objective_line(axes[0, 1], runs)
+    xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
+    for ax in axes[0]:
+        ax.set_xlim(left=0)
+        ax.grid(True, alpha=0.3)
+    keys = [(Line2D([], [], color="0.35", ls="--", marker="o", ms=3), "p50 (dashed)")]
+    keys.append((Line2D([], [], color="0.35", marker="o", ms=4), "p99 (solid)"))
+    obj_line = [ln for ln in axes[0, 1].get_lines() if ln.get_label().startswith("objective")]
+    keys += [(Line2D([], [], color="0.3", ls="--", lw=1), obj_line[0].get_label())] if obj_line else []
+    _runs_legend_above(axes[0, 0], runs, labels, colors, keys)
+    if comparison is None:
+        for ax in axes[0]:
+            ax.set_xlabel(xlabel)
+        return axes
+    _pair_changes(axes[1], comparison, xlabel)
+    return axes
+
+
+def _pair_changes(axes, comparison, xlabel: str) -> None:
+    """The comparison row: each step pair's change, the decision metric's change and interval."""
+    pairs = comparison.pairs
+    xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
+    width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
+    every_level = comparison.design == "interleaved steps"  # throughput judged at every level pair
+    for ax, key, mkey, name in (
+        (axes[0], "rps", "paired_plateau_rps", "throughput"),
+        (axes[1], "p99_s", "p99_s", "p99 latency"),
+    ):
+        ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
+        plateau = np.array([p.plateau for p in pairs], dtype=bool)
+        drawn = np.isfinite(ch)
+        if drawn.any():
+            ax.bar(
+                xs[~plateau & drawn], ch[~plateau & drawn], width=width, color="0.75", label="one step pair"
+            )
+        if (plateau & drawn).any():
+            ax.bar(
+                xs[plateau & drawn],
+                ch[plateau & drawn],
+                width=width,
+                color="0.5",
+                label="saturated pair (plateau)",
+            )
+        if not drawn.any():
+            _no_pairs(ax, key)
+        ax.axhline(0, color="0.2", lw=0.8)
+        thr = comparison.threshold * 100
+        ax.axhline(thr, color="0.4", ls=":", lw=1)
+        ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
+        m = next((m for m in comparison.metrics if m.key == mkey), None)
+        _change_and_interval_and_cuts(
+            ax, m, ch, thr, xs, width, plateau if mkey == "paired_plateau_rps" and not every_level else None
+        )
+        ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10, y=_TITLE_Y)
+        ax.set_ylabel("change (%)")
+        ax.set_xlabel(xlabel)
+        ax.grid(True, axis="y", alpha=0.3)
+        _legend_below(ax, ncol=1)
+
+
+def _no_pairs(ax, key: str) -> None:
+    """An empty change panel says why: no step pair has the figure on both sides."""
+    why = (
+        "no step pair has a p99 on both sides\n(10 requests above it needed: longer steps judge more pairs)"
+        if key.startswith("p")
+        else "no step pair has this figure on both sides"
+    )
+    ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.4")
+
+
+def _change_and_interval_and_cuts(ax, m, ch: np.ndarray, thr: float, xs, width: float, plateau) -> None:
+    """The decision metric's change as a line over the pairs it was judged on, its interval as a band
+    where it fits on the axis, and as a bracket right of the last bar (arrow heads where it runs off)."""
+    lo_y, hi_y = _clip_to_bars(ax, ch, thr, m)
+    _cut_bars(ax, xs, ch, lo_y, hi_y)
+    right = (xs.max() if len(xs) else 0.0) + width
+    bracket_x = right + 0.9 * width
+    ax.set_xlim(left=min(0.0, (xs.min() if len(xs) else 0.0) - width), right=bracket_x + 0.9 * width)
+    if m is None:
+        return
+    if m.change is None or m.ci is None:
+        ax.plot([], [], " ", label=f"{m.name}: not judged ({m.note})")
+        return
+    span = xs[plateau] if plateau is not None and plateau.any() else xs
+    lo, hi = span.min() - width / 2, span.max() + width / 2
+    c0, c1, mid = m.ci[0] * 100, m.ci[1] * 100, m.change * 100
+    off = c0 < lo_y or c1 > hi_y
+    if not off:  # a band only where it ends on the axis; past it a band would read as background
+        ax.fill_between([lo, hi], c0, c1, color="0.3", alpha=0.15, lw=0)
+    b0, b1 = max(c0, lo_y), min(c1, hi_y)
+    ax.plot([bracket_x, bracket_x], [b0, b1], color="0.1", lw=1.6, solid_capstyle="butt")
+    for end, clipped, marker in ((b0, c0 < lo_y, "v"), (b1, c1 > hi_y, "^")):
+        if clipped:  # runs off the axis: an arrow head at the edge
+            ax.plot([bracket_x], [end], marker, color="0.1", ms=7, clip_on=False)
+        else:
+            ax.plot([bracket_x - width / 3, bracket_x + width / 3], [end, end], color="0.1", lw=1.6)
+    ax.plot([bracket_x], [mid], "o", color="0.1", ms=4)
+    how = "interval: the bracket at the right" + ("; arrows: it runs off the axis" if off else "")
+    ax.plot(
+        [lo, hi],
+        [mid, mid],
+        color="0.1",
+        lw=1.6,
+        label=f"{m.name}: {mid:+.1f} % [{c0:+.1f}, {c1:+.1f}]: {m.decision}\n{how}",
+    )
+
+
+def _clip_to_bars(ax, ch: np.ndarray, thr: float, m) -> tuple[float, float]:
+    """Scale the axis to the bars, the threshold and the estimate, not to a wide interval or one
+    extreme pair; returns the axis' (bottom, top).
+
+    With the shared-machine noise an interval can span several hundred per cent and
+    would flatten every bar; it then runs off the axis (the bracket's arrow heads and the
+    legend say where it ends).  So does a single pair far beyond the others (a p99 of
+    +38,000 % at one level of a busy machine's recording would leave the other bars
+    invisible): the axis ends at three times the median pair's size, and such a bar
+    is cut at the edge with its value written there (:func:`_cut_bars`).
+    """
+    bars = ch[np.isfinite(ch)]
+    vals = [*bars, thr, -thr]
+    if m is not None and m.change is not None:
+        vals.append(m.change * 100)
+    lo, hi = min(vals), max(vals)
+    if len(bars) >= 4:
+        fence = max(3 * float(np.median(np.abs(bars))), 2 * thr, *(abs(v) * 1.2 for v in vals[len(bars) :]))
+        lo, hi = max(lo, -fence), min(hi, fence)
+    pad = 0.15 * (hi - lo)
+    ax.set_ylim(lo - pad, hi + pad)
+    return lo - pad, hi + pad
+
+
+def _cut_bars(ax, xs, ch: np.ndarray, lo_y: float, hi_y: float) -> None:
+    """Bars beyond the axis: an arrow head at the edge and the pair's change written beside it."""
+    for x, v in zip(xs, ch):
+        if not np.isfinite(v) or lo_y <= v <= hi_y:
+            continue
+        edge, marker, va = (hi_y, "^", "top") if v > hi_y else (lo_y, "v", "bottom")
+        ax.plot([x], [edge], marker, color="0.2", ms=6, clip_on=False, zorder=5)
+        ax.annotate(f"{v:+,.0f} %", (x, edge), xytext=(0, -9 if va == "top" else 9), textcoords="offset points",
+                    ha="center", va=va, fontsize=7, color="0.1", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})  # fmt: skip
