@@ -515,11 +515,18 @@ class Recorder:
                 )
             self._stop(k, level, "server", self.stopped_early, n or 0, n, rows.error_kinds)
             return "empty", None, None
+        step = self._step_of(k, plan, (launch_ns, end_ns, wall, gen_cpu_s), rows, what)
+        if self._server_stopped(k, level, what, step, rows):
+            return "stopped", step, rows
+        return "ok", step, rows
+
+    def _step_of(self, k: int, plan, timing: tuple, rows: StepRows, what: str) -> Step:
+        """The step as recorded: its requests, errors, span, and the generator's CPU."""
+        launch_ns, end_ns, wall, gen_cpu_s = timing
         non2xx, errors, rowless = self._errors(rows)
-        transport = rows.transport_errors
         first = min(rows.start_ns)
         last_end = max(s + round(float(r) * 1e9) for s, r in zip(rows.start_ns, rows.response_time))
-        step = Step(
+        return Step(
             index=k,
             concurrency=plan.concurrency,
             rate=plan.rate,
@@ -539,6 +546,10 @@ class Recorder:
             rowless_errors=rowless,
             error_kinds=rows.error_kinds or None,
         )
+
+    def _server_stopped(self, k: int, level: int, what: str, step: Step, rows: StepRows) -> bool:
+        """Whether the server stopped answering in this step (the step is kept, the ramp ends)."""
+        errors, rowless, transport = step.errors, step.rowless_errors, rows.transport_errors
         if transport is None and not self.answering():
             # the generator does not count its failed requests (oha -z): a server that no longer
             # answers stopped in this step, whose failures are unknown
@@ -548,7 +559,7 @@ class Recorder:
                 "and the ramp ends there"
             )
             self._stop(k, level, "server", self.stopped_early, None, None, None)
-            return "stopped", step, rows
+            return True
         if (transport or (errors and errors == len(rows))) and not self.answering():
             self.stopped_early = (
                 f"{what}: the server stopped answering: {errors:,} of {len(rows) + rowless:,} requests "
@@ -556,8 +567,8 @@ class Recorder:
                 "the step is kept and the ramp ends there"
             )
             self._stop(k, level, "server", self.stopped_early, len(rows) + rowless, errors, rows.error_kinds)
-            return "stopped", step, rows
-        return "ok", step, rows
+            return True
+        return False
 
     def _errors(self, rows: StepRows) -> tuple[int, int | None, int | None]:
         """(non-2xx rows, failed requests, failed requests without a row); None: unknown."""
