@@ -17,7 +17,8 @@ Sets of two kinds:
   geometric mean of the two ramps' crossings: the reference recorded beside the search.  The
   ``*-hog`` sets run beside a foreign load of our own (HOG: a seeded ``cpu_hog.py`` per CPU).
 * ``ab-*``: A/B searches (``headroom ramp --ab URL_A URL_B --interleave steps --find OBJECTIVE``)
-  of two Go test servers, one job per round: ``SET/NN/a-01`` and ``SET/NN/b-01``.
+  of two Go test servers (``ab-go-*``) or two nginx pairs (``ab-nginx-*``, beside a hog), one job
+  per round: ``SET/NN/a-01`` and ``SET/NN/b-01``.
 
 Servers run pinned to CPU $SERVER_CPU (the Go test server of testserver/ through tests/goserver.py,
 or Debian's nginx as the proxy+backend pair of scripts/record_calibration.py); headroom and its
@@ -76,11 +77,23 @@ SANDWICH = {"ref2-go", "ref2-nginx", "ref2-go-hog", "ref3-go", "ref3-nginx", "re
 #: sets recorded beside a foreign load of our own: one scripts/cpu_hog.py per CPU, pinned to it,
 #: duty drawn per cycle from (min, max) (seeded by the seed base, round and CPU), started before the round's first
 #: ramp and stopped by its PID after the last
-HOG = {"ref2-go-hog": (0.3, 0.7, 0), "ref3-go-hog": (0.3, 0.7, 50_000)}
-#: ab sets: name -> (A variant, B variant, objective, budget, rounds)
+HOG = {
+    "ref2-go-hog": (0.3, 0.7, 0),
+    "ref3-go-hog": (0.3, 0.7, 50_000),
+    "ab-nginx-cpu20-hog": (0.2, 0.5, 60_000),
+    "ab-nginx-aa-hog": (0.2, 0.5, 70_000),
+}
+#: the nginx variant with 20 % more CPU a request than regex3000 (record_calibration.py measure)
+NGINX_CPU20 = os.environ.get("NGINX_CPU20", "regex3300")
+#: ab sets: name -> (A variant, B variant, objective, budget, rounds); a variant is a Go test server's
+#: (GO) or "nginx:VARIANT" (an nginx pair of record_calibration.py)
 AB = {
     "ab-go-cpu20": ("base", "cpu20", "p99<=20ms", "150s", 5),
     "ab-go-aa": ("base", "base", "p99<=20ms", "150s", 10),
+    # held out, another server beside a foreign load: nginx bound by its own CPU (ref4-nginx's variant)
+    # against +20 % of its CPU a request (NGINX_CPU20), both pairs on CPU $SERVER_CPU, hogs as HOG
+    "ab-nginx-cpu20-hog": ("nginx:regex3000", f"nginx:{NGINX_CPU20}", "p99<=10ms", "150s", 5),
+    "ab-nginx-aa-hog": ("nginx:regex3000", "nginx:regex3000", "p99<=10ms", "150s", 10),
 }
 
 
@@ -197,26 +210,34 @@ def _hogs(name: str, rnd: int, log: Path) -> list[subprocess.Popen]:
     ]
 
 
+def _server(variant: str, work: Path):
+    """A Go test server (a GO variant) or an nginx pair ("nginx:VARIANT"), started."""
+    kind, _, nginx = variant.partition(":")
+    return Nginx(work, nginx) if kind == "nginx" else Go(variant)
+
+
 def record_ab(name: str, rounds: int | None) -> int:
     va, vb, objective, budget, n = AB[name]
     for r in range(1, (rounds or n) + 1):
         dest = OUT / name / f"{r:02d}"
         if dest.exists():
             continue
-        a, b = Go(va), None
+        work = Path(tempfile.mkdtemp(prefix="headroom-search-"))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        hogs = _hogs(name, r, dest.parent / f"hog-{r:02d}.log")
+        a, b = _server(va, work), None
         try:
-            b = Go(vb)
+            b = _server(vb, work)
             args = ["--ab", a.url, b.url, "--interleave", "steps", "-o", str(dest), "--find", objective]
             args += [
                 "--budget",
                 budget,
                 "--step-duration",
                 "3s",
-                f"--cpu-pid-a={a.pids[0]}",
-                f"--cpu-pid-b={b.pids[0]}",
+                *[f"--cpu-pid-a={p}" for p in a.pids],
+                *[f"--cpu-pid-b={p}" for p in b.pids],
             ]
             args += ["--description", f"issue 39 A/B search {objective}; A = {a.what}; B = {b.what}"]
-            dest.parent.mkdir(parents=True, exist_ok=True)
             log = dest.parent / f"record-{r:02d}.log"
             t0 = time.time()
             rc_ = _headroom(args, log, 900)
@@ -225,8 +246,13 @@ def record_ab(name: str, rounds: int | None) -> int:
             a.stop()
             if b is not None:
                 b.stop()
+            for h in hogs:
+                h.terminate()
+                h.wait(timeout=10)
         if dest.exists():
             os.replace(log, dest / "record.log")
+            if hogs:
+                os.replace(dest.parent / f"hog-{r:02d}.log", dest / "hog.log")
             _gzip(dest)
     return 0
 

@@ -17,9 +17,10 @@ from test_load_generators import RUN, deal, sections, write_sections
 
 from headroom import HeadroomError, analyze, reduce_run, to_json
 from headroom import cluster as hc
-from headroom.reading import CsvSource, ReadSettings, candidates, generators, run_from_partial
+from headroom.reading import candidates, generators, run_from_partial
 from headroom.reduce import Frame
 from headroom.runfolder import locate_run, read_metadata
+from headroom.sources import CsvSource, ReadSettings
 
 distributed = pytest.importorskip("distributed")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headroom import reading, spool
+from headroom import reading, sources, spool
 from headroom.cli import main as cli_main
 from headroom.formats import _batch
 
@@ -137,14 +137,14 @@ def test_streamed_hey_equals_an_independent_reading(tmp_path, capsys, small_piec
 def test_source_is_the_spool_for_relative_offsets_only(tmp_path):
     from headroom.runfolder import locate_run
 
-    s = reading.ReadSettings()
+    s = sources.ReadSettings()
     rel = write_ramp(tmp_path / "rel.csv")
     fork = tmp_path / "fork.csv"
     fork.write_text("response-time,status-code,start-time\n0.0010,200,2024-01-02T03:04:05Z\n")
-    assert type(reading.source_for(locate_run(rel), rel, s)) is reading.HeySource
-    assert type(reading.source_for(locate_run(fork), fork, s)) is reading.CsvSource
+    assert type(sources.source_for(locate_run(rel), rel, s)) is sources.HeySource
+    assert type(sources.source_for(locate_run(fork), fork, s)) is sources.CsvSource
     with pytest.raises(reading.HeadroomError, match="--steps is for files without steps of their own"):
-        reading.source_for(locate_run(rel), rel, reading.ReadSettings(steps="1s"))
+        sources.source_for(locate_run(rel), rel, sources.ReadSettings(steps="1s"))
 
 
 CASES = {

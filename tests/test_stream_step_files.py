@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headroom import reading, spool
+from headroom import reading, sources, spool
 from headroom.cli import main as cli_main
 from headroom.formats import _batch
 
@@ -187,14 +187,14 @@ def test_folder_plan(tmp_path):
     from headroom.runfolder import locate_run
 
     folder = oha_folder(tmp_path / "r")
-    mode, sources = reading.plan(locate_run(folder), reading.ReadSettings())
-    assert mode == "one" and type(sources[0]) is reading.StepFilesSource
+    mode, srcs = reading.plan(locate_run(folder), sources.ReadSettings())
+    assert mode == "one" and type(srcs[0]) is sources.StepFilesSource
     hey = tmp_path / "hey"
     hey.mkdir()
     for i in range(2):
         (hey / f"h{i}.csv").write_text("response-time,status-code,offset\n0.0010,200,0.5\n")
     with pytest.raises(reading.HeadroomError, match="append hey runs to one file instead"):
-        reading.plan(locate_run(hey), reading.ReadSettings())
+        reading.plan(locate_run(hey), sources.ReadSettings())
 
 
 def test_damaged_file_is_named_with_its_line(tmp_path, capsys):

@@ -107,7 +107,7 @@ class Reader:
 
     def open(self, path: Path, *, chunk_bytes: int = CHUNK_BYTES, options=None) -> Scan:
         """:attr:`scan` with the reading options it takes from ``options`` (any object with those
-        attributes, e.g. :class:`headroom.reading.ReadSettings`)."""
+        attributes, e.g. :class:`headroom.sources.ReadSettings`)."""
         kw = {
             k: getattr(options, k) for k in self.scan_options if options is not None and hasattr(options, k)
         }

@@ -10,9 +10,9 @@ Foundry fork writes an absolute ``start-time`` instead.  The parser is the
 throughputramp one (:mod:`headroom.formats.throughputramp`); this module
 adds the relative times, the checks of every section and the failed-request
 accounting.  :func:`scan_csv` yields record batches (the sections are the
-steps: :class:`SectionPlan`): :class:`headroom.reading.HeySource` spools
+steps: :class:`SectionPlan`): :class:`headroom.sources.HeySource` spools
 and reduces them in bounded memory when offsets are relative, and
-:class:`headroom.reading.CsvSource` streams absolute ones section by section.
+:class:`headroom.sources.CsvSource` streams absolute ones section by section.
 """
 
 from __future__ import annotations
