@@ -100,7 +100,7 @@ def regex_tests(n: int) -> str:
     return " ".join(f'if ($request_uri ~ "[a-z]+{i:04d}q") {{ return 404; }}' for i in range(n))
 
 
-for _n in (300, 1000, 2000, 3000, 3300, 3600):
+for _n in (300, 1000, 2000, 3000, 3300, 3600, 4000, 4200, 4600, 5000):
     VARIANTS[f"regex{_n}"] = {**KEEPALIVE, "EXTRA": regex_tests(_n)}
     # the same CPU after a 2 ms wait that costs none (echo_sleep): a ramp with a knee, CPU-bound beyond it
     VARIANTS[f"sleep2ms-regex{_n}"] = {

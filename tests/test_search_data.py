@@ -91,6 +91,8 @@ def test_the_readme_states_what_the_reference_sets_give(name):
     if name in rs.SANDWICH:  # no further from the reference than it is from itself
         span = sum(bool(r["in_span"]) for r in rows)
         assert said[" within 10 % of either dense ramp or between them"] == (span, n), said
+        agree = sum(bool(r["agrees"]) for r in rows)
+        assert said[" agrees with the reference within their joint 95 % uncertainty"] == (agree, n), said
 
 
 @pytest.mark.parametrize("name", _sets(rs.AB))
