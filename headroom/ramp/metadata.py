@@ -79,71 +79,17 @@ def _cpu(rec) -> dict:
 
 def build(rec) -> dict:
     """metadata.yml of the recorder ``rec`` as it stands (written after every step)."""
-    steps = rec.steps
     m: dict = {
-        "label": rec.label,
-        "sha": rec.release or rec.label,
-        "description": rec.args.description or _description(rec),
-        "tool": f"headroom ramp {__version__}",
-        "url": rec.url,
-        "engine": rec.engine.name,
-        "engine_version": rec.engine_version,
-        "engine_path": rec.engine.path,
-        "engine_args": list(rec.args.engine_arg),
-        "mode": "open-loop" if rec.open_loop else "closed-loop",
+        **_what(rec),
         **_levels(rec),
+        **_per_step(rec),
+        **_errors(rec.steps),
+        **_time(rec),
+        **_cpu(rec),
+        "host": rec.host,
+        "headroom_affinity": rec.affinity,
+        "warnings": rec.warnings or None,
     }
-    m.update(
-        {
-            "step_duration_s": None if rec.requests_per_step else rec.step_duration,
-            "requests_per_step": rec.requests_per_step,
-            "request_timeout_s": rec.request_timeout,
-            "steps": len(steps),
-            "step_requests": [s.requests for s in steps],
-            "step_requested": [s.requested for s in steps] if rec.requests_per_step else None,
-            "step_errors": [s.errors for s in steps],
-            "step_non2xx": [s.non2xx for s in steps],
-            "step_throughput_rps": [round(s.throughput, 1) for s in steps],
-            "step_start_times": [rfc3339_ns(s.launch_ns) for s in steps],
-            "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
-            "step_cpu_s": [None if s.cpu_s is None else round(s.cpu_s, 4) for s in steps],
-            # the server's threads per step (Linux schedstat): on a CPU, and runnable but waiting
-            **(
-                {
-                    "step_sched_run_s": [None if s.sched is None else round(s.sched[0], 4) for s in steps],
-                    "step_sched_wait_s": [None if s.sched is None else round(s.sched[1], 4) for s in steps],
-                }
-                if any(s.sched is not None for s in steps)
-                else {}
-            ),
-            "requests": sum(s.requests for s in steps),
-            "step_rowless_errors": [s.rowless_errors for s in steps],
-            "step_error_kinds": [s.error_kinds for s in steps] if any(s.error_kinds for s in steps) else None,
-            "errors": None if any(s.errors is None for s in steps) else sum(s.errors for s in steps),
-            "errors_note": (
-                "the generator's output told no count of its transport errors (connection refused, "
-                "reset, timeout), which have no row: they are unknown (null); non-2xx responses are "
-                "rows (step_non2xx)"
-            )
-            if any(s.errors is None for s in steps)
-            else "step_errors = non-2xx rows (step_non2xx) + failed requests without a row "
-            "(step_rowless_errors: connection refused, reset, timeout, counted by the generator)",
-            "row_order": "as the generator wrote them (hey: completion order)",
-            "time_axis": "step launch time (time.time_ns() just before the generator starts) plus "
-            "the generator's relative start offset"
-            if rec.engine.name != "vegeta"
-            else "vegeta's absolute request timestamps",
-            "start_time": rfc3339_ns(rec.start_ns) if rec.start_ns else None,
-            "end_time": rfc3339_ns(rec.end_ns) if rec.end_ns else None,
-            "interrupted": rec.interrupted,
-            "stopped_early": rec.stopped_early,
-            "stopped": rec.stopped,
-            **_cpu(rec),
-            "host": rec.host,
-            "headroom_affinity": rec.affinity,
-            "warnings": rec.warnings or None,
-        }
-    )
     m.update(rec.extra_metadata)
     optional = (
         "requests_per_step",
@@ -156,6 +102,82 @@ def build(rec) -> dict:
         "max_workers",
     )
     return {k: v for k, v in m.items() if v is not None or k not in optional}
+
+
+def _what(rec) -> dict:
+    """What was driven and with what: the run's identity, the URL, the engine."""
+    return {
+        "label": rec.label,
+        "sha": rec.release or rec.label,
+        "description": rec.args.description or _description(rec),
+        "tool": f"headroom ramp {__version__}",
+        "url": rec.url,
+        "engine": rec.engine.name,
+        "engine_version": rec.engine_version,
+        "engine_path": rec.engine.path,
+        "engine_args": list(rec.args.engine_arg),
+        "mode": "open-loop" if rec.open_loop else "closed-loop",
+    }
+
+
+def _per_step(rec) -> dict:
+    """The steps as recorded: their length, counts, throughput, times and the server's CPU."""
+    steps = rec.steps
+    m = {
+        "step_duration_s": None if rec.requests_per_step else rec.step_duration,
+        "requests_per_step": rec.requests_per_step,
+        "request_timeout_s": rec.request_timeout,
+        "steps": len(steps),
+        "step_requests": [s.requests for s in steps],
+        "step_requested": [s.requested for s in steps] if rec.requests_per_step else None,
+        "step_errors": [s.errors for s in steps],
+        "step_non2xx": [s.non2xx for s in steps],
+        "step_throughput_rps": [round(s.throughput, 1) for s in steps],
+        "step_start_times": [rfc3339_ns(s.launch_ns) for s in steps],
+        "step_end_times": [rfc3339_ns(s.end_ns) for s in steps],
+        "step_cpu_s": [None if s.cpu_s is None else round(s.cpu_s, 4) for s in steps],
+    }
+    if any(
+        s.sched is not None for s in steps
+    ):  # the server's threads (Linux schedstat): on a CPU, and waiting
+        m["step_sched_run_s"] = [None if s.sched is None else round(s.sched[0], 4) for s in steps]
+        m["step_sched_wait_s"] = [None if s.sched is None else round(s.sched[1], 4) for s in steps]
+    return m
+
+
+def _errors(steps) -> dict:
+    """The requests and errors in all, and what the error counts mean for this generator."""
+    unknown = any(s.errors is None for s in steps)
+    return {
+        "requests": sum(s.requests for s in steps),
+        "step_rowless_errors": [s.rowless_errors for s in steps],
+        "step_error_kinds": [s.error_kinds for s in steps] if any(s.error_kinds for s in steps) else None,
+        "errors": None if unknown else sum(s.errors for s in steps),
+        "errors_note": (
+            "the generator's output told no count of its transport errors (connection refused, "
+            "reset, timeout), which have no row: they are unknown (null); non-2xx responses are "
+            "rows (step_non2xx)"
+        )
+        if unknown
+        else "step_errors = non-2xx rows (step_non2xx) + failed requests without a row "
+        "(step_rowless_errors: connection refused, reset, timeout, counted by the generator)",
+    }
+
+
+def _time(rec) -> dict:
+    """How the rows' times were made, the run's span, and whether and why it ended early."""
+    return {
+        "row_order": "as the generator wrote them (hey: completion order)",
+        "time_axis": "step launch time (time.time_ns() just before the generator starts) plus "
+        "the generator's relative start offset"
+        if rec.engine.name != "vegeta"
+        else "vegeta's absolute request timestamps",
+        "start_time": rfc3339_ns(rec.start_ns) if rec.start_ns else None,
+        "end_time": rfc3339_ns(rec.end_ns) if rec.end_ns else None,
+        "interrupted": rec.interrupted,
+        "stopped_early": rec.stopped_early,
+        "stopped": rec.stopped,
+    }
 
 
 def generator_summary(rec) -> dict:
