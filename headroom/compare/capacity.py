@@ -19,7 +19,13 @@ of load, crosses the bound.  How its change is tested depends on the design:
   :data:`NEAR` around each crossing; host noise that hits both halves of a pair cancels in
   ``d`` and ``e``), its standard error their spread over the square root of
   their number (Student's t, pairs - 1 df), widened by the uncertainty of
-  ``g / b`` (delta method).
+  ``g / b`` (delta method).  Where the percentile is not seen to rise with
+  load near the crossings (``b`` under one standard error: a flat or noisy
+  stretch, often beside a changing foreign load), the pairs cannot place the
+  shift; the change is then read *unpaired*, from each side's own capacity
+  interval as if the sides were independent (wider than a paired reading:
+  the host's state moves both sides alike), and not judged only when a
+  side's interval is open at an end.
 * **Runs recorded apart**: each run's capacity is a value; the change is
   the difference of the sides' mean log capacities, its noise between runs
   that of the plateau throughput (:mod:`headroom.noise`: default, pooled
@@ -141,22 +147,44 @@ def _log_se(x) -> float | None:
     return (math.log(x.high) - math.log(x.low)) / (2 * z)
 
 
+def _within_se(cb, cc) -> float | None:
+    """Standard error of the difference of the sides' mean log capacities from the runs' own
+    intervals (as if independent), or None when a run's interval is open at an end."""
+    within = [_log_se(x) for x in cb + cc]
+    if any(w is None for w in within):
+        return None
+    return math.sqrt(
+        sum(w * w for w in within[: len(cb)]) / len(cb) ** 2
+        + sum(w * w for w in within[len(cb) :]) / len(cc) ** 2
+    )
+
+
+def _unpaired(cb, cc, confidence: float, b: float, c: float, why: str, pairs: int) -> CapacityChange:
+    """An interleaved recording whose pairs cannot give the change (``why``): the change of the sides'
+    own capacities, its standard error from their intervals as if the sides were independent.  The
+    host's state, shared by the two halves of a pair, moves both capacities alike, so this is wider
+    than a paired reading could be: a refusal turned into an honest, wide answer."""
+    se = _within_se(cb, cc)
+    if se is None:
+        return _not_judged(b, c, confidence, "interleaved", f"{why}; a side's own interval is open at an end")
+    d = float(np.mean(np.log([x.rps for x in cc])) - np.mean(np.log([x.rps for x in cb])))
+    note = f"unpaired: {why}; the change is read from each side's own capacity interval, as if independent"
+    return _result(
+        d, se, math.inf, confidence, baseline_rps=b, candidate_rps=c, design="interleaved", pairs=pairs, note=note
+    )  # fmt: skip
+
+
 def _apart(cb, cc, confidence: float, b: float, c: float) -> CapacityChange:
     lb, lc = np.log([x.rps for x in cb]), np.log([x.rps for x in cc])
     reps = pooled([spread(lb), spread(lc)])
     noise, _how = combine("plateau_rps", None, reps if reps[1] > 0 else None)
     se, df = noise.sd * math.sqrt(1 / len(lb) + 1 / len(lc)), noise.df
-    within = [_log_se(x) for x in cb + cc]
+    se_w = _within_se(cb, cc)
     note = f"runs recorded apart: between-run noise {noise.source}"
-    if all(w is not None for w in within):
-        se_w = math.sqrt(
-            sum(w * w for w in within[: len(cb)]) / len(cb) ** 2
-            + sum(w * w for w in within[len(cb) :]) / len(cc) ** 2
-        )
-        if se_w > se:
-            se, note = se_w, "runs recorded apart: the runs' own intervals (wider than the between-run noise)"
-    else:
+    if se_w is None:
         note += "; a run's interval is open at one end"
+    elif se_w > se:
+        se, note = se_w, "runs recorded apart: the runs' own intervals (wider than the between-run noise)"
     d = float(lc.mean() - lb.mean())
     return _result(
         d,
@@ -233,11 +261,11 @@ def _paired(baseline, candidate, recordings, confidence, b, c) -> CapacityChange
     # errors until a recorded job, ab-go-cpu20/03, was refused at 1.48 +- 0.88 with a throughput slope
     # near 0, where the slope barely enters the change: data/search/README.md.)
     if slope_p <= math.sqrt(var_p):
-        return _not_judged(
-            b, c, confidence, "interleaved",
+        why = (
             f"the percentile does not clearly rise with load near the crossings (slope {slope_p:.2f} "
-            f"+- {math.sqrt(var_p):.2f} in log-log): the crossing's shift cannot be read from the pairs",
-        )  # fmt: skip
+            f"+- {math.sqrt(var_p):.2f} in log-log): the crossing's shift cannot be read from the pairs"
+        )
+        return _unpaired(_crossed(baseline), _crossed(candidate), confidence, b, c, why, len(a))
     k = slope_g / slope_p
     dp, dg = a[:, 2] - a[:, 1], a[:, 4] - a[:, 3]
     each = dg - k * dp
