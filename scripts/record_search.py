@@ -12,9 +12,9 @@ Sets of two kinds:
   and a search (``headroom ramp --find OBJECTIVE --budget B``) against one server, recorded one
   after the other (the dense ramp first in odd rounds, the search first in even ones, so that
   drift of the machine falls on both), each round on a fresh server:
-  ``SET/NN/dense`` and ``SET/NN/search``.  In the ``ref2-*`` sets the search is recorded between
-  two dense ramps on the same server (``dense``, ``search``, ``dense2``), and the reference is the
-  geometric mean of the two ramps' crossings: the reference recorded beside the search.  The
+  ``SET/NN/dense`` and ``SET/NN/search``.  From the ``ref2-*`` sets on (SANDWICH) the search is
+  recorded between two dense ramps on the same server (``dense``, ``search``, ``dense2``), and the
+  reference is the geometric mean of the two ramps' crossings: the reference beside the search.  The
   ``*-hog`` sets run beside a foreign load of our own (HOG: a seeded ``cpu_hog.py`` per CPU).
 * ``ab-*``: A/B searches (``headroom ramp --ab URL_A URL_B --interleave steps --find OBJECTIVE``)
   of two Go test servers (``ab-go-*``) or two nginx pairs (``ab-nginx-*``, beside a hog), one job
