@@ -94,6 +94,7 @@ HOG = {
     "ref5-nginx-hog": (0.2, 0.5, 80_000),
     "ref5-go-hog": (0.3, 0.7, 90_000),
     "ab-nginx-aa-hog2": (0.2, 0.5, 100_000),
+    "ab-go-aa-hog": (0.3, 0.7, 110_000),
 }
 #: ab sets: name -> (A variant, B variant, objective, budget, rounds); a variant is a Go test server's
 #: (GO) or "nginx:VARIANT" (an nginx pair of record_calibration.py)
@@ -108,6 +109,8 @@ AB = {
     # held out for the unpaired reading (compare/capacity.py: a change whose pairs cannot place the
     # shift is read from each side's own interval, not refused): ab-nginx-aa-hog again, recorded after it
     "ab-nginx-aa-hog2": ("nginx:regex3300", "nginx:regex3300", "p99<=10ms", "150s", 10),
+    # and on the Go test server beside a heavier foreign load (hogs 0.3-0.7): a second server and load
+    "ab-go-aa-hog": ("base", "base", "p99<=20ms", "150s", 10),
 }
 
 
