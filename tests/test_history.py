@@ -248,7 +248,7 @@ def test_any_step_file_of_a_run_is_in_the_cache_key(tmp_path):
     # first, must give a new cache entry, never the stale summary
     import shutil
 
-    from headroom.history import Settings, cache_key, run_files
+    from headroom.history_runs import Settings, cache_key, run_files
 
     src = ROOT / "tests" / "data" / "formats" / "oha-ramp"
     run = tmp_path / "oha-ramp"
