@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .levels import BEHIND_TOLERANCE, NS_PER_S, Step, StepInference, _behind, _count, steps_from_levels
+from .levels import BEHIND_TOLERANCE, NS_PER_S, Step, StepInference, steps_from_levels
+from .plan_steps import _behind, _count
 
 #: open models: rate changes are placed on bins of 1/FINE of the rate bin (0.1 s)
 FINE = 10
@@ -205,7 +206,7 @@ def steps_from_arrivals(
     ``ramping-arrival-rate``: iteration starts and ``dropped_iterations``;
     Gatling ``constantUsersPerSec``: ``USER START`` times.  Without
     ``dropped_ns`` a generator that fell behind shows its achieved rate as
-    the intended one: state the plan (:func:`steps_from_plan`) to judge it.
+    the intended one: state the plan (:func:`headroom.plan_steps.steps_from_plan`) to judge it.
 
     Parameters
     ----------

@@ -64,10 +64,11 @@ def file_rates(files: RunFiles, first, last, n, warnings: list) -> list[dict] | 
     """Rate steps of a folder of one file per rate (``oha -q R``): every file name states its rate.
 
     ``first``, ``last``, ``n``: every file's first and last start and its rows
-    (failed ones too), as :func:`headroom.levels.steps_from_groups` takes
+    (failed ones too), as :func:`headroom.plan_steps.steps_from_groups` takes
     them from the rows: steps in order of first request.
     """
-    from .levels import StepInference, group_steps, reader_steps
+    from .levels import StepInference, reader_steps
+    from .plan_steps import group_steps
 
     want = []
     for f in files.steps:

@@ -18,6 +18,7 @@ import pytest
 
 from headroom import arrivals as A
 from headroom import levels as L
+from headroom import plan_steps as S
 
 #: tolerance of per-step req/s and percentiles against the plan windows
 TOL = 0.05
@@ -186,7 +187,7 @@ def _tool_total(summary: str, metric: str) -> int:
 def test_k6_arrival_rate_steps_say_when_k6_fell_behind(name):
     run = k6(name)
     start, _ = arrays(run.requests)
-    inf = L.steps_from_plan(
+    inf = S.steps_from_plan(
         start, [P.STEP_S] * 5, list(P.K6_ARRIVAL_RATES), kind="rate", dropped_ns=np.array(run.dropped_ns)
     )
     summary = (P.REAL / "k6-ramping-arrival-rate-summary.txt").read_text()
@@ -209,7 +210,7 @@ def test_gatling_open_model_arrivals_hold_the_planned_rates():
     g = gatling("OpenRampSimulation")
     start, _ = arrays(g.requests)
     arrivals = np.array(g.user_start_ms, np.int64) * 1_000_000
-    inf = L.steps_from_plan(
+    inf = S.steps_from_plan(
         start, [P.STEP_S] * 5, list(P.GATLING_OPEN_RATES), kind="rate", arrivals_ns=arrivals,
         t0_ns=int(arrivals.min()),
     )  # fmt: skip
@@ -234,9 +235,9 @@ def test_vegeta_attacks_are_rate_steps_with_vegetas_own_rate():
     r = P.vegeta_csv(P.REAL / "vegeta-rates.csv.gz")
     names = sorted(set(r.group), key=lambda n: min(t for t, g in zip(r.start_ns, r.group) if g == n))
     code = {n: k for k, n in enumerate(names)}
-    inf = L.steps_from_groups(
+    inf = S.steps_from_groups(
         np.array(r.start_ns), np.array([code[g] for g in r.group]),
-        intended_rps=[L.rate_from_name(n) for n in names],
+        intended_rps=[S.rate_from_name(n) for n in names],
     )  # fmt: skip
     report = _vegeta_report()
     assert [s.intended_rps for s in inf.steps] == [float(v) for v in P.VEGETA_RATES]
@@ -340,8 +341,8 @@ def test_oha_rate_files_are_rate_steps_that_kept_their_schedule():
         group += [k] * len(r.start_ns)
         offset += max(r.start_ns) + P.NS
     names = [f.name.removesuffix(".csv.gz") for f in files]
-    inf = L.steps_from_groups(
-        np.array(start), np.array(group), intended_rps=[L.rate_from_name(n) for n in names]
+    inf = S.steps_from_groups(
+        np.array(start), np.array(group), intended_rps=[S.rate_from_name(n) for n in names]
     )
     for s, r, q in zip(inf.steps, runs, P.OHA_RATES):
         own = len(r.start_ns) / ((max(r.start_ns) - min(r.start_ns)) / P.NS)

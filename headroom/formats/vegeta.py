@@ -224,7 +224,8 @@ class VegetaPlan:
         return self.plan.assign(c)
 
     def found(self) -> Found:
-        from ..levels import group_steps, rate_from_name, reader_steps
+        from ..levels import reader_steps
+        from ..plan_steps import group_steps, rate_from_name
 
         g, names = self.plan, self.plan.names
         src = f"the attack name ({len(names)} attacks)" if len(names) > 1 else "one attack: one step"
