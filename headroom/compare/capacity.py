@@ -163,7 +163,7 @@ def _unpaired(cb, cc, confidence: float, b: float, c: float, why: str, pairs: in
     """An interleaved recording whose pairs cannot give the change (``why``): the change of the sides'
     own capacities, its standard error from their intervals as if the sides were independent.  The
     host's state, shared by the two halves of a pair, moves both capacities alike, so this is wider
-    than a paired reading could be: a refusal turned into an honest, wide answer."""
+    than a paired reading could be."""
     se = _within_se(cb, cc)
     if se is None:
         return _not_judged(b, c, confidence, "interleaved", f"{why}; a side's own interval is open at an end")
