@@ -70,8 +70,9 @@ REF = {
     # (record_calibration.py, variant regex3000: about 0.75 ms of nginx CPU a request against hey's
     # 0.1-0.2 ms), so hey stays far below its core at the crossing (ref2/ref3-nginx: 69-89 %)
     "ref4-nginx": ("nginx:regex3000", "p99<=10ms", "1:32:1", "50s", 10),
-    # held out for the joint-uncertainty agreement (fixed at a2ee4ab, before these were recorded), on two
-    # servers and two loads: ref4-nginx again, the same nginx beside hogs, and ref3-go-hog again
+    # held out for the joint-uncertainty agreement (fixed at a2ee4ab, before these were recorded):
+    # ref4-nginx again, idle and beside hogs; ref5-go-hog (ref3-go-hog again) is defined but not yet
+    # recorded (its time went to the A/A sets ab-nginx-aa-hog2 and ab-go-aa-hog)
     "ref5-nginx": ("nginx:regex3000", "p99<=10ms", "1:32:1", "50s", 10),
     "ref5-nginx-hog": ("nginx:regex3000", "p99<=20ms", "1:32:1", "50s", 10),
     "ref5-go-hog": ("go", "p99<=20ms", "1:32:1", "50s", 10),
