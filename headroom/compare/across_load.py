@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -234,11 +234,20 @@ class AcrossLoad:
     tail: bool = False  # a tail percentile (p90 and up): judged by the F and the sign-flip test both
     key: str = ""
 
+    own_var: float = 0.0  # per pair: the noise this comparison alone gives (its own, or with the default)
+    own_df: float = 0.0
+
     @property
     def level_noise(self) -> tuple[float, float]:
         """(variance of one pair, df) a level's own mean is judged with: the fit's noise, which the
-        change's shape does not enter (pure error and successive differences)."""
-        return max(self.noise.ss / self.noise.df, SD_FLOOR**2), self.df
+        change's shape does not enter (pure error and successive differences), never below this
+        comparison's own: noise learned from earlier A/A recordings (``--noise-from``) rests mostly on
+        the pairs within a level, which share what the machine did to the level, so it must not narrow
+        a level's interval (it raised false alarms at single levels of a busy machine)."""
+        var = max(self.noise.ss / self.noise.df, SD_FLOOR**2)
+        if self.own_df > 0 and self.own_var > var:
+            return self.own_var, self.own_df
+        return var, self.df
 
     @property
     def raw_se(self) -> np.ndarray:
@@ -408,7 +417,11 @@ def fit(
     noise, source = _with_prior(own, learned, key)
     if noise.df <= 0:
         return None
-    return _assemble(cells, parts, noise, rho, pooled, source, key)
+    plain, _ = _with_prior(own, None, key)  # what the comparison alone would use (the plain compare's)
+    return replace(
+        _assemble(cells, parts, noise, rho, pooled, source, key),
+        own_var=plain.ss / plain.df if plain.df > 0 else 0.0, own_df=plain.df,
+    )
 
 
 def _with_prior(own: PairNoise, learned: PairNoise | None, key: str) -> tuple[PairNoise, str]:

@@ -34,13 +34,16 @@ def interval(t: Test, q: float) -> tuple[float, float]:
     return math.exp(t.d - q * t.se) - 1.0, math.exp(t.d + q * t.se) - 1.0
 
 
-def _level_rows(t: Test, alpha: float) -> tuple[LevelChange, ...]:
-    """Every level's fitted change with its simultaneous interval at ``alpha``."""
+def _level_rows(t: Test, alpha: float, a_level: float | None = None) -> tuple[LevelChange, ...]:
+    """Every level's fitted change with its simultaneous interval at ``alpha``; the levels' own means
+    with theirs at ``a_level`` (default: half of ``alpha``, the levels' half of the Bonferroni)."""
     m = t.model
     if m is None:
         return ()
     lo, hi = m.band(alpha)
-    rlo, rhi = m.level_band(alpha / 2.0 if not m.tail else alpha)  # the levels' half of the Bonferroni
+    if a_level is None:
+        a_level = alpha / 2.0 if not m.tail else alpha
+    rlo, rhi = m.level_band(max(a_level, 1e-12))
     e = math.expm1
     return tuple(
         LevelChange(float(x), e(f), (e(a), e(b)), e(r), int(n), m.kind, (e(ra), e(rb)))
@@ -48,19 +51,25 @@ def _level_rows(t: Test, alpha: float) -> tuple[LevelChange, ...]:
     )
 
 
-def decide(t: Test, rejected: bool, threshold: float, alpha: float, a_local: float) -> tuple[str, float]:
-    """(decision, one-sided bound of the average change in the worse direction)."""
+def decide(
+    t: Test, rejected: bool, threshold: float, alpha: float, a_local: float, a_level=None, route=None
+) -> tuple[str, float]:
+    """(decision, one-sided bound of the average change in the worse direction).
+
+    ``a_level``: the level at which the levels' own means were tested (interleaved recordings);
+    ``route``: how the closed test rejected ("line", "+level" or both): found at single levels only,
+    a change is worse or better only where a level's own interval is clear of the threshold."""
     sign = 1.0 if t.spec.better == "lower" else -1.0
     change = math.exp(t.d) - 1.0
     lo, hi = interval(t, t_quantile(1.0 - alpha, t.df))
     bound = hi if sign > 0 else lo
     worse, better = sign * change >= threshold, -sign * change >= threshold
+    if route == "+level":
+        worse = better = False
     if t.model is not None and not t.model.tail:  # a level's own mean beyond the threshold and the noise
-        rows = _level_rows(t, a_local)
-        at_worse = any(sign * math.log1p(r.raw) >= math.log1p(threshold) and sign * _toward(r, sign) > 0
-                       for r in rows)  # fmt: skip
-        at_better = any(-sign * math.log1p(r.raw) >= math.log1p(threshold) and -sign * _toward(r, -sign) > 0
-                        for r in rows)  # fmt: skip
+        rows = _level_rows(t, a_local, a_level)
+        at_worse = any(_beyond(r, sign, threshold) for r in rows)
+        at_better = any(_beyond(r, -sign, threshold) for r in rows)
         # "better" never where the fitted change is worse by the threshold at some level: a change that
         # turns with load (far slower at light load, a little faster at the top) is not an improvement
         turns = any(sign * math.log1p(r.change) >= math.log1p(threshold) for r in rows)
@@ -73,6 +82,12 @@ def decide(t: Test, rejected: bool, threshold: float, alpha: float, a_local: flo
     if _same(t, lo, hi, threshold, alpha):
         return "same", bound
     return "unclear", bound
+
+
+def _beyond(r: LevelChange, sign: float, threshold: float) -> bool:
+    """A level's own interval lies beyond the threshold on the side ``sign`` points to (clear of it,
+    not only of no change: one level of a busy machine jumps by tens of per cent)."""
+    return sign * math.log1p(_toward(r, sign)) >= math.log1p(threshold)
 
 
 def _toward(r: LevelChange, sign: float) -> float:
@@ -122,13 +137,14 @@ def ratio_metric(t: Test, holm: dict, weights: dict, *, threshold: float, alpha:
         q = t_quantile(1.0 - alpha / 2.0, t.df)
         return Metric(**common, ci=interval(t, q), decision="shown", level=1.0 - alpha,
                       levels=_level_rows(t, alpha))  # fmt: skip
-    rejected, a_local = holm[spec.out]
-    decision, bound = decide(t, rejected, threshold, alpha, a_local)
+    rejected, a_local, *rest = holm[spec.out]
+    a_level, route = (rest + [None, None])[:2]
+    decision, bound = decide(t, rejected, threshold, alpha, a_local, a_level, route)
     q = t_quantile(1.0 - a_local / 2.0, t.df)
     return Metric(
         **common, ci=interval(t, q), decision=decision, level=1.0 - a_local, bound=bound,
         mdc=mdc(t, alpha * weights[spec.out]), pvalue=t.pvalue, weight=weights[spec.out],
-        levels=_level_rows(t, a_local),
+        levels=_level_rows(t, a_local, a_level),
     )  # fmt: skip
 
 
@@ -151,7 +167,7 @@ def error_metric(e: ErrorTest | str, holm: dict, weights: dict, *, threshold: fl
     )
     if isinstance(e, str):
         return not_judged(base, e)
-    rejected, a_local = holm["error_rate"]
+    rejected, a_local, *_ = holm["error_rate"]
     z = z_quantile(1.0 - a_local / 2.0)
     ci = (e.diff - z * e.se, e.diff + z * e.se)
     z1 = z_quantile(1.0 - alpha)
@@ -179,6 +195,12 @@ def _error_note(e: ErrorTest) -> str:
     return f"failed / all requests over {e.pairs} matched steps (difference in points)"
 
 
+def _worse_by(m: Metric, threshold: float) -> bool:
+    """The point estimate is at least the threshold the worse way."""
+    lc = math.log1p(m.change)
+    return (lc if m.better == "lower" else -lc) >= math.log1p(threshold)
+
+
 def within(m: Metric, threshold: float) -> bool:
     """The one-sided bound of the change in the worse direction stays short of the threshold."""
     return m.bound < threshold if m.better == "lower" else m.bound > -threshold
@@ -194,11 +216,17 @@ def verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str,
     better = sorted((m for m in dec if m.decision == "better"), key=size, reverse=True)
     judged = [m for m in dec if m.decision in ("worse", "better", "same", "unclear")]
     more = lambda ms: f", and {len(ms) - 1} more metric(s)" if len(ms) > 1 else ""  # noqa: E731
-    if worse:
-        return "regressed", f"{describe(worse[0], 'worse')}{more(worse)}"
+    if worse:  # a mixed change (faster but costlier) is a regression; what improved is said too
+        also = f"; although {describe(better[0], 'better')}" if better else ""
+        return "regressed", f"{describe(worse[0], 'worse')}{more(worse)}{also}"
+    p = next((m for m in judged if m.key == primary), None)
+    if better and p is not None and p.change is not None and _worse_by(p, threshold):
+        return "inconclusive", (
+            f"{describe(better[0], 'better')}, but {p.name} {pct(p.change)} is {threshold:.0%} worse "
+            "(not shown beyond the noise): not an improvement"
+        )
     if better:
         return "improved", f"{describe(better[0], 'better')}{more(better)}"
-    p = next((m for m in judged if m.key == primary), None)
     if p is None:  # no data is never a pass, whatever the error rate says
         name = next((m.name for m in dec if m.key == primary), primary)
         return "inconclusive", f"{name} could not be judged (too few matched steps): no data is no pass"

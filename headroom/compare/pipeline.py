@@ -14,6 +14,16 @@ from ..summary import Summary
 from . import learned as learn
 from .budget import planned_se, power_weights, weighted_holm
 from .capacity import capacity_spec, capacity_test
+from .joint import (
+    CAPACITY_SHARE,
+    ERROR_SHARE,
+    LEVEL_PREFIX,
+    LEVEL_SHARE,
+    Member,
+    closed_test,
+    effective_share,
+    flip_block,
+)
 from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
 from .options import ERROR_THRESHOLD, CompareOptions
 from .pairing import pairs_for, plateau_mask
@@ -184,6 +194,23 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
         if t is not None:  # else shown as before (shown.py), with the summaries' values
             tests["rps_at_objective"] = (capacity_spec(), t)
     err = error_test(plan.sides, plan.pairs)
+    if plan.design.paired:
+        holm, weights = _joint(tests, err, opts.alpha)
+    else:
+        holm, weights = _budgeted(plan, tests, err, opts)
+    out = []
+    for _k, (spec, t) in tests.items():
+        if t is None:
+            why = "fewer than 3 matched steps with enough requests on both sides"
+            out.append(not_judged(base_fields(spec, opts.threshold), why))
+        else:
+            out.append(ratio_metric(t, holm, weights, threshold=opts.threshold, alpha=opts.alpha))
+    out.append(error_metric(err, holm, weights, threshold=opts.error_threshold, alpha=opts.alpha))
+    return out, weights
+
+
+def _budgeted(plan: _Plan, tests: dict, err, opts: CompareOptions):
+    """Runs recorded apart: weighted Holm with the shares planned from the design (budget.py)."""
     pv = {k: t.pvalue for k, (spec, t) in tests.items() if t is not None and spec.weight}
     if not isinstance(err, str):
         pv["error_rate"] = err.pvalue
@@ -196,16 +223,40 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
     weights = power_weights(
         planned, not isinstance(err, str), opts.threshold, opts.alpha, plan.design.closed_loop
     )
-    holm = weighted_holm(pv, weights, opts.alpha)
-    out = []
-    for _k, (spec, t) in tests.items():
-        if t is None:
-            why = "fewer than 3 matched steps with enough requests on both sides"
-            out.append(not_judged(base_fields(spec, opts.threshold), why))
-        else:
-            out.append(ratio_metric(t, holm, weights, threshold=opts.threshold, alpha=opts.alpha))
-    out.append(error_metric(err, holm, weights, threshold=opts.error_threshold, alpha=opts.alpha))
-    return out, weights
+    return weighted_holm(pv, weights, opts.alpha), weights
+
+
+def _joint(tests: dict, err, alpha: float):
+    """Interleaved recordings: one closed test (joint.py) over the metrics' lines across load (sign flips
+    of whole levels, all metrics at once), their levels' own means (a share each), the capacity at the
+    objective and the error rate (fixed shares).  {key: (rejected, level, level's alpha, route)} and
+    the shares shown."""
+    paired = {k: t for k, (spec, t) in tests.items() if t is not None and spec.weight and t.cells is not None}
+    members = [Member(k, t.cells, t.learned) for k, t in paired.items()]
+    obs, null = flip_block(members) if members else ({}, {})
+    others = {
+        k: (t.pvalue, CAPACITY_SHARE)
+        for k, (spec, t) in tests.items()
+        if t is not None and spec.weight and t.cells is None
+    }
+    one_level = [k for k, t in paired.items() if not t.model.tail]
+    for k in one_level:
+        others[LEVEL_PREFIX + k] = (paired[k].model.p_levels, LEVEL_SHARE / len(one_level))
+    if not isinstance(err, str):
+        others["error_rate"] = (err.pvalue, ERROR_SHARE)
+    judged = closed_test(obs, null, others, alpha)
+    holm, weights = {}, {}
+    for k, j in judged.items():
+        if k.startswith(LEVEL_PREFIX):
+            continue
+        lv = judged.get(LEVEL_PREFIX + k)
+        route = ("line" if j.rejected else "") + ("+level" if lv is not None and lv.rejected else "")
+        holm[k] = (j.rejected or (lv is not None and lv.rejected), j.alpha, lv.alpha if lv else None, route)
+        weights[k] = effective_share(j.alpha, alpha)
+    for k, (spec, t) in tests.items():  # the p-value the closed test judged: the marginal flip p
+        if k in obs and t is not None:
+            tests[k] = (spec, replace(t, pvalue=obs[k]))
+    return holm, weights
 
 
 def _assemble(plan: _Plan, opts: CompareOptions, metrics, weights, primary, decided) -> Comparison:

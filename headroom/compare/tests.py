@@ -42,6 +42,8 @@ class Test:
     baseline: float
     candidate: float
     model: AcrossLoad | None = None
+    cells: Cells | None = None  # interleaved: the paired log ratios the model was fitted to
+    learned: object | None = None  # interleaved: the PairNoise learned for this metric (--noise-from)
 
 
 def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: Spec, learned: LearnedNoise | None) -> Test | None:
@@ -95,13 +97,16 @@ def pair_cells(sides, sel: list[tuple], key: str, recs) -> tuple[Cells, list[flo
 def paired_test(sides, sel: list[tuple], spec: Spec, recs, learned: dict | None) -> Test | None:
     """The paired test of one metric over interleaved recordings: its change fitted across load."""
     cells, lb = pair_cells(sides, sel, spec.key, recs)
-    model = fit(cells, spec.out, None if learned is None else learned.get(canonical(spec.out)))
+    prior = None if learned is None else learned.get(canonical(spec.out))
+    model = fit(cells, spec.out, prior)
     if model is None:
         return None
     gb = float(np.exp(np.mean(lb)))
     nz = NoiseEstimate(model.noise.sd, model.df, model.how())
     d, se = model.average, model.se_average
-    return Test(spec, d, se, model.df, nz, model.pairs, min(1.0, model.pvalue), gb, gb * math.exp(d), model)
+    return Test(
+        spec, d, se, model.df, nz, model.pairs, min(1.0, model.pvalue), gb, gb * math.exp(d), model, cells, prior
+    )
 
 
 def errors_unknown(s) -> bool:
