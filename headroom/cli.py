@@ -367,9 +367,16 @@ def _report_parser(sub) -> None:
 
 def _sides_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--baseline", nargs="+", default=[], metavar="RUN", help="baseline run(s): repeats of one build"
+        "--baseline",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="RUN",
+        help="baseline run(s): repeats of one build (the flag may be repeated: the runs add up)",
     )
-    p.add_argument("--candidate", nargs="+", default=[], metavar="RUN", help="candidate run(s)")
+    p.add_argument(
+        "--candidate", nargs="+", action="extend", default=[], metavar="RUN", help="candidate run(s)"
+    )
 
 
 def _verdict_options(p: argparse.ArgumentParser) -> None:
@@ -397,11 +404,13 @@ def _verdict_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--noise-from",
         nargs="+",
+        action="extend",
         default=[],
         metavar="RUN",
         help="earlier runs of one unchanged build (A/A runs, unchanged commits), or a "
         "'headroom history --json' file: each metric's between-run noise is learned from them "
-        "(default: repeat runs measure it, else per-metric defaults for a shared CI machine)",
+        "(default: repeat runs measure it, else per-metric defaults for a shared CI machine); "
+        "given several times, the runs add up",
     )
     p.add_argument(
         "--error-threshold",

@@ -92,26 +92,25 @@ def _capacity_sentence(c) -> str:
 
 
 def _beyond_at(m, decision: str):
-    """Where an interleaved comparison found the change (a level's own change beyond its
-    simultaneous interval) when the average over the levels is not beyond the noise itself."""
-    if not getattr(m, "levels", None) or m.ci is None or not (m.ci[0] <= 0.0 <= m.ci[1]):
-        return None
-    up = (decision == "worse") == (m.better == "lower")  # the change's sign at that level
-    hits = [lc for lc in m.levels if lc.raw_ci is not None and (lc.raw_ci[0] > 0 if up else lc.raw_ci[1] < 0)]
-    return max(hits, key=lambda lc: abs(lc.raw)) if hits else None
+    """The level whose own change decided the metric (the decision stage names it), or None."""
+    return m.decided_level() if decision in ("worse", "better") and hasattr(m, "decided_level") else None
 
 
 def _at_level(m, decision: str, verb: str, moved: str) -> str | None:
     """'Throughput fell by 60.9 % at c=1, beyond the noise there (-17.9 % on average: ...)'."""
-    if not getattr(m, "levels", None) or m.ci is None or not (m.ci[0] <= 0.0 <= m.ci[1]):
+    if not getattr(m, "levels", None) or m.ci is None:
         return None
     lc = _beyond_at(m, decision)
+    if lc is None and not (m.ci[0] <= 0.0 <= m.ci[1]):  # the average decided: said as such
+        return None
     if lc is None:  # the line across load is beyond the noise, not the average nor one level
         lo, hi = m.levels[0], m.levels[-1]
+        up = (decision == "worse") == (m.better == "lower")  # the decided direction of the change
+        top = max(m.levels, key=lambda x: x.change if up else -x.change)
         return (
-            f"{_cap(m.name)} {verb} across load, beyond the noise: {_signed(lo.change)} at {lo.where()}, "
-            f"{_signed(hi.change)} at {hi.where()} (the line in log load); on average over the levels "
-            f"{_signed(m.change)} ({moved}; interval {_interval(m)})."
+            f"{_cap(m.name)} {verb} across load, beyond the noise: {_signed(top.change)} at {top.where()} "
+            f"on the line in log load ({_signed(lo.change)} at {lo.where()} to {_signed(hi.change)} at "
+            f"{hi.where()}); on average over the levels {_signed(m.change)} ({moved}; interval {_interval(m)})."
         )
     return (
         f"{_cap(m.name)} {verb} by {_pct(lc.raw)} at {lc.where()}, beyond the noise there "
@@ -208,6 +207,12 @@ def next_sentence(c) -> str | None:
         return (
             f"Next: about {c.runs_needed} {what} would most likely decide; record them with "
             f"headroom ramp --ab URL_A URL_B {how}."
+        )
+    if interleaved:  # the design already decides what it can: more of it, or longer steps
+        return (
+            "Next: record more interleaved recordings (headroom ramp --ab URL_A URL_B --interleave steps "
+            "--until-decided --max-repeats 6), or longer steps (--step-duration) or more pairs a level "
+            "(--pairs-per-level)."
         )
     return (
         "Next: record A and B alternating at every load step (headroom ramp --ab URL_A URL_B "

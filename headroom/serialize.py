@@ -94,6 +94,7 @@ def _metric(m: dict, schema: int):
         weight=m.get("weight"),
         levels=tuple(_level(x) for x in m.get("levels") or ()),
         test=m.get("test", ""),
+        decided_at=m.get("decided_at"),
     )
 
 

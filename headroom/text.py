@@ -477,9 +477,7 @@ def format_comparison(c) -> str:
             indent="    ",
         ),
         *_wrap(
-            f"  {_design_words(c)}, weighted Holm at {c.confidence:.0%} for all decision metrics together "
-            f"(shares of the error budget, maximin over the kinds of regression: {_weights_text(c)}); "
-            f"primary: {primary}"
+            f"  {_design_words(c)}, {_family_words(c)}; primary: {primary}"
             if c.primary
             else f"  intervals: {c.confidence:.0%} for all decision metrics together (a schema 2 comparison)",
             indent="    ",
@@ -526,6 +524,20 @@ def _design_words(c) -> str:
     if c.design == "interleaved steps":
         return "tests of the change across load of interleaved recordings"
     return "run-level tests"
+
+
+def _family_words(c) -> str:
+    """How the family's error was held: the joint sign-flip test (interleaved) or weighted Holm."""
+    if c.design == "interleaved steps":
+        return (
+            f"one closed test at {c.confidence:.0%} for all decision metrics together (their lines under "
+            f"sign flips of whole levels, step-down min-p; the levels' own means, the capacity at the "
+            f"objective and the error rate at fixed shares; each metric's level as a share: {_weights_text(c)})"
+        )
+    return (
+        f"weighted Holm at {c.confidence:.0%} for all decision metrics together "
+        f"(shares of the error budget, maximin over the kinds of regression: {_weights_text(c)})"
+    )
 
 
 def _weights_text(c) -> str:

@@ -420,7 +420,8 @@ def fit(
     plain, _ = _with_prior(own, None, key)  # what the comparison alone would use (the plain compare's)
     return replace(
         _assemble(cells, parts, noise, rho, pooled, source, key),
-        own_var=plain.ss / plain.df if plain.df > 0 else 0.0, own_df=plain.df,
+        own_var=plain.ss / plain.df if plain.df > 0 else 0.0,
+        own_df=plain.df,
     )
 
 

@@ -305,8 +305,15 @@ def capacity_test(baseline: Sequence, candidate: Sequence, recordings=None, conf
     if ch.change is None:
         return None, ch.note
     per = ch.se * math.sqrt(ch.pairs) if ch.design == "interleaved" else ch.se
-    noise = NoiseEstimate(per, ch.df, ch.note)
-    t = Test(
-        capacity_spec(), ch.d, ch.se, ch.df, noise, ch.pairs, ch.pvalue, ch.baseline_rps, ch.candidate_rps
-    )
-    return t, ch.note
+    note, cand = ch.note, ch.candidate_rps
+    if ch.baseline_rps and cand and abs(math.log(cand / ch.baseline_rps) - ch.d) > 0.005:
+        # the paired change is not the ratio of the two sides' own crossings: show the candidate's value
+        # the change implies, and name both crossings, so no figure points against the change
+        cand = ch.baseline_rps * math.exp(ch.d)
+        note += (
+            f"; the candidate's value is the baseline's times the change (each side's own crossing: "
+            f"{ch.baseline_rps:,.0f} and {ch.candidate_rps:,.0f} req/s)"
+        )
+    noise = NoiseEstimate(per, ch.df, note)
+    t = Test(capacity_spec(), ch.d, ch.se, ch.df, noise, ch.pairs, ch.pvalue, ch.baseline_rps, cand)
+    return t, note

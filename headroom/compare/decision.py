@@ -44,17 +44,23 @@ def _level_rows(t: Test, alpha: float, a_level: float | None = None) -> tuple[Le
     if a_level is None:
         a_level = alpha / 2.0 if not m.tail else alpha
     rlo, rhi = m.level_band(max(a_level, 1e-12))
-    e = math.expm1
+    e = _expm1
     return tuple(
         LevelChange(float(x), e(f), (e(a), e(b)), e(r), int(n), m.kind, (e(ra), e(rb)))
         for x, f, a, b, r, n, ra, rb in zip(m.loads, m.fitted, lo, hi, m.raw, m.level_pairs, rlo, rhi)
     )
 
 
+def _expm1(x: float) -> float:
+    """exp(x) - 1, infinite past what a float holds (a level's interval at a tiny level can be that wide)."""
+    return math.expm1(x) if x < 700.0 else math.inf
+
+
 def decide(
     t: Test, rejected: bool, threshold: float, alpha: float, a_local: float, a_level=None, route=None
-) -> tuple[str, float]:
-    """(decision, one-sided bound of the average change in the worse direction).
+) -> tuple[str, float, float | None]:
+    """(decision, one-sided bound of the average change in the worse direction, the load of the level
+    that decided it or None when the average did).
 
     ``a_level``: the level at which the levels' own means were tested (interleaved recordings);
     ``route``: how the closed test rejected ("line", "+level" or both): found at single levels only,
@@ -66,22 +72,27 @@ def decide(
     worse, better = sign * change >= threshold, -sign * change >= threshold
     if route == "+level":
         worse = better = False
+    at = None
     if t.model is not None and not t.model.tail:  # a level's own mean beyond the threshold and the noise
         rows = _level_rows(t, a_local, a_level)
-        at_worse = any(_beyond(r, sign, threshold) for r in rows)
-        at_better = any(_beyond(r, -sign, threshold) for r in rows)
+        w_rows = [r for r in rows if _beyond(r, sign, threshold)]
+        b_rows = [r for r in rows if _beyond(r, -sign, threshold)]
         # "better" never where the fitted change is worse by the threshold at some level: a change that
         # turns with load (far slower at light load, a little faster at the top) is not an improvement
         turns = any(sign * math.log1p(r.change) >= math.log1p(threshold) for r in rows)
-        worse = worse or at_worse
-        better = (better or at_better) and not at_worse and not turns
+        if rejected and not worse and w_rows:
+            at = max(w_rows, key=lambda r: abs(math.log1p(r.raw))).load
+        elif rejected and not worse and not better and b_rows and not turns:
+            at = max(b_rows, key=lambda r: abs(math.log1p(r.raw))).load
+        worse = worse or bool(w_rows)
+        better = (better or bool(b_rows)) and not w_rows and not turns
     if rejected and worse:
-        return "worse", bound
+        return "worse", bound, at
     if rejected and better:
-        return "better", bound
+        return "better", bound, at
     if _same(t, lo, hi, threshold, alpha):
-        return "same", bound
-    return "unclear", bound
+        return "same", bound, None
+    return "unclear", bound, None
 
 
 def _beyond(r: LevelChange, sign: float, threshold: float) -> bool:
@@ -139,12 +150,12 @@ def ratio_metric(t: Test, holm: dict, weights: dict, *, threshold: float, alpha:
                       levels=_level_rows(t, alpha))  # fmt: skip
     rejected, a_local, *rest = holm[spec.out]
     a_level, route = (rest + [None, None])[:2]
-    decision, bound = decide(t, rejected, threshold, alpha, a_local, a_level, route)
+    decision, bound, at = decide(t, rejected, threshold, alpha, a_local, a_level, route)
     q = t_quantile(1.0 - a_local / 2.0, t.df)
     return Metric(
         **common, ci=interval(t, q), decision=decision, level=1.0 - a_local, bound=bound,
         mdc=mdc(t, alpha * weights[spec.out]), pvalue=t.pvalue, weight=weights[spec.out],
-        levels=_level_rows(t, a_local, a_level),
+        levels=_level_rows(t, a_local, a_level), decided_at=at,
     )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from ..summary import Summary
 from . import learned as learn
 from .budget import planned_se, power_weights, weighted_holm
 from .capacity import capacity_spec, capacity_test
+from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
 from .joint import (
     CAPACITY_SHARE,
     ERROR_SHARE,
@@ -24,7 +25,6 @@ from .joint import (
     effective_share,
     flip_block,
 )
-from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
 from .options import ERROR_THRESHOLD, CompareOptions
 from .pairing import pairs_for, plateau_mask
 from .result import Comparison, Noise, StepPair

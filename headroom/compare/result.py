@@ -78,6 +78,13 @@ class Metric:
     weight: float | None = None  # share of the family's error budget it started the Holm procedure with
     levels: tuple[LevelChange, ...] = ()
     test: str = ""
+    decided_at: float | None = None  # the load of the level whose own change decided worse/better
+
+    def decided_level(self) -> LevelChange | None:
+        """The level whose own change decided the metric (None: the average decided, or none did)."""
+        if self.decided_at is None:
+            return None
+        return next((lc for lc in self.levels if lc.load == self.decided_at), None)
 
     @property
     def run_noise(self) -> float | None:

@@ -50,6 +50,8 @@ def metric_doc(m: Metric) -> dict:
         doc["weight"] = _n(m.weight)
     if m.test:
         doc["test"] = m.test
+    if m.decided_at is not None:  # the level whose own change decided worse/better
+        doc["decided_at"] = _n(m.decided_at)
     if m.levels:  # the change at every load level (interleaved recordings), simultaneous intervals
         doc["levels"] = [_level_doc(lc) for lc in m.levels]
     return doc

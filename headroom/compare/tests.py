@@ -105,7 +105,18 @@ def paired_test(sides, sel: list[tuple], spec: Spec, recs, learned: dict | None)
     nz = NoiseEstimate(model.noise.sd, model.df, model.how())
     d, se = model.average, model.se_average
     return Test(
-        spec, d, se, model.df, nz, model.pairs, min(1.0, model.pvalue), gb, gb * math.exp(d), model, cells, prior
+        spec,
+        d,
+        se,
+        model.df,
+        nz,
+        model.pairs,
+        min(1.0, model.pvalue),
+        gb,
+        gb * math.exp(d),
+        model,
+        cells,
+        prior,
     )
 
 

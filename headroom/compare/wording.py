@@ -31,16 +31,29 @@ def across_load(m: Metric) -> str:
 
 
 def describe(m: Metric, decision: str | None = None) -> str:
-    """A short phrase: the metric, its change and interval (and where it is largest across load)."""
+    """A short phrase quoting the evidence that decided: the level and its own change when one level
+    did, the average and its interval when the average did (never the line's ends, which may point
+    the other way)."""
     if m.change is None:
         return f"{m.name}: not judged ({m.note})"
     if m.key == "error_rate":
         s = f"{m.name} {m.change * 100:+.2f} points"
         return s + (f" ({m.ci[0] * 100:+.2f} to {m.ci[1] * 100:+.2f})" if m.ci else "")
+    lc = m.decided_level() if decision in ("worse", "better") else None
+    if lc is not None and lc.raw_ci is not None:
+        return (
+            f"{m.name} {pct(lc.raw)} at {lc.where()} (that level's own interval {pct(lc.raw_ci[0])} to "
+            f"{pct(lc.raw_ci[1])}, beyond +-{m.threshold:.0%}); {pct(m.change)} on average over the levels"
+        )
     s = f"{m.name} {pct(m.change)}"
+    if m.ci and decision in ("worse", "better") and m.ci[0] <= 0.0 <= m.ci[1]:
+        # the change across load was found by the test, its average alone is not clear of 0
+        p = f", p = {m.pvalue:.2g}" if m.pvalue is not None else ""
+        return (
+            s
+            + f" on average (the change across load beyond the noise{p}; the average's own interval {pct(m.ci[0])} to {pct(m.ci[1])})"
+        )
     s += f" (interval {pct(m.ci[0])} to {pct(m.ci[1])})" if m.ci else ""
-    if decision in ("worse", "better") and m.levels:
-        s += f"; across load {across_load(m)}"
     return s
 
 
@@ -139,17 +152,19 @@ def single_pair_note(metrics: list[Metric], paired: bool) -> list[str]:
 def design_sentence(c) -> str:
     """How the changes were tested and the error budget shared, in one sentence (text and HTML)."""
     if c.design == "interleaved steps":
-        how = (
+        return (
             "A and B alternated within every load level (interleaved recording): each decision metric's "
-            "paired log ratios are fitted as a line in log load and tested for no change at any level (the "
-            "line's F test, or the levels' own means, Bonferroni; a tail percentile by the F test and a "
-            "sign-flip test both), against the noise of pairs at the same level and of neighbouring levels"
+            "paired log ratios are fitted as a line in log load; one closed test keeps the chance of any "
+            f"false call at {1 - c.confidence:.0%}: the lines of all metrics at once under sign flips of "
+            "whole levels (Westfall and Young's step-down min-p: the metrics' correlation is paid for once, "
+            "and a jump the machine made at one level flips with its level), the levels' own means "
+            "against the comparison's own noise (a level decides only when its interval clears the "
+            "threshold), the capacity at the objective and the error rate at fixed shares"
         )
-    else:
-        how = (
-            "Each decision metric is one value per run (the mean over the matched steps), tested against "
-            "its between-run noise with Student's t"
-        )
+    how = (
+        "Each decision metric is one value per run (the mean over the matched steps), tested against "
+        "its between-run noise with Student's t"
+    )
     return (
         f"{how}; a weighted Holm procedure keeps the chance of any false call at {1 - c.confidence:.0%}, "
         "its budget shared to give CPU-, throughput-, latency- and tail-led regressions of the threshold's "
