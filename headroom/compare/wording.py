@@ -173,9 +173,16 @@ def design_sentence(c) -> str:
 
 
 def _level_cell(lc, m: Metric) -> str:
-    """A level's own change, '!' when its simultaneous interval excludes no change."""
-    beyond = lc.raw_ci is not None and (lc.raw_ci[0] > 0 or lc.raw_ci[1] < 0)
-    return f"{lc.raw * 100:+.0f}%" + ("!" if beyond else "")
+    """A level's own change, '!' when its simultaneous interval is clear of the threshold (the level
+    could decide), '*' when it only excludes no change."""
+    if lc.raw_ci is None:
+        return f"{lc.raw * 100:+.0f}%"
+    t = m.threshold or 0.0
+    clear = lc.raw_ci[0] >= t or lc.raw_ci[1] <= -t / (1.0 + t)  # +t up, and the same in log down
+    if clear:
+        return f"{lc.raw * 100:+.0f}%!"
+    beyond = lc.raw_ci[0] > 0 or lc.raw_ci[1] < 0
+    return f"{lc.raw * 100:+.0f}%" + ("*" if beyond else "")
 
 
 def across_load_rows(c) -> tuple[list[str], list[list[str]]] | None:
@@ -196,6 +203,7 @@ def across_load_rows(c) -> tuple[list[str], list[list[str]]] | None:
 
 
 ACROSS_LOAD_NOTE = (
-    "each level's own change (candidate / baseline - 1 of its pairs' geometric mean; ! = beyond its "
-    "interval, simultaneous over the levels); 'fitted': the line in log load at the lowest and highest level"
+    "each level's own change (candidate / baseline - 1 of its pairs' geometric mean; ! = its interval, "
+    "simultaneous over the levels, clear of the threshold: a level that may decide; * = clear of no change "
+    "only); 'fitted': the line in log load at the lowest and highest level"
 )
