@@ -65,6 +65,20 @@ def _timestamp(text: str) -> int:
     return int(arr.cast(pa.int64())[0].as_py())
 
 
+#: an error message is one line of at most this many characters: input quoted in it (a 1 MB header) is cut
+MESSAGE_MAX = 400
+
+
+def one_line(message: str, limit: int = MESSAGE_MAX) -> str:
+    """An error message as one bounded line: newlines as spaces, the middle cut with '...' when long
+    (the start names the file and line, the end often says what was expected)."""
+    text = " ".join(message.split("\n"))
+    if len(text) <= limit:
+        return text
+    keep = limit - 5
+    return f"{text[: keep * 3 // 4]} ... {text[-(keep - keep * 3 // 4) :]}"
+
+
 def _duration(text: str) -> float:
     try:
         return parse_duration(text)
@@ -239,6 +253,11 @@ class _Parser(argparse.ArgumentParser):
 
     def format_help_text(self) -> str:
         return super().format_help()
+
+    def error(self, message: str):
+        """One line and exit 2, not the whole usage: the command and what is wrong, and where the
+        usage is (argparse prints its 20-line usage first)."""
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def _add_ramp(sub) -> None:
@@ -501,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     except HeadroomError as e:
         if getattr(args, "debug", False):
             raise
-        print(f"headroom: error: {e}", file=sys.stderr)
+        print(f"headroom: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("headroom: interrupted", file=sys.stderr)

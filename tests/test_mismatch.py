@@ -128,12 +128,13 @@ def test_an_objective_other_than_at_most_is_refused_in_one_line(objective):
     assert p.returncode == 2 and p.stdout == ""
     err = [ln for ln in p.stderr.splitlines() if "error:" in ln]
     assert len(err) == 1 and "only '<=' is supported" in err[0] and "write p99<=5ms" in err[0]
-    assert p.stderr.startswith("usage: headroom compare")  # the subcommand's usage, not the top level's
+    assert p.stderr.startswith("headroom compare: error:")  # the subcommand, in one line (issue 49)
+    assert len(p.stderr.strip().splitlines()) == 1 and "headroom compare --help" in p.stderr
 
 
-def test_a_typo_prints_the_subcommands_usage():
+def test_a_typo_is_said_in_one_line_naming_the_subcommand():
     p = cli("compare", RUNS / "nginx-no-keepalive", RUNS / "nginx-keepalive", "--treshold", "5%")
-    assert p.returncode == 2 and p.stderr.startswith("usage: headroom compare")
+    assert p.returncode == 2 and p.stderr.startswith("headroom compare: error:")
     assert "unrecognized arguments: --treshold 5%" in p.stderr
     p = cli("report", RUNS / "nginx-keepalive", "-o", "x.html", "--exit-codes")
-    assert p.returncode == 2 and p.stderr.startswith("usage: headroom report")
+    assert p.returncode == 2 and p.stderr.startswith("headroom report: error:")

@@ -643,6 +643,11 @@ def test_parse_levels():
     assert parse_levels("1:41:3", "--concurrency")[1] == 40  # the highest level reached
     assert parse_levels("4", "--concurrency")[3] == [4]
     assert parse_levels("2:5", "--concurrency")[3] == [2, 3, 4, 5]
+    # a list, as summary --concurrency and ramp --help's Locust example give it (issue 49)
+    assert parse_levels("1,2,4,8", "--concurrency") == (1, 8, None, [1, 2, 4, 8])
+    for bad in ("1,x", "0,2", "1,,2"):
+        with pytest.raises(HeadroomError, match="list of whole numbers"):
+            parse_levels(bad, "--concurrency")
 
 
 def test_time_format():

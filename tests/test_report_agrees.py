@@ -140,5 +140,5 @@ def test_the_verdict_options_are_compares_and_travel_whole():
 def test_exit_code_needs_a_comparison(tmp_path):
     """--exit-code gives a verdict's exit code: with one run there is none, and that is a usage error."""
     p = cli("report", RUNS / "nginx-keepalive", "--exit-code", "-o", tmp_path / "r.html")
-    assert p.returncode == 2 and p.stderr.startswith("usage: headroom report")
+    assert p.returncode == 2 and p.stderr.startswith("headroom report: error:")
     assert "--exit-code needs a baseline and a candidate" in p.stderr and not (tmp_path / "r.html").exists()

@@ -456,7 +456,7 @@ def first_null(col: pa.ChunkedArray) -> int:
 def line_problem(fields: list[str], columns: list[str], checks: dict[str, str], line: str) -> str | None:
     """What is wrong with one CSV line (``checks``: column -> "time", "float" or "int"), or None."""
     if len(fields) != len(columns):
-        return f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}: '{short(line, 60)}'"
+        return f"expected {len(columns)} fields ({short(','.join(columns), 80)}), got {len(fields)}: '{short(line, 60)}'"
     for col, kind in checks.items():
         v = fields[columns.index(col)]
         if kind == "time" and not check_time(v):

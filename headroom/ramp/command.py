@@ -116,7 +116,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "ramp",
-        help="record a ramp run: drive hey (or vegeta/oha) step by step, sample the server's CPU",
+        help="record a ramp run: drive hey (or vegeta, oha, Locust) step by step, sample the server's CPU",
         description="Record a load-test ramp against URL: one load-generator run per step (closed\n"
         "loop at increasing concurrency, or open loop at increasing rate), the server's CPU\n"
         "sampled with psutil, written as a run folder that headroom summary/compare/report read.",

@@ -25,11 +25,16 @@ def rfc3339_ns(ns: int) -> str:
     return f"{pre}.{f:09d}Z"
 
 
+def levels_words(low: int, high: int, step: int | None, levels: list[int]) -> str:
+    """``1..40 step 3``, or the list of a stated plan."""
+    return f"{low}..{high} step {step}" if step is not None else ",".join(str(x) for x in levels)
+
+
 def _description(rec) -> str:
     what = (
-        f"open loop at {rec.low}..{rec.high} req/s step {rec.step}"
+        f"open loop at {levels_words(rec.low, rec.high, rec.step, rec.levels)} req/s"
         if rec.open_loop
-        else f"closed loop at concurrency {rec.low}..{rec.high} step {rec.step}"
+        else f"closed loop at concurrency {levels_words(rec.low, rec.high, rec.step, rec.levels)}"
     )
     each = (
         f", {rec.requests_per_step} requests per step"
@@ -44,7 +49,7 @@ def _levels(rec) -> dict:
     if rec.open_loop:
         m = {
             "lower_rate": rec.low,
-            "upper_rate": int(levels_done[-1]) if levels_done else rec.high,
+            "upper_rate": int(max(levels_done)) if levels_done else rec.high,
             "rate_step": rec.step,
             "rates": [int(x) for x in levels_done],
             "max_workers": rec.max_workers,
@@ -52,7 +57,7 @@ def _levels(rec) -> dict:
     else:
         m = {
             "lower_concurrency": rec.low,
-            "upper_concurrency": levels_done[-1] if levels_done else rec.high,
+            "upper_concurrency": max(levels_done) if levels_done else rec.high,
             "concurrency_step": rec.step,
             "concurrency": levels_done,
         }

@@ -53,11 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..formats._scan import short
 from ..model import HeadroomError, parse_duration
 from ..profiles.capture import ProfileOptions, StepCapture, options_from_args
 from ..profiles.capture import probe as probe_profiles
 from .engines import Engine, Hey, StepPlan, StepRows, get_engine, rate_engine
-from .metadata import HOST_FILE, foreign_summary, foreign_warning, rfc3339_ns
+from .metadata import HOST_FILE, foreign_summary, foreign_warning, levels_words, rfc3339_ns
 from .metadata import build as build_metadata
 from .metadata import write as write_metadata_file
 
@@ -77,12 +78,27 @@ PERF_HEADER = "start-time,response-time,status-code\n"
 # parsing the options
 
 
-def parse_levels(text: str, option: str) -> tuple[int, int, int, list[int]]:
-    """``LOW:HIGH:STEP`` (or ``LOW:HIGH``, step 1, or ``N``) -> (low, high reached, step, levels)."""
-    m = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?::\s*(\d+)\s*)?)?", text or "")
+def parse_levels(text: str, option: str) -> tuple[int, int, int | None, list[int]]:
+    """``LOW:HIGH:STEP`` (or ``LOW:HIGH``, step 1, or ``N``), or a list ``1,2,4,8`` (step None) ->
+    (low, high reached, step, levels)."""
+    t = (text or "").strip()
+    if "," in t:  # a list, as summary --concurrency takes it: the levels in the order given
+        try:
+            levels = [int(x) for x in t.split(",")]
+        except ValueError:
+            levels = []
+        if not levels or min(levels) < 1:
+            raise HeadroomError(
+                f"bad {option} {short(text, 40)!r}: expected a list of whole numbers >= 1 (1,2,4,8)"
+            )
+        if len(levels) > 1000:
+            raise HeadroomError(f"bad {option} {short(text, 40)!r}: {len(levels)} steps (at most 1000)")
+        return min(levels), max(levels), None, levels
+    m = re.fullmatch(r"\s*(\d+)\s*(?::\s*(\d+)\s*(?::\s*(\d+)\s*)?)?", t)
     if not m:
         raise HeadroomError(
-            f"bad {option} {text!r}: expected LOW:HIGH:STEP such as 1:40:3 (or LOW:HIGH, or one number)"
+            f"bad {option} {short(text, 40)!r}: expected LOW:HIGH:STEP such as 1:40:3 (or LOW:HIGH, one "
+            "number, or a list such as 1,2,4,8)"
         )
     low, high, step = int(m[1]), int(m[2] or m[1]), int(m[3] or 1)
     if low < 1:
@@ -725,9 +741,9 @@ class Recorder:
         if say is None:
             return
         what = (
-            f"rates {self.low}..{self.high} req/s step {self.step}"
+            f"rates {levels_words(self.low, self.high, self.step, self.levels)} req/s"
             if self.open_loop
-            else f"concurrency {self.low}..{self.high} step {self.step}"
+            else f"concurrency {levels_words(self.low, self.high, self.step, self.levels)}"
         )
         each = f"{self.requests_per_step} requests" if self.requests_per_step else f"{self.step_duration:g} s"
         cpu = (
