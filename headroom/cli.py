@@ -432,6 +432,12 @@ def _verdict_options(p: argparse.ArgumentParser) -> None:
         "given several times, the runs add up",
     )
     p.add_argument(
+        "--accept-mismatch",
+        action="store_true",
+        help="judge runs that do not measure the same thing (a side with fewer steps than its own "
+        "plan, other URLs, load generators or plans); by default they are inconclusive (exit 3)",
+    )
+    p.add_argument(
         "--error-threshold",
         type=_fraction,
         default=d["error_threshold"],

@@ -197,6 +197,11 @@ def next_sentence(c) -> str | None:
     """What to do next when the gate did not decide (None when it did)."""
     if c.verdict != "inconclusive":
         return None
+    if c.reason.startswith("the runs do not measure the same thing"):
+        return (
+            "Next: record both sides with the same plan, request path and load generator, each to its "
+            "planned end; or judge these runs anyway with --accept-mismatch."
+        )
     interleaved = c.design == "interleaved steps"
     if c.runs_needed:
         what, how = (

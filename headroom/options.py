@@ -106,12 +106,16 @@ class VerdictOptions:
         Family-wide confidence of the decision metrics.
     noise_from
         Earlier runs of one unchanged build, or one ``headroom history --json`` file.
+    accept_mismatch
+        Judge runs that do not measure the same thing (a truncated side, other URLs, generators or
+        plans) instead of answering inconclusive (exit 3).
     """
 
     threshold: float = _COMPARE.threshold
     error_threshold: float = _COMPARE.error_threshold
     confidence: float = _COMPARE.confidence
     noise_from: tuple[str, ...] = ()
+    accept_mismatch: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "noise_from", tuple(str(p) for p in self.noise_from))
@@ -125,6 +129,7 @@ class VerdictOptions:
             error_threshold=_given(args, "error_threshold", d.error_threshold),
             confidence=_given(args, "confidence", d.confidence),
             noise_from=tuple(getattr(args, "noise_from", None) or ()),
+            accept_mismatch=bool(getattr(args, "accept_mismatch", False)),
         )
 
     def to_dict(self) -> dict:

@@ -264,6 +264,10 @@ def compare_sides(
         [s if isinstance(s, Summary) else analyze(s, objective=obj) for s in side]
         for side in (baseline, candidate)
     ]
+    from .compare.wording import same_files
+
+    if same_files(sides):  # nothing can change: a usage error, not a verdict (issue 49)
+        raise HeadroomError(same_files(sides)[0].replace("every change is 0", "compare two different runs"))
     c = compare_runs(
         sides[0],
         sides[1],
@@ -272,6 +276,7 @@ def compare_sides(
         error_threshold=opts.error_threshold,
         noise_from=noise_source(opts.noise_from, lambda p: reduce_run(p, **read.reduce_kwargs())),
         confidence=opts.confidence,
+        accept_mismatch=opts.accept_mismatch,
     )
     return with_mismatches(c, sides[0], sides[1])
 

@@ -71,6 +71,28 @@ def test_a_truncated_candidate_is_said_first(truncated):
     assert "WARNING: runs do not match: the candidate" in screen and "far fewer load steps" in screen
 
 
+def test_a_truncated_candidate_cannot_pass_the_gate(truncated):
+    """3 of the 8 steps its own metadata plans: compare exits 3 naming it (it passed as NO REGRESSION,
+    exit 0, issue 49); --accept-mismatch judges the matched steps as before."""
+    p = cli("compare", RUNS / "nginx-no-keepalive", truncated, "--json", "-")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 3 and doc["exit_code"] == 3 and doc["verdict"] == "inconclusive"
+    assert doc["reason"].startswith("the runs do not measure the same thing: the candidate")
+    assert "metadata plans 8" in doc["reason"] and "--accept-mismatch" in doc["reason"]
+    p = cli("compare", RUNS / "nginx-no-keepalive", truncated, "--accept-mismatch", "--json", "-")
+    doc = json.loads(p.stdout)
+    assert doc["verdict"] != "inconclusive" or "do not measure" not in doc["reason"]
+    assert p.returncode == doc["exit_code"]
+
+
+def test_the_gating_report_exits_3_on_a_truncated_candidate(truncated, tmp_path):
+    out = tmp_path / "r.html"
+    p = cli("report", RUNS / "nginx-no-keepalive", truncated, "--exit-code", "-o", out)
+    assert p.returncode == 3, p.stderr[-500:]
+    page = out.read_text()
+    assert "do not measure the same thing" in page and "metadata plans 8" in page
+
+
 def _levels(meta: dict) -> list[int]:
     if "concurrency" in meta and isinstance(meta["concurrency"], list):
         return [int(c) for c in meta["concurrency"]]

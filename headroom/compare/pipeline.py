@@ -74,6 +74,7 @@ def compare_runs(
     noise_from: Sequence[Run | Summary] | LearnedNoise | None = None,
     confidence: float = 0.95,
     bucket_s: float = 1.0,
+    accept_mismatch: bool = False,
 ) -> Comparison:
     """Compare a baseline with a candidate at matched load (see :mod:`headroom.compare`).
 
@@ -96,6 +97,10 @@ def compare_runs(
         Family-wide confidence: the chance that no metric is called changed when none changed.
     bucket_s
         Time bucket width for runs not yet analysed (does not change the decision).
+    accept_mismatch
+        Judge runs that do not measure the same thing (:mod:`headroom.mismatch`: a side with fewer
+        steps than its own plan, other URLs, load generators or plans); by default such a comparison
+        is inconclusive (exit 3) with the reason, whatever its steps say.
     """
     if isinstance(objective, str):
         from ..model import parse_objective
@@ -111,7 +116,26 @@ def compare_runs(
         metrics, primary, threshold, runs, opts.alpha, int(np.sum(plan.mask)), plan.design.paired
     )
     verdict, reason, needed = _with_stops(plan.sides, plan.side_stops, verdict, reason, needed)
-    return _assemble(plan, opts, metrics, weights, primary, (verdict, reason, needed))
+    c = _assemble(plan, opts, metrics, weights, primary, (verdict, reason, needed))
+    return c if accept_mismatch else _cannot_answer(c)
+
+
+def _cannot_answer(c: Comparison) -> Comparison:
+    """Runs that do not measure the same thing cannot answer the gate's question: inconclusive (exit 3)
+    with the mismatch as the reason, and what the matched steps alone would say (a side whose server
+    stopped answering is a regression, said by the stops, not a mismatch)."""
+    from ..mismatch import first
+
+    found = first(c.warnings)
+    if not found:
+        return c
+    what = found[0].split(": ", 1)[1]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    reason = (
+        f"the runs do not measure the same thing: {what}{more}; the matched steps alone would say "
+        f"{c.verdict.upper()} ({c.reason}); judge them anyway with --accept-mismatch"
+    )
+    return replace(c, verdict="inconclusive", reason=reason, runs_needed=None)
 
 
 def _plan(baseline, candidate, noise_from, opts: CompareOptions) -> _Plan:
