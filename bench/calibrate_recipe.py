@@ -42,6 +42,23 @@ from headroom.compare import compare_runs  # noqa: E402
 VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
 
 
+def foreign(d: Path) -> str:
+    """headroom's foreign CPU over the set's runs (min-max, mean), and the hog's own measure."""
+    import re
+
+    vals = []
+    for meta in sorted(d.glob("[ab]-*/metadata.yml")):
+        m = re.search(r"^foreign_cpu:\n(?:  .*\n)*?  mean_percent: ([\d.]+)", meta.read_text(), re.M)
+        if m:
+            vals.append(float(m.group(1)))
+    out = f"{min(vals):.0f}-{max(vals):.0f} % (mean {sum(vals) / len(vals):.0f})" if vals else "unknown"
+    hog = d / "hog.log"
+    if hog.exists():
+        m = re.search(r"held ([\d.]+)% of the machine", hog.read_text())
+        out += f"; the hog's own measure {m.group(1)} %" if m else ""
+    return out
+
+
 def recordings(d: Path) -> list[tuple[Path, Path]]:
     out = []
     for a in sorted(d.glob("a-*")):
@@ -110,6 +127,10 @@ def main() -> None:
         else:
             rate = f"{c['regressed']} caught, {c['improved']} wrong direction"
         print(f"| {name} | {way} | {cpu} | {n} | " + " | ".join(str(c[v]) for v in VERDICTS) + f" | {rate} |")
+    print("\nforeign CPU by headroom's measure (each run's mean, % of the machine):")
+    for s in args.sets:
+        d = Path(s.partition("=")[0])
+        print(f"  {d.name}: {foreign(d)}")
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

@@ -88,7 +88,15 @@ def header(
         for role, s, label in zip(roles, summaries, labels)
     )
     more = _more_runs(sides) if sides is not None else ""
-    return Fragment(f"<h1>{shown}</h1>{_stop_banner(summaries, roles, labels)}<ul>{runs}</ul>{more}")
+    # a run whose load generator set the ceiling: said first (a comparison's headline says it for two)
+    gen = "" if len(summaries) == 2 else generator_box(summaries)
+    return Fragment(f"<h1>{shown}</h1>{_stop_banner(summaries, roles, labels)}{gen}<ul>{runs}</ul>{more}")
+
+
+def generator_box(summaries: Sequence[Summary]) -> str:
+    """The runs whose load generator set the ceiling (:mod:`headroom.generator_limit`), as a red box."""
+    limits = [f"{s.label}: {s.generator.sentence()}" for s in summaries if getattr(s, "generator", None)]
+    return mismatch_box(limits)
 
 
 def _nowrap(label: str) -> str:
@@ -157,16 +165,27 @@ class VerdictFragment(Fragment):
 
 def mismatch_box(warnings: Sequence[str]) -> str:
     """The runs' mismatches (:mod:`headroom.mismatch`) as a red box: the first thing a reader sees."""
-    from .mismatch import PREFIX, first
+    from .mismatch import GENERATOR, PREFIX, first
 
     found = first(warnings)
     if not found:
         return ""
-    items = "".join(f"<li>{_E(w.removeprefix(PREFIX))}</li>" for w in found)
-    return (
-        '<div class="mismatch"><b>These runs do not measure the same thing; read the verdict with '
-        f"care:</b><ul>{items}</ul></div>"
-    )
+    out = ""
+    mism = [w for w in found if w.startswith(PREFIX)]
+    if mism:
+        items = "".join(f"<li>{_E(w.removeprefix(PREFIX))}</li>" for w in mism)
+        out += (
+            '<div class="mismatch"><b>These runs do not measure the same thing; read the verdict with '
+            f"care:</b><ul>{items}</ul></div>"
+        )
+    gen = [w for w in found if GENERATOR in w]
+    if gen:  # the load generator, not the server, set a run's ceiling
+        items = "".join(f"<li>{_E(w.replace(GENERATOR, ''))}</li>" for w in gen)
+        out += (
+            '<div class="mismatch"><b>The load generator set the ceiling: the capacity figures are '
+            f"lower bounds of the generator's, not the server's:</b><ul>{items}</ul></div>"
+        )
+    return out
 
 
 def headline(c) -> VerdictFragment:

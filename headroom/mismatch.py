@@ -236,6 +236,11 @@ def with_mismatches(comparison, baseline_summaries, candidate_summaries):
     return replace(comparison, warnings=list(dict.fromkeys([*found, *comparison.warnings])))
 
 
+#: a run whose load generator set the ceiling (headroom.generator_limit): said first too
+GENERATOR = "GENERATOR-LIMITED: "
+
+
 def first(warnings: Sequence[str]) -> list[str]:
-    """The mismatch warnings among ``warnings``, in order (what goes on the first screen)."""
-    return [w for w in warnings if w.startswith(PREFIX)]
+    """The mismatch and generator-limit warnings among ``warnings``, in order (what goes on the first
+    screen)."""
+    return [w for w in warnings if w.startswith(PREFIX) or GENERATOR in w]

@@ -64,6 +64,8 @@ class Summary:
     warnings: tuple[str, ...]
     #: resident memory and Go GC per step (:class:`headroom.telemetry.steps.StepMemory`), None without
     memory: StepMemory | None = None
+    #: the load generator as the ceiling (:class:`headroom.generator_limit.GeneratorLimit`), None when not
+    generator: object | None = None
 
     @property
     def label(self) -> str:
@@ -150,7 +152,12 @@ def analyze(
     memory = step_memory(telemetry_of(run), steps.start_ns, steps.end_ns, table.goodput_rps)
     if memory is not None and table is not None:
         warnings += _memory_warnings(memory, steps.requests)
-    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings), memory)
+    from .generator_limit import generator_limit
+
+    gen = generator_limit(run, table)
+    if gen is not None:  # said first among the warnings too (compare and the report show them)
+        warnings.insert(0, gen.sentence())
+    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings), memory, gen)
 
 
 def _memory_warnings(m: StepMemory, requests) -> list[str]:
@@ -489,7 +496,13 @@ def to_json(s: Summary) -> dict:
             **({"source": run.cpu.source} if "prometheus" in run.cpu.source else {}),
         },
         "memory": None if s.memory is None else {"source": s.memory.source, "has_gc": s.memory.has_gc},
-        "capacity": capacity_doc(s.capacity),
+        "capacity": {
+            **capacity_doc(s.capacity),
+            # added within the schema: who set the ceiling ("generator_limited": every figure is a
+            # lower bound of the load generator's; "measured" otherwise)
+            "status": "generator_limited" if s.generator is not None else "measured",
+            "generator_limit": None if s.generator is None else s.generator.to_dict(),
+        },
         "warnings": list(s.warnings),
         # added within the schema: where the server stopped answering (absent when it did not)
         **_stopped_doc(s),

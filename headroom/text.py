@@ -284,13 +284,27 @@ def stop_lines(s: Summary) -> list[str]:
     )
 
 
+def source_tool(run) -> str:
+    """What made the run: the format, and the engine headroom ramp drove when it is another name
+    (a Locust run is written in the hey-like CSV of headroom ramp: 'locust via headroom ramp')."""
+    fmt = format_name(run.format)
+    fields = run.meta.fields if run.meta is not None else {}
+    engine = fields.get("engine") if isinstance(fields, dict) else None
+    if isinstance(engine, str) and engine and engine != fmt:
+        return f"{engine} via headroom ramp, {fmt} format"
+    return fmt
+
+
 def format_summary(s: Summary) -> str:
     """The human-readable report of ``headroom summary`` (fits 100 columns)."""
     run, t = s.run, s.table
     steps = s.steps
     lines = [f"headroom summary: {run.label}"]
+    gen = getattr(s, "generator", None)
+    if gen is not None:  # the generator, not the server, set the ceiling: said before any figure
+        lines += _wrap(f"  ! {gen.sentence()}", indent="    ")
     lines += stop_lines(s)
-    lines.append(f"  source: {run.meta.source} ({format_name(run.format)})")
+    lines.append(f"  source: {run.meta.source} ({source_tool(run)})")
     has = steps.requests > 0
     dur = (int(steps.end_ns[has].max()) - int(steps.start_ns[has].min())) / 1e9 if has.any() else 0.0
     errs = (

@@ -124,9 +124,9 @@ def _cannot_answer(c: Comparison) -> Comparison:
     """Runs that do not measure the same thing cannot answer the gate's question: inconclusive (exit 3)
     with the mismatch as the reason, and what the matched steps alone would say (a side whose server
     stopped answering is a regression, said by the stops, not a mismatch)."""
-    from ..mismatch import first
+    from ..mismatch import PREFIX
 
-    found = first(c.warnings)
+    found = [w for w in c.warnings if w.startswith(PREFIX)]
     if not found:
         return c
     what = found[0].split(": ", 1)[1]
@@ -294,10 +294,12 @@ def _assemble(plan: _Plan, opts: CompareOptions, metrics, weights, primary, deci
     )
     notes = [noise.describe(), f"steps paired {how}", *plan.notes, *load_notes(sides, design.paired)]
     notes += [n for n in (stop_note(plan.side_stops),) if n] + single_pair_note(metrics, design.paired)
-    from ..mismatch import mismatch_warnings  # runs that do not match: said first, once
+    from ..mismatch import GENERATOR, mismatch_warnings  # runs that do not match: said first, once
 
     warnings = mismatch_warnings(sides[0], sides[1]) + same_files(sides)
-    warnings += [w for side in sides for s in side for w in s.warnings]
+    warnings += [
+        f"{s.label}: {w}" if GENERATOR in w else w for side in sides for s in side for w in s.warnings
+    ]
     warnings += load_warnings(sides, design.paired) + plan.few + mdc_warnings(metrics, runs, design.paired)
     c = Comparison(
         verdict=verdict, reason=reason, metrics=metrics, pairs=_pair_rows(sides, plan.pairs, plan.mask),
