@@ -68,9 +68,23 @@ def by_concurrency(
         t = s.table
         o = [i for i in t.order() if t.usable[i]]
         x = t.concurrency[o] if known else t.index[o].astype(float)
-        axes[0, 0].plot(x, t.goodput_rps[o], "o-", color=color, label=label)
-        axes[0, 1].plot(x, t.latency.pct["p50"][o] * 1e3, "o--", color=color, ms=3, label=f"{label} p50")
-        axes[0, 1].plot(x, t.latency.pct["p99"][o] * 1e3, "o-", color=color, label=f"{label} p99")
+        # every step a point; the line joins each level's mean (two pairs a level, repeated probes of a
+        # search: a line through every step in order would zigzag between a level's steps)
+        for ax, y, style, ms, name in (
+            (axes[0, 0], t.goodput_rps[o], "-", 5, label),
+            (axes[0, 1], t.latency.pct["p50"][o] * 1e3, "--", 3, f"{label} p50"),
+            (axes[0, 1], t.latency.pct["p99"][o] * 1e3, "-", 5, f"{label} p99"),
+        ):
+            lv, mean = level_means(x, y, geometric=ax is axes[0, 1])
+            ax.plot(lv, mean, style, color=color, label=name)
+            ax.plot(
+                x,
+                y,
+                "o",
+                color=color,
+                ms=ms if len(lv) == len(x) else ms * 0.8,
+                alpha=1.0 if len(lv) == len(x) else 0.6,
+            )
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
@@ -81,8 +95,9 @@ def by_concurrency(
     if objective:
         _objective_line(axes[0, 1], runs)
     xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
+    top = max((float(np.nanmax(_xs(s, known))) for s in runs if len(_xs(s, known))), default=1.0)
     for ax in axes[0]:
-        ax.set_xlim(left=0)
+        ax.set_xlim(left=0, right=top * 1.04 + 0.5)  # the last level's points inside the axes
         ax.grid(True, alpha=0.3)
     keys = [(Line2D([], [], color="0.35", ls="--", marker="o", ms=3), "p50 (dashed)")]
     keys.append((Line2D([], [], color="0.35", marker="o", ms=4), "p99 (solid)"))
@@ -97,11 +112,50 @@ def by_concurrency(
     return axes
 
 
+def _xs(s, known: bool) -> np.ndarray:
+    t = s.table
+    o = [i for i in t.order() if t.usable[i]]
+    return t.concurrency[o] if known else t.index[o].astype(float)
+
+
+def level_means(x: np.ndarray, y: np.ndarray, *, geometric: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct levels of ``x`` (ascending) and the mean of ``y`` at each (geometric for latencies;
+    values that are not finite and positive left out)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y) & ((y > 0) if geometric else True)
+    levels = np.unique(x[ok])
+    means = np.array(
+        [float(np.exp(np.mean(np.log(y[ok & (x == v)])))) if geometric else float(np.mean(y[ok & (x == v)]))
+         for v in levels]
+    )  # fmt: skip
+    return levels, means
+
+
+def _bar_positions(xs: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Each pair's bar position and the bars' width: pairs that share a level side by side within 60 %
+    of the gap between distinct levels (with one pair a level, at the level itself); and that gap."""
+    levels = np.unique(xs[np.isfinite(xs)])
+    gap = float(np.min(np.diff(levels))) if len(levels) > 1 else 1.0
+    pos = xs.astype(float).copy()
+    width = 0.6 * gap
+    for v in levels:
+        idx = np.flatnonzero(xs == v)
+        k = len(idx)
+        if k > 1:
+            w = 0.6 * gap / k
+            width = min(width, w)
+            pos[idx] = v + (np.arange(k) - (k - 1) / 2) * w
+    return pos, width, gap
+
+
 def _pair_changes(axes, comparison, xlabel: str) -> None:
-    """The comparison row: each step pair's change, the decision metric's change and interval."""
+    """The comparison row: each step pair's change (bars per level: its pairs side by side), the decision
+    metric's change and interval."""
     pairs = comparison.pairs
-    xs = np.array([p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float)
-    width = 0.6 * (np.min(np.diff(xs)) if len(xs) > 1 else 1.0)
+    levels = np.array(
+        [p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float
+    )
+    xs, width, gap = _bar_positions(levels)
     every_level = comparison.design == "interleaved steps"  # throughput judged at every level pair
     for ax, key, mkey, name in (
         (axes[0], "rps", "paired_plateau_rps", "throughput"),
@@ -110,7 +164,7 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         ch = np.array([np.nan if p.change(key) is None else p.change(key) * 100 for p in pairs])
         plateau = np.array([p.plateau for p in pairs], dtype=bool)
         drawn = np.isfinite(ch)
-        if drawn.any():
+        if (~plateau & drawn).any():
             ax.bar(
                 xs[~plateau & drawn], ch[~plateau & drawn], width=width, color="0.75", label="one step pair"
             )
@@ -130,7 +184,13 @@ def _pair_changes(axes, comparison, xlabel: str) -> None:
         ax.axhline(-thr, color="0.4", ls=":", lw=1, label=f"threshold +-{thr:g} %")
         m = next((m for m in comparison.metrics if m.key == mkey), None)
         _change_and_interval_and_cuts(
-            ax, m, ch, thr, xs, width, plateau if mkey == "paired_plateau_rps" and not every_level else None
+            ax,
+            m,
+            ch,
+            thr,
+            xs,
+            0.6 * gap,
+            plateau if mkey == "paired_plateau_rps" and not every_level else None,
         )
         ax.set_title(f"{name}: change per step pair (candidate / baseline - 1)", fontsize=10, y=_TITLE_Y)
         ax.set_ylabel("change (%)")

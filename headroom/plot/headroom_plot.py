@@ -124,6 +124,24 @@ def _draw_stop(ax, s: Summary, name: str, *, color, label: str) -> None:
     )  # fmt: skip
 
 
+def _level_line(s: Summary, o, x, y):
+    """The line through the steps: in load order, and where a load was run several times (two pairs a
+    level, a search's repeated probes) through that load's mean throughput and geometric-mean latency,
+    so that it does not zigzag between the repeats (the steps stay points)."""
+    t = s.table
+    load = (
+        t.concurrency[o]
+        if t.known_concurrency
+        else (t.intended_rps[o] if t.intended_rps is not None else None)
+    )
+    if load is None or len(np.unique(load)) == len(load):
+        return x, y
+    levels = np.unique(load)
+    lx = np.array([float(np.mean(x[load == v])) for v in levels])
+    ly = np.array([float(np.exp(np.mean(np.log(np.maximum(y[load == v], 1e-12))))) for v in levels])
+    return lx, ly
+
+
 def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: bool) -> set[str]:
     """Each usable step at its throughput and latency, joined in concurrency order, with intervals."""
     drawn = set()
@@ -132,8 +150,9 @@ def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: boo
         if not len(o):
             continue
         ms = 1e3
+        lx, ly = _level_line(s, o, x, y)
         ax.plot(
-            x, y * ms, _STYLE.get(name, "-"), color=color, lw=1.6, zorder=4, label=f"{label} {_pname(name)}"
+            lx, ly * ms, _STYLE.get(name, "-"), color=color, lw=1.6, zorder=4, label=f"{label} {_pname(name)}"
         )
         thin = s.table.latency.thin[name][o] if name in s.table.latency.thin else np.zeros(len(o), bool)
         ax.plot(
