@@ -75,3 +75,14 @@ def test_the_headroom_plot_joins_level_means(pair):
     n = len(np.unique(a.table.concurrency))
     joined = [ln for ln in ax.get_lines() if ln.get_linestyle() in ("-", "--") and len(ln.get_xdata()) == n]
     assert len(joined) >= 4  # p50 and p99 of both runs, one point a level
+
+
+def test_the_memory_axes_hold_every_line():
+    """A flat RSS line at the data's maximum sat on the top edge and hid under the frame (issue 49)."""
+    from headroom import analyze, plot, reduce_run
+
+    tel = ROOT / "data" / "telemetry"
+    runs = [analyze(reduce_run(str(tel / n))) for n in ("go-gogc100", "go-gogc400")]
+    for ax in (plot.memory_over_time(runs), plot.memory_vs_throughput(runs)):
+        top = max(float(np.nanmax(ln.get_ydata())) for ln in ax.get_lines() if len(ln.get_ydata()))
+        assert top < ax.get_ylim()[1] * 0.99, (top, ax.get_ylim())

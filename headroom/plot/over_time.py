@@ -298,7 +298,7 @@ def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = Tru
     runs = _runs(summaries)
     labels = run_labels(runs)
     ax = _ax(ax)
-    drawn = False
+    drawn, top = False, 0.0
     for s, color, label in zip(runs, _colors(len(runs)), labels):
         tel = telemetry_of(s.run)
         rss = tel.get("rss_bytes") if tel is not None else None
@@ -317,10 +317,12 @@ def memory_over_time(summaries: Summary | Sequence[Summary], *, heap: bool = Tru
             ax.plot(np.insert(t, cut, np.nan), np.insert(v, cut, np.nan), style, drawstyle="steps-pre",
                     color=color, lw=1.6 if key == "rss_bytes" else 1.0, label=f"{label}: {name}")  # fmt: skip
             drawn = True
+            top = max(top, float(np.nanmax(v)) if np.isfinite(v).any() else 0.0)
         has = s.steps.requests > 0
         ax.axvspan(0, (s.steps.end_ns[has].max() - _load_start_ns(s)) / _NS, color=color, alpha=0.06, lw=0)
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    # every line below the top edge (a flat line at the data's maximum hid under the frame)
+    ax.set_ylim(bottom=0, top=top * 1.08 if top > 0 else None)
     if not drawn:
         _no_memory(ax)
     ax.set_xlabel("seconds since load start")
@@ -343,7 +345,7 @@ def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
     runs = _runs(summaries)
     labels = run_labels(runs)
     ax = _ax(ax)
-    drawn = False
+    drawn, top, right = False, 0.0, 0.0
     for s, color, label in zip(runs, _colors(len(runs)), labels):
         m = s.memory
         if m is None:
@@ -356,8 +358,11 @@ def memory_vs_throughput(summaries: Summary | Sequence[Summary], *, ax=None):
         ax.errorbar(x[ok], y[ok], yerr=[np.zeros(int(ok.sum())), up[ok]], fmt="o-", color=color, ms=4,
                     capsize=2, lw=1.4, label=f"{label}: median RSS per step (bar: max)")  # fmt: skip
         drawn = drawn or bool(ok.any())
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+        if ok.any():
+            top = max(top, float(np.max(y[ok] + up[ok])))
+            right = max(right, float(np.max(x[ok])))
+    ax.set_xlim(left=0, right=right * 1.05 if right > 0 else None)
+    ax.set_ylim(bottom=0, top=top * 1.08 if top > 0 else None)
     if not drawn:
         _no_memory(ax)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
