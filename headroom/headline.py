@@ -133,7 +133,10 @@ def objective_sentence(c) -> str | None:
         return f"At {c.objective}: the throughput each side carries is unknown{why}."
     if m.decides and m.change is not None:  # judged: the capacity sentence says it (objective_clause)
         return None
-    held = "; a run held it at every step: a lower bound" if "lower bound" in m.note else ""
+    held = ""
+    if "held the objective at every step" in m.note:  # which side: the note names it
+        who = m.note.split("; ")[-1].split(" held the objective")[0]
+        held = f"; {who} held it at every step: a lower bound"
     return (
         f"At {c.objective}: {_rps(m.baseline)} to {_rps(m.candidate)} (throughput at the objective; "
         f"shown, not judged{held})."
@@ -226,9 +229,10 @@ def next_sentence(c) -> str | None:
 
 
 def headline(c) -> list[str]:
-    """The answer, one sentence per question (3 to 5 sentences): capacity, with an objective the
-    throughput at it, CPU per request, the verdict, and what to do next when it is not decided."""
+    """The answer, one sentence per question (3 to 5 sentences): the verdict first, then capacity, with
+    an objective the throughput at it, CPU per request, and what to do next when it is not decided."""
     obj = objective_sentence(c)
-    out = [capacity_sentence(c), *([obj] if obj else []), cpu_sentence(c), sureness_sentence(c)]
+    # the answer first (the verdict and its exit code), then the figures it rests on
+    out = [sureness_sentence(c), capacity_sentence(c), *([obj] if obj else []), cpu_sentence(c)]
     nxt = next_sentence(c)
     return out + ([nxt] if nxt else [])

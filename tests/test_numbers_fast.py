@@ -143,20 +143,21 @@ def test_the_headlines_numbers_are_the_metrics_it_quotes(aa_pair):
     head = doc["headline"]
     metrics = {m["key"]: m for m in doc["metrics"]}
     thr = next(m for m in doc["metrics"] if "plateau" in m["key"] and m["decides"])
-    said = re.search(r"([\d,]+) req/s to ([\d,]+) req/s", head[0])
-    assert said, head[0]
+    # the verdict first (issue 49: the answer on the first screen), then capacity, then CPU
+    assert head[0].startswith(f"{doc['verdict'].upper()} (exit {doc['exit_code']})")
+    said = re.search(r"([\d,]+) req/s to ([\d,]+) req/s", head[1])
+    assert said, head[1]
     b, c = (float(x.replace(",", "")) for x in said.groups())
     assert abs(b - thr["baseline"]) <= 0.51 and abs(c - thr["candidate"]) <= 0.51
     change = thr["candidate"] / thr["baseline"] - 1  # recomputed from the two values quoted
-    assert f"{change * 100:+.1f} %" in head[0] or f"{abs(change) * 100:.1f} %" in head[0], head[0]
+    assert f"{change * 100:+.1f} %" in head[1] or f"{abs(change) * 100:.1f} %" in head[1], head[1]
     cpu = metrics["cpu_s_per_req"]
-    said = re.search(r"([\d,.]+) us to ([\d,.]+) us", head[1])
-    assert said, head[1]
+    said = re.search(r"([\d,.]+) us to ([\d,.]+) us", head[2])
+    assert said, head[2]
     b, c = (float(x.replace(",", "")) for x in said.groups())
     assert abs(b - cpu["baseline"] * 1e6) <= 0.051 and abs(c - cpu["candidate"] * 1e6) <= 0.051
     change = cpu["candidate"] / cpu["baseline"] - 1
-    assert f"{change * 100:+.1f} %" in head[1] or f"{abs(change) * 100:.1f} %" in head[1], head[1]
-    assert head[2].startswith(f"{doc['verdict'].upper()} (exit {doc['exit_code']})")
+    assert f"{change * 100:+.1f} %" in head[2] or f"{abs(change) * 100:.1f} %" in head[2], head[2]
 
 
 # --------------------------------------------------------------------------

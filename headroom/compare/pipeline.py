@@ -99,8 +99,9 @@ def compare_runs(
         Time bucket width for runs not yet analysed (does not change the decision).
     accept_mismatch
         Judge runs that do not measure the same thing (:mod:`headroom.mismatch`: a side with fewer
-        steps than its own plan, other URLs, load generators or plans); by default such a comparison
-        is inconclusive (exit 3) with the reason, whatever its steps say.
+        steps than its own plan, other requests, load generators or plans; the same request at two
+        addresses is said but judged); by default such a comparison is inconclusive (exit 3) with
+        the reason, whatever its steps say.
     """
     if isinstance(objective, str):
         from ..model import parse_objective
@@ -126,7 +127,13 @@ def _cannot_answer(c: Comparison) -> Comparison:
     stopped answering is a regression, said by the stops, not a mismatch)."""
     from ..mismatch import PREFIX
 
-    found = [w for w in c.warnings if w.startswith(PREFIX)]
+    if c.stopped:  # a side stopped answering: the stops decide (a regression), whatever else differs
+        return c
+    # the same request served at two addresses (a baseline and a candidate server on two ports) is
+    # said, but measures the same thing
+    found = [
+        w for w in c.warnings if w.startswith(PREFIX) and not w.startswith(PREFIX + "different addresses")
+    ]
     if not found:
         return c
     what = found[0].split(": ", 1)[1]

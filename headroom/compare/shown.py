@@ -43,9 +43,12 @@ def shown(sides) -> list[Metric]:
             note += "; a run still rose at its last step (its capacity is a lower bound)"
         if key == "rps_at_objective":
             held = [
-                s.capacity.at_objective.lower_bound for side in sides for s in side if s.capacity.at_objective
+                role
+                for role, side in zip(("the baseline", "the candidate"), sides)
+                if any(s.capacity.at_objective and s.capacity.at_objective.lower_bound for s in side)
             ]
-            if any(held):
-                note += "; a run held the objective at every step (a lower bound)"
+            if held:
+                who = " and ".join(held)
+                note += f"; {who} held the objective at every step ({'lower bounds' if len(held) > 1 else 'a lower bound'})"
         out.append(Metric(key, name, "req/s", "higher", False, b, c, ch, None, 0.0, "shown", note))
     return out
