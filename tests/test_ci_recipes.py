@@ -1,7 +1,7 @@
 """The CI recipes of docs/ci.md run as written: every ``headroom`` command, read from the page.
 
-For each recipe (the GitHub Actions workflow and the GitLab CI job) the
-fenced YAML block under its heading is parsed, the shell of its steps
+For each recipe (the GitHub Actions workflow, the GitLab CI job and the
+plain-shell script) the fenced YAML (or sh) block under its heading is parsed, the shell of its steps
 (``run:``) or its ``script:`` items is joined at line continuations, and
 every command that starts with ``headroom`` is run by bash, in order, in an
 empty folder, with the recipe's variables pointing at three real nginx
@@ -80,6 +80,17 @@ def gitlab_commands() -> tuple[list[str], dict]:
     return headroom_commands(shell), dict(job.get("variables", {}))
 
 
+def shell_commands() -> tuple[list[str], dict]:
+    """The plain-shell recipe: the first fenced ``sh`` block under its heading."""
+    text = DOC.read_text()
+    start = text.index("\n## Any other CI (plain shell)\n")
+    end = text.find("\n## ", start + 1)
+    m = re.search(r"```sh\n(.*?)```", text[start : end if end > 0 else len(text)], re.S)
+    assert m, "docs/ci.md: no sh block under '## Any other CI (plain shell)'"
+    cmds = [re.sub(r"\s*\|\| exit 2$", "", c) for c in headroom_commands(shell_lines(m.group(1)))]
+    return cmds, {}
+
+
 def shortened(cmd: str) -> str:
     """The command with the ramp's steps and levels replaced by SHORT (nothing else changes)."""
     for flag, value in SHORT.items():
@@ -89,7 +100,7 @@ def shortened(cmd: str) -> str:
 
 def test_the_recipes_are_found_and_use_the_deciding_design():
     """The page's text holds both recipes; each records interleaved steps and gates on the verdict."""
-    for commands, _ in (github_commands(), gitlab_commands()):
+    for commands, _ in (github_commands(), gitlab_commands(), shell_commands()):
         ramps = [c for c in commands if c.startswith("headroom ramp ")]
         assert ramps and all("--interleave steps" in c for c in ramps), ramps
         gates = [c for c in commands if c.startswith("headroom report ") and "--exit-code" in c]
@@ -173,10 +184,13 @@ def _stated(page: str) -> tuple[str, int]:
     return m.group(1).lower(), int(m.group(2))
 
 
-@pytest.mark.parametrize("recipe", ["github", "gitlab"])
+@pytest.mark.parametrize("recipe", ["github", "gitlab", "shell"])
 def test_the_recipe_runs_as_written(recipe, servers, tmp_path):
-    commands, variables = github_commands() if recipe == "github" else gitlab_commands()
+    commands, variables = {"github": github_commands, "gitlab": gitlab_commands, "shell": shell_commands}[
+        recipe
+    ]()
     done = run_recipe(commands, variables, servers, tmp_path)
+    assert (tmp_path / "verdict.json").is_file(), [(c[:60], code, err[-600:]) for c, code, err in done]
     verdict = json.loads((tmp_path / "verdict.json").read_text())
     for cmd, code, err in done:
         if cmd.startswith("headroom compare "):

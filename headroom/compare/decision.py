@@ -149,6 +149,7 @@ def ratio_metric(t: Test, holm: dict, weights: dict, *, threshold: float, alpha:
         return Metric(**common, ci=interval(t, q), decision="shown", level=1.0 - alpha,
                       levels=_level_rows(t, alpha))  # fmt: skip
     rejected, a_local, *rest = holm[spec.out]
+    a_local = max(a_local, 1e-9)  # a level no pattern reaches: the interval at a tiny level, not none
     a_level, route = (rest + [None, None])[:2]
     decision, bound, at = decide(t, rejected, threshold, alpha, a_local, a_level, route)
     q = t_quantile(1.0 - a_local / 2.0, t.df)

@@ -60,6 +60,9 @@ from .across_load import (
 ENUMERATE = 14
 DRAWS = 4999
 SEED = 4801
+#: sign flips judge the lines only when their smallest p can reach this share of alpha (11 levels: 2/2048);
+#: with fewer levels the lines' parametric F tests take the block's share, Bonferroni
+FLIP_FLOOR = 0.1
 #: fixed shares of the blocks without a flip version
 ERROR_SHARE = 0.02
 CAPACITY_SHARE = 0.05

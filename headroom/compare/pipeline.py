@@ -18,6 +18,7 @@ from .decision import base_fields, decision, error_metric, not_judged, ratio_met
 from .joint import (
     CAPACITY_SHARE,
     ERROR_SHARE,
+    FLIP_FLOOR,
     LEVEL_PREFIX,
     LEVEL_SHARE,
     Member,
@@ -270,6 +271,12 @@ def _joint(tests: dict, err, alpha: float):
         for k, (spec, t) in tests.items()
         if t is not None and spec.weight and t.cells is None
     }
+    if obs and min(float(np.min(q)) for q in null.values()) > alpha * FLIP_FLOOR:
+        # too few levels for sign flips to reach the level (a 4-level ramp has 16 patterns: the smallest
+        # p is 1/8): the lines' F tests, parametric, share the block's budget equally (Bonferroni)
+        share = (1.0 - LEVEL_SHARE - sum(w for _, w in others.values()) - ERROR_SHARE) / len(paired)
+        others.update({k: (t.model.p_f, share) for k, t in paired.items()})
+        obs, null = {}, {}
     one_level = [k for k, t in paired.items() if not t.model.tail]
     for k in one_level:
         others[LEVEL_PREFIX + k] = (paired[k].model.p_levels, LEVEL_SHARE / len(one_level))
