@@ -1,0 +1,90 @@
+"""The CI recipe's calibration table of docs/ci.md, recomputed from the recordings it names (issue 48).
+
+Every row between the ``<!-- recipe-table -->`` markers (set, way, server CPU, then the count of each
+verdict) is judged again here from data/calibration/interleaved: the recipe (``--noise-from`` the two
+previous A/A recordings of the same server and load, cyclically, never the judged one; the objective
+``p99<=20ms``; a 10 % threshold) and the plain compare, with the server's CPU and without it (as an
+imported k6, JMeter, Gatling, vegeta, oha or hey run has none).  Then the targets issue 48 set are
+checked on those counts: A/A false alarms at most 1 in 20 per way of judging, never the wrong direction,
+2x and a 2 ms handler wait caught every time, +25-30 % CPU a request caught in at least 90 % with it.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+DOC = ROOT / "docs" / "ci.md"
+IL = ROOT / "data" / "calibration" / "interleaved"
+VERDICTS = ("regressed", "improved", "no regression", "no change", "inconclusive")
+
+
+def table() -> dict[tuple[str, str, str], tuple[int, ...]]:
+    text = DOC.read_text()
+    start, end = text.index("<!-- recipe-table -->"), text.index("<!-- /recipe-table -->")
+    rows = {}
+    for line in text[start:end].splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 9 and cells[0].startswith("r6-") and cells[3].isdigit():
+            rows[(cells[0], cells[1], cells[2])] = tuple(int(c) for c in cells[3:9])
+    return rows
+
+
+def aa_of(name: str) -> str | None:
+    """The A/A set that gives a set its noise: itself for an A/A set, else the same server and load's."""
+    if "-aa-" in name:
+        return None
+    server = "nginx" if name.startswith("r6-nginx") else "go"
+    return f"r6-{server}-aa-{name.rsplit('-', 1)[1]}"
+
+
+@pytest.fixture(scope="module")
+def counts():
+    from calibrate_recipe import jobs_for, judge
+
+    rows = table()
+    names = sorted({k[0] for k in rows})
+    specs = [str(IL / n) + (f"={IL / aa_of(n)}" if aa_of(n) else "") for n in names]
+    jobs = [j for s in specs for j in jobs_for(s, "p99<=20ms")]
+    with ProcessPoolExecutor(2) as pool:
+        got = list(pool.map(judge, jobs))
+    out = collections.defaultdict(list)
+    for name, way, cpu, _k, verdict, _reason in got:
+        out[(name, way, cpu)].append(verdict)
+    return rows, out
+
+
+def test_the_published_table_is_what_the_recordings_give(counts):
+    rows, got = counts
+    assert len(rows) >= 40, "docs/ci.md: the recipe table lost its rows"
+    for key, want in rows.items():
+        c = collections.Counter(got[key])
+        assert (len(got[key]), *(c[v] for v in VERDICTS)) == want, key
+
+
+def test_the_targets_of_issue_48(counts):
+    rows, _ = counts
+    by = collections.defaultdict(lambda: collections.Counter())
+    for (name, way, cpu), (n, *vs) in rows.items():
+        kind = name.rsplit("-", 1)[0].split("-")[-1]  # r6-nginx-go-latency2ms-70: latency2ms
+        c = by[(kind, way, cpu)]
+        c["n"] += n
+        c.update(dict(zip(VERDICTS, vs)))
+    for way in ("plain", "recipe"):
+        for cpu in ("with", "without"):
+            aa = by[("aa", way, cpu)]
+            assert aa["n"] >= 20 and (aa["regressed"] + aa["improved"]) * 20 <= aa["n"], (way, cpu, aa)
+            for kind in ("x2", "latency2ms"):
+                ch = by[(kind, way, cpu)]
+                assert ch["n"] and ch["regressed"] == ch["n"], (kind, way, cpu, ch)
+            for kind in ("cpu30", "cpu25", "x2", "latency2ms"):
+                assert by[(kind, way, cpu)]["improved"] == 0, (kind, way, cpu)  # never the wrong direction
+        cpu_sets = by[("cpu30", way, "with")] + by[("cpu25", way, "with")]
+        assert cpu_sets["regressed"] >= 0.9 * cpu_sets["n"], (way, cpu_sets)
+        assert by[("aa", way, "with")]["n"] * 0.9 <= sum(by[("aa", way, "with")][v] for v in VERDICTS[1:4])
