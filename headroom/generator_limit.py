@@ -67,10 +67,21 @@ class GeneratorLimit:
         who = self.engine or "the load generator"
         steps = ", ".join(str(k + 1) for k in self.steps)
         return (
-            f"GENERATOR-LIMITED: {who} set the ceiling, not the server ({self.evidence}; steps {steps} of "
-            f"the {len(self.top)} with the most throughput): every capacity figure is a lower bound of the "
-            "generator's; record again with more generator capacity (more workers, e.g. locust "
-            "--processes, or hey/oha, which need less CPU a request) or a lighter engine"
+            f"GENERATOR-LIMITED: {who} set the ceiling, not the server ({self.evidence}; steps {steps}: "
+            f"{len(self.steps)} of the {len(self.top)} with the most throughput): every capacity figure is a "
+            f"lower bound of the generator's; {self.remedy()}"
+        )
+
+    def remedy(self) -> str:
+        """What to do, for the engine that was the ceiling."""
+        if self.engine == "locust":
+            return (
+                "record again with more Locust processes (--engine-arg=--processes=N) or a lighter engine "
+                "(hey, oha)"
+            )
+        return (
+            "record again with the generator on cores of its own (or more of them, or another machine), "
+            "or with more connections where it waited on the clients"
         )
 
     def to_dict(self) -> dict:
