@@ -633,8 +633,8 @@ def memory_lines(s: Summary) -> list[str]:
                     _f(m.alloc_bytes_per_req[k] / 1024, ",.2f")]  # fmt: skip
         rows.append(row)
     note = "; GC % = share of wall time in GC pauses" if gc else ""
-    return ["", f"server memory per step (median and max of the samples in the step{note}); from {m.source}",
-            *_table(head, rows, "r" * len(head))]  # fmt: skip
+    title = f"server memory per step (median and max of the samples in the step{note}); from {m.source}"
+    return ["", *_wrap(title, indent="  "), *_table(head, rows, "r" * len(head))]
 
 
 def format_memory_comparison(m) -> str:
