@@ -33,6 +33,25 @@ def _runs_legend_above(ax, runs, labels, colors, keys) -> None:
     )
 
 
+def _steps_and_levels(row, runs, labels, colors, known: bool) -> None:
+    """Throughput (left) and p50/p99 (right) of every step as points, the line through each level's
+    mean (two pairs a level, repeated probes of a search: a line through every step in order would
+    zigzag between a level's steps)."""
+    for s, color, label in zip(runs, colors, labels):
+        t = s.table
+        o = [i for i in t.order() if t.usable[i]]
+        x = t.concurrency[o] if known else t.index[o].astype(float)
+        for ax, y, style, ms, name in (
+            (row[0], t.goodput_rps[o], "-", 5, label),
+            (row[1], t.latency.pct["p50"][o] * 1e3, "--", 3, f"{label} p50"),
+            (row[1], t.latency.pct["p99"][o] * 1e3, "-", 5, f"{label} p99"),
+        ):
+            lv, mean = level_means(x, y, geometric=ax is row[1])
+            one = len(lv) == len(x)  # one step a level: the points as before, else lighter
+            ax.plot(lv, mean, style, color=color, label=name)
+            ax.plot(x, y, "o", color=color, ms=ms if one else ms * 0.8, alpha=1.0 if one else 0.6)
+
+
 def by_concurrency(
     summaries: Summary | Sequence[Summary],
     comparison=None,
@@ -64,27 +83,7 @@ def by_concurrency(
         _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows + 0.4), squeeze=False, sharex="col")
     axes = np.asarray(axes).reshape(rows, 2)
     known = all(s.table.known_concurrency for s in runs)
-    for s, color, label in zip(runs, colors, labels):
-        t = s.table
-        o = [i for i in t.order() if t.usable[i]]
-        x = t.concurrency[o] if known else t.index[o].astype(float)
-        # every step a point; the line joins each level's mean (two pairs a level, repeated probes of a
-        # search: a line through every step in order would zigzag between a level's steps)
-        for ax, y, style, ms, name in (
-            (axes[0, 0], t.goodput_rps[o], "-", 5, label),
-            (axes[0, 1], t.latency.pct["p50"][o] * 1e3, "--", 3, f"{label} p50"),
-            (axes[0, 1], t.latency.pct["p99"][o] * 1e3, "-", 5, f"{label} p99"),
-        ):
-            lv, mean = level_means(x, y, geometric=ax is axes[0, 1])
-            ax.plot(lv, mean, style, color=color, label=name)
-            ax.plot(
-                x,
-                y,
-                "o",
-                color=color,
-                ms=ms if len(lv) == len(x) else ms * 0.8,
-                alpha=1.0 if len(lv) == len(x) else 0.6,
-            )
+    _steps_and_levels(axes[0], runs, labels, colors, known)
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
