@@ -42,25 +42,25 @@ def test_headline_says_what_the_numbers_say(case, tmp_path):
     assert doc["verdict"] == case and p.returncode == doc["exit_code"]
     head = doc["headline"]
     metrics = {m["key"]: m for m in doc["metrics"]}
-    # 1. capacity: the paired throughput's baseline, candidate, change and interval, as its row says
+    # 1. how sure, first (issue 49: the answer on the first screen): the verdict and the exit code
+    assert head[0].startswith(f"{case.upper()} (exit {p.returncode}): ")
+    # 2. capacity: the paired throughput's baseline, candidate, change and interval, as its row says
     thr = next(m for k, m in metrics.items() if "plateau" in k and m["decides"])
-    said = re.search(r"([\d,]+) req/s to ([\d,]+) req/s", head[0]).groups()
+    said = re.search(r"([\d,]+) req/s to ([\d,]+) req/s", head[1]).groups()
     assert [
         abs(float(x.replace(",", "")) - thr[k]) <= 0.51 for x, k in zip(said, ("baseline", "candidate"))
     ] == [
         True,
         True,
     ]  # the JSON keeps 6 significant digits, the sentence whole req/s
-    assert f"{abs(thr['change']) * 100:.1f} %" in head[0]
-    assert f"{_pct(thr['ci'][0])} to {_pct(thr['ci'][1])}" in head[0]
+    assert f"{abs(thr['change']) * 100:.1f} %" in head[1]
+    assert f"{_pct(thr['ci'][0])} to {_pct(thr['ci'][1])}" in head[1]
     word = {"worse": "fell", "better": "rose", "same": "did not change", "unclear": "not shown beyond"}
-    assert word[thr["decision"]] in head[0]
-    # 2. CPU per request, in microseconds as the table gives them
+    assert word[thr["decision"]] in head[1]
+    # 3. CPU per request, in microseconds as the table gives them
     cpu = metrics["cpu_s_per_req"]
-    assert f"{cpu['baseline'] * 1e6:,.1f} us to {cpu['candidate'] * 1e6:,.1f} us" in head[1]
-    assert ("beyond the noise" in head[1]) == (cpu["decision"] in ("worse", "better"))
-    # 3. how sure: the verdict and the exit code the process returned
-    assert head[2].startswith(f"{case.upper()} (exit {p.returncode}): ")
+    assert f"{cpu['baseline'] * 1e6:,.1f} us to {cpu['candidate'] * 1e6:,.1f} us" in head[2]
+    assert ("beyond the noise" in head[2]) == (cpu["decision"] in ("worse", "better"))
     # 4. what next, only when undecided
     assert (len(head) == 4) == (case == "inconclusive")
     if case == "inconclusive":

@@ -14,6 +14,7 @@ import html
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +69,12 @@ def rendered(tmp_path_factory):
             _cmd("summary", *paths, "--json", "-"),
         )
     for fmt, paths in TWO.items():
+        if paths[0] == paths[1]:  # one real sample of the tool: a copy of it as the candidate (the same
+            # file twice is a usage error, exit 2: nothing can change)
+            copy = d / f"copy-{fmt}" / paths[1].name
+            copy.parent.mkdir()
+            (shutil.copytree if paths[1].is_dir() else shutil.copy)(paths[1], copy)
+            paths = [paths[0], copy]
         jobs[f"two-{fmt}"] = (
             _cmd("report", *paths, "-o", d / f"two-{fmt}.html"),
             _cmd("compare", *paths, "--json", "-"),
