@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import numpy as np
+
 #: every mismatch warning starts with this
 PREFIX = "runs do not match: "
 
@@ -55,7 +57,10 @@ def _shape(s, name: str, most_steps: int) -> _Shape:
     stopped = run_stop(s, s.label, most_steps) is not None
     fields = s.run.meta.fields or {}
     t = s.table
-    has = [k for k in range(len(t)) if t.requests[k] > 0]
+    # a step ran when it sent requests, answered or failed (a server failing every request of a step
+    # ran that step: its error rate is judged, not taken for a truncated file)
+    errs = t.errors if t.errors is not None else np.zeros(len(t), dtype=np.int64)
+    has = [k for k in range(len(t)) if t.requests[k] > 0 or errs[k] > 0]
     if t.kind == "rate" and t.intended_rps is not None:
         levels = tuple(float(t.intended_rps[k]) for k in has)
     else:

@@ -321,7 +321,7 @@ def test_report_as_chromium_shows_it(comparison_page, tmp_path):
     result, dom = probe(out.read_text(), tmp_path)
     text = _dom_text(dom)
     # the answer first, in the words of the JSON's headline (and so of the terminal)
-    assert doc["headline"][2].startswith(
+    assert doc["headline"][0].startswith(
         f"{doc['verdict'].upper()} (exit {doc['exit_code']}): {doc['reason']}"
     )
     assert all(sentence in text for sentence in doc["headline"])

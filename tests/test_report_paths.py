@@ -232,8 +232,8 @@ def test_two_run_report(rendered, tool):
     assert len(figs) == 6 and all(w > 50 and h > 50 for _, w, h in figs), figs
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert all(sentence in text for sentence in doc["headline"])  # the answer, in the JSON's words
-    assert doc["headline"][2].startswith(f"{doc['verdict'].upper()} (exit {doc['exit_code']}): ")
-    assert doc["reason"].split("; about ")[0] in doc["headline"][2]  # the runs it needs: the next sentence
+    assert doc["headline"][0].startswith(f"{doc['verdict'].upper()} (exit {doc['exit_code']}): ")
+    assert doc["reason"].split("; about ")[0] in doc["headline"][0]  # the runs it needs: the next sentence
     rows = {r["metric"]: r for r in table(page, "metric")}
     checked = 0
     for m in doc["metrics"]:
