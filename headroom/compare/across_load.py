@@ -117,6 +117,8 @@ class Cells:
     load: np.ndarray  # float per cell, > 0
     values: tuple[np.ndarray, ...]  # finite log ratios per cell (at least one each)
     kind: str = "concurrency"  # what the load is: "concurrency", "rate" (req/s) or "step" (position)
+    #: (grid in s, loads) of the pairs left out as rounding (a percentile on a coarse grid), or None
+    coarse: tuple | None = None
 
     @classmethod
     def build(

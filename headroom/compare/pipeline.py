@@ -30,7 +30,7 @@ from .options import ERROR_THRESHOLD, CompareOptions
 from .pairing import pairs_for, plateau_mask
 from .result import Comparison, Noise, StepPair
 from .shown import shown
-from .specs import all_levels, logs, series, specs
+from .specs import COARSE_QUANTA, all_levels, logs, series, specs
 from .tests import error_test, paired_test, run_level_test
 from .wording import load_notes, load_warnings, mdc_warnings, same_files, single_pair_note
 
@@ -226,6 +226,7 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
         if t is not None:  # else shown as before (shown.py), with the summaries' values
             tests["rps_at_objective"] = (capacity_spec(), t)
     err = error_test(plan.sides, plan.pairs)
+    plan.notes.extend(n for spec, t in tests.values() if (n := coarse_note(spec, t)))
     if plan.design.paired:
         holm, weights = _joint(tests, err, opts.alpha)
     else:
@@ -239,6 +240,19 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
             out.append(ratio_metric(t, holm, weights, threshold=opts.threshold, alpha=opts.alpha))
     out.append(error_metric(err, holm, weights, threshold=opts.error_threshold, alpha=opts.alpha))
     return out, weights
+
+
+def coarse_note(spec, t) -> str | None:
+    """What was left out of a percentile recorded on a coarse grid, said once per judged metric."""
+    if t is None or not spec.weight or t.cells is None or t.cells.coarse is None:
+        return None
+    q, loads = t.cells.coarse
+    unit = {"concurrency": "c=", "rate": "", "step": "step "}[t.cells.kind]
+    where = ", ".join(f"{unit}{x:g}" for x in loads[:8]) + (f" and {len(loads) - 8} more" if len(loads) > 8 else "")
+    return (
+        f"{spec.name}: pairs at {where} not judged: both sides at most {COARSE_QUANTA} x the generator's "
+        f"{q * 1e3:g} ms grid ({COARSE_QUANTA * q * 1e3:g} ms), where rounding alone moves a ratio by 20-100 %"
+    )
 
 
 def _budgeted(plan: _Plan, tests: dict, err, opts: CompareOptions):

@@ -84,6 +84,42 @@ def logs(side, steps: list[tuple[int, ...]], key: str) -> np.ndarray:
     return out
 
 
+#: latencies recorded on a coarse grid (hey writes seconds to 4 decimals: 0.1 ms): a pair of steps whose
+#: percentile is at most this many quanta on both sides is not judged (0.1 ms against 0.2 ms is +100 %
+#: of rounding, and a level sitting on a rounding boundary keeps it in every pair); the rule looks at
+#: the larger of the two values only, so it is the same whichever side is A (sign flips stay exact)
+COARSE_QUANTA = 5
+#: the grids looked for, coarsest first (1 us and finer: never coarse next to a request's latency)
+QUANTA_S = (1e-3, 1e-4, 1e-5)
+
+
+def is_percentile(key: str) -> bool:
+    """A latency percentile's key (p50_s, p99.9_s), not the mean or CPU per request."""
+    return key.startswith("p") and key.endswith("_s")
+
+
+def latency_quantum(values: np.ndarray) -> float | None:
+    """The coarsest grid (:data:`QUANTA_S`) every positive value lies on, or None (finer than 10 us,
+    or fewer than 3 values).  Percentiles are nearest-rank values, so they lie on the tool's grid."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v) & (v > 0)]
+    if len(v) < 3:
+        return None
+    for q in QUANTA_S:
+        k = v / q
+        if np.all(np.abs(k - np.rint(k)) < 1e-6):
+            return q
+    return None
+
+
+def coarse(b: np.ndarray, c: np.ndarray, q: float | None) -> np.ndarray:
+    """Pairs whose larger value is within :data:`COARSE_QUANTA` quanta of zero (rounding, not change)."""
+    if q is None:
+        return np.zeros(np.shape(b), bool)
+    with np.errstate(invalid="ignore"):
+        return np.fmax(b, c) <= COARSE_QUANTA * q * (1 + 1e-9)
+
+
 def log_ratio(b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """log(c) - log(b) where both are positive, NaN elsewhere."""
     ok = (b > 0) & (c > 0)

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from ..noise import LearnedNoise, NoiseEstimate, canonical, combine, pooled, spr
 from ..stats import t_sf
 from .across_load import AcrossLoad, Cells, fit
 from .pairing import error_levels, load_of, ran_steps
-from .specs import Spec, log_ratio, series
+from .specs import Spec, coarse, is_percentile, latency_quantum, log_ratio, series
 
 
 @dataclass(frozen=True)
@@ -78,20 +78,39 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: Spec, learned: LearnedN
 
 def pair_cells(sides, sel: list[tuple], key: str, recs) -> tuple[Cells, list[float]]:
     """The paired log ratios of metric ``key`` over the selected pairs of every interleaved
-    recording, as cells of (recording, level); and the baseline's log values (for its level)."""
-    rec, load, d, lb = [], [], [], []
+    recording, as cells of (recording, level); and the baseline's log values (for its level).
+    A latency percentile recorded on a coarse grid leaves out the pairs within a few quanta of zero
+    on both sides (:func:`specs.coarse`); the cells name their loads and the grid."""
+    rec, load, d, lb, dropped = [], [], [], [], []
+    q = _quantum(sides, sel, key, recs)
     for r, (i, j) in enumerate(recs):
         tb, tc = sides[0][i].table, sides[1][j].table
         ib, ic = [p[1][i] for p in sel], [p[2][j] for p in sel]
         b, c = series(tb, key)[ib], series(tc, key)[ic]
         lr = log_ratio(b, c)
+        x = [load_of(tb, k) for k in ib]
+        out = coarse(b, c, q) & np.isfinite(lr)
+        dropped += [v for v, o in zip(x, out) if o]
+        lr = np.where(out, np.nan, lr)
         rec += [r] * len(sel)
-        load += [load_of(tb, k) for k in ib]
+        load += x
         d += list(lr)
-        lb += [math.log(v) for v, x in zip(b, lr) if np.isfinite(x)]
+        lb += [math.log(v) for v, y in zip(b, lr) if np.isfinite(y)]
     t0 = sides[0][recs[0][0]].table
     kind = "concurrency" if t0.known_concurrency else ("rate" if t0.intended_rps is not None else "step")
-    return Cells.build(rec, load, d, kind), lb
+    cells = Cells.build(rec, load, d, kind)
+    if dropped:
+        cells = replace(cells, coarse=(q, tuple(sorted(set(dropped)))))
+    return cells, lb
+
+
+def _quantum(sides, sel: list[tuple], key: str, recs) -> float | None:
+    """The grid a latency percentile's values lie on over every selected step of both sides (None:
+    not a percentile, or finer than 10 us)."""
+    if not is_percentile(key):
+        return None
+    vals = [series(sides[k][rc[k]].table, key)[[p[1 + k][rc[k]] for p in sel]] for rc in recs for k in (0, 1)]
+    return latency_quantum(np.concatenate(vals)) if vals else None
 
 
 def paired_test(sides, sel: list[tuple], spec: Spec, recs, learned: dict | None) -> Test | None:
