@@ -38,7 +38,10 @@ def _us(v) -> str:
 
 
 def _interval(m) -> str:
-    return f"{_signed(m.ci[0])} to {_signed(m.ci[1])}" if m.ci else "no interval"
+    """The metric's interval with its own confidence (a Holm or closed-test level, not the page's 95 %)."""
+    from .compare.wording import two_sided
+
+    return f"{_signed(m.ci[0])} to {_signed(m.ci[1])}{two_sided(m)}" if m.ci else "no interval"
 
 
 def objective_clause(c) -> str:

@@ -218,8 +218,9 @@ def within(m: Metric, threshold: float) -> bool:
     return m.bound < threshold if m.better == "lower" else m.bound > -threshold
 
 
-def verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str, str]:
-    """The verdict and one short sentence naming the metric that decided it."""
+def verdict(metrics: list[Metric], primary: str, threshold: float, alpha: float = 0.05) -> tuple[str, str]:
+    """The verdict and one short sentence naming the metric that decided it (``alpha``: the family's,
+    whose one-sided bound "at worst" is)."""
     from .wording import describe, pct
 
     dec = [m for m in metrics if m.decides]
@@ -246,7 +247,7 @@ def verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str,
         return "no change", f"all {len(judged)} judged metrics within their thresholds"
     if p.bound is not None and within(p, threshold):
         return "no regression", (
-            f"{p.name} {pct(p.change)}, at worst {pct(p.bound)} (one-sided 95 %): "
+            f"{p.name} {pct(p.change)}, at worst {pct(p.bound)} (one-sided {100 * (1 - alpha):.3g} %): "
             f"not {threshold:.0%} worse; nothing worse"
         )
     if p.bound is not None:
@@ -264,7 +265,7 @@ def verdict(metrics: list[Metric], primary: str, threshold: float) -> tuple[str,
 
 def decision(metrics, primary, threshold, runs, alpha, saturated, paired) -> tuple[str, str, int | None]:
     """The verdict, its reason (with the runs that would decide and too few saturated pairs), runs needed."""
-    v, reason = verdict(metrics, primary, threshold)
+    v, reason = verdict(metrics, primary, threshold, alpha)
     needed = runs_needed(metrics, primary, threshold, runs, alpha, paired) if v == "inconclusive" else None
     if needed:
         what = "interleaved recordings" if paired else "interleaved runs per side"

@@ -7,6 +7,7 @@ and the opening sentences of :mod:`headroom.headline` read the same objects).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -51,10 +52,18 @@ def describe(m: Metric, decision: str | None = None) -> str:
         p = f", p = {m.pvalue:.2g}" if m.pvalue is not None else ""
         return (
             s
-            + f" on average (the change across load beyond the noise{p}; the average's own interval {pct(m.ci[0])} to {pct(m.ci[1])})"
+            + f" on average (the change across load beyond the noise{p}; the average's own interval {pct(m.ci[0])} to {pct(m.ci[1])}{two_sided(m)})"
         )
-    s += f" (interval {pct(m.ci[0])} to {pct(m.ci[1])})" if m.ci else ""
+    s += f" (interval {pct(m.ci[0])} to {pct(m.ci[1])}{two_sided(m)})" if m.ci else ""
     return s
+
+
+def two_sided(m: Metric) -> str:
+    """', 99.1 % two-sided': an interval's confidence named beside it (the one-sided bounds of the
+    verdict are at the family's confidence; a metric's interval is at its own level)."""
+    if m.level is None or not math.isfinite(m.level):
+        return ""
+    return f", {100 * m.level:.3g} % two-sided"
 
 
 def same_files(sides) -> list[str]:

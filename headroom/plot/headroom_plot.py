@@ -409,7 +409,8 @@ def headroom(
     the objective's percentile), a bar for the percentile's 95 %
     order-statistic interval (within-step sampling; see
     :func:`headroom.steps.percentile_interval`), lines joining the steps in
-    concurrency order.  Behind them, each run's requests as a density (time
+    concurrency order (the levels' means where a level ran more than once:
+    two pairs a level, repeats).  Behind them, each run's requests as a density (time
     bucket throughput against latency) on bins shared by all runs.  The USL
     model's mean latency is drawn up to its peak and, past it (retrograde),
     thin and dashed; a poor fit (R² < 0.5) faint, without a knee.  The
