@@ -25,7 +25,7 @@ from headroom.model import parse_objective
 from headroom.ramp.search import FindOptions, Next, SideSearch
 
 OBJ = parse_objective("p99<=10ms")
-STOPS = {"precision", "budget", "held", "limit", "broken", "probes"}
+STOPS = {"precision", "noise", "budget", "held", "limit", "broken", "probes"}
 
 
 def _ramp(args, timeout=300):
@@ -93,6 +93,7 @@ def _side(loads, p99_ms, *, open_loop=False, low=1, high=1000, precision=0.05, g
     rec = SimpleNamespace(affinity=[0], engine=SimpleNamespace(name="hey"))
     side = SideSearch(rec, FindOptions(OBJ, precision, 300.0, low, high, open_loop))
     side.fit = crossing(curve(p, OBJ.bound_s), OBJ.bound_s)
+    side.points = p
     side.probes = [
         {"verdict": "holds" if v < 9 else "breaks", "concurrency": int(x)} for x, v in zip(loads, p99_ms)
     ]
@@ -151,6 +152,56 @@ def test_the_generators_limit_caps_the_search():
     side = _side([100, 200], [2, 3], open_loop=True, low=100)
     side._check_limit(200, SimpleNamespace(generator_cpu_pct=20.0, throughput=150.0), "holds")
     assert side.limit == 200 and "sent 150 req/s of the 200 asked" in side.limit_reason
+
+
+def _clock(left: int, each: float = 3.5, budget=60.0):
+    """A search clock with ``left`` probes of ``each`` seconds left in its budget."""
+    from headroom.ramp.search import _Clock
+
+    c = _Clock(budget, 3.0)
+    c.spent = [each]
+    c.budget_s = (left + 0.5) * each
+    return c
+
+
+def test_it_stops_for_noise_when_the_budget_cannot_buy_the_precision():
+    # a crossing between 9 and 10 already probed five times each: a sixth narrows the interval
+    # a little; +-5 % would take far more probes than two
+    loads = [1, 2, 4, 8, 16, 12, 10, 9] + [9, 10] * 4
+    p99 = [2, 3, 4, 6, 20, 14, 11, 9.5] + [9.2, 10.9, 9.8, 10.3, 9.4, 10.6, 9.7, 10.1]
+    side = _side(loads, p99)
+    hw = side.fit.half_width
+    assert hw is not None and hw > 0.05
+    nxt = side.propose()
+    assert nxt.why == "repeat"
+    hw1 = side.projected_half_width(nxt.load)
+    assert 0 < hw1 < hw  # one more probe on the curve narrows it, and not to nothing
+    r = hw1 / hw
+    need = r * r / (1 - r * r) * ((hw / 0.05) ** 2 - 1)  # the 1/sqrt(n) law, written out
+    assert side.noise_stop(nxt.load, _clock(left=math.ceil(need) + 1)) is None
+    stop = side.noise_stop(nxt.load, _clock(left=max(0, math.floor(need) - 1)))
+    assert stop is not None and stop.load is None and stop.why == "noise"
+    assert f"about {need:,.0f} more probes" in stop.reason and f"±{100 * hw:.1f} % is the precision reached" in stop.reason
+
+
+def test_the_auto_budget_is_half_a_dense_ramp_to_past_the_estimate():
+    side = _side([1, 2, 4, 8, 16, 12, 10, 9], [2, 3, 4, 6, 20, 14, 11, 9.5])
+    side.rec.step_duration = 3.0
+    x = side.fit.load
+    assert 9 < x < 10
+    n = math.ceil(1.2 * x) - 1 + 1  # concurrency 1, 2, ... to 1.2 x the estimate
+    assert side.dense_steps() == n
+    c = _clock(left=5)
+    c.rebudget(side)  # a given budget stays
+    assert c.budget_s == pytest.approx(5.5 * 3.5)
+    c = _clock(left=5)
+    c.auto = True
+    c.rebudget(side)
+    assert c.dense_s == pytest.approx(n * 3.5) and c.budget_s == pytest.approx(0.5 * n * 3.5)
+    far = _side([1, 2, 4, 8, 16, 32, 64, 128, 256], [2, 2, 2, 2, 3, 4, 5, 8, 20])
+    far.rec.step_duration = 3.0
+    c.rebudget(far)
+    assert c.budget_s == 300.0  # at most 5 minutes however far the estimate
 
 
 # --------------------------------------------------------------------------

@@ -54,7 +54,17 @@ from ..stats import z_quantile
 from .recorder import Recorder, _Signals, prepare_output
 
 DEFAULT_PRECISION = 0.05
-DEFAULT_BUDGET = "5m"
+#: the default budget: AUTO_SHARE of the time a dense ramp of the searched range would take (every load
+#: from the range's low end to AUTO_PAST x the estimate, one step each of the probes' length), at most
+#: AUTO_CAP_S; until the first estimate, AUTO_CAP_S
+DEFAULT_BUDGET = "auto"
+AUTO_SHARE = 0.5
+AUTO_PAST = 1.2
+AUTO_CAP_S = 300.0
+#: an open loop's dense ramp: at most this many rate steps (a ramp of rates is not every integer)
+AUTO_RATE_STEPS = 30
+#: a dense ramp's step costs its duration and about this much more (starting the generator, reading it)
+STEP_OVERHEAD_S = 0.5
 DEFAULT_RANGE = "1:1000"
 GROWTH = 2.0
 #: an upper end not yet surely beyond the objective: the next probe this much above the top load
@@ -72,7 +82,7 @@ class FindOptions:
 
     objective: Objective
     precision: float
-    budget_s: float
+    budget_s: float | None  # None: auto (DEFAULT_BUDGET)
     low: int
     high: int
     open_loop: bool
@@ -95,13 +105,18 @@ def _precision(text: str | None) -> float:
     return v
 
 
-def _budget(text: str) -> float:
-    """Seconds of ``--budget``: a duration (``90s``, ``1500ms``) or minutes (``5m``, ``2.5m``)."""
+def _budget(text: str) -> float | None:
+    """Seconds of ``--budget``: a duration (``90s``, ``1500ms``) or minutes (``5m``, ``2.5m``); None for
+    ``auto`` (the default: half a dense ramp's time, once the first estimate says how far it would go)."""
+    if text.strip().lower() == "auto":
+        return None
     m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*m(?:in)?\s*", text)
     try:
         v = float(m[1]) * 60 if m else parse_duration(text)
     except HeadroomError:
-        raise HeadroomError(f"bad --budget {text!r}: expected a duration such as 5m, 90s or 1500ms") from None
+        raise HeadroomError(
+            f"bad --budget {text!r}: expected auto or a duration such as 5m, 90s or 1500ms"
+        ) from None
     if v <= 0:
         raise HeadroomError(f"bad --budget {text!r}: must be positive")
     return v
@@ -162,6 +177,7 @@ class SideSearch:
         self.limit: int | None = None  # the generator's limit: nothing is probed above it
         self.summary = None
         self.fit = None  # headroom.crossing.ObjectiveCrossing of the folder's steps
+        self.points = None  # headroom.crossing.Probes: the steps the fit stands on
         self.stopped: str | None = None
         self.reason = ""
 
@@ -181,6 +197,7 @@ class SideSearch:
         phi, _ = run_dispersion(s.hist, s.buckets, s.table, self.opts.objective)
         p = probes_of(s.table, self.opts.objective, phi=phi)
         self.phi = phi
+        self.points = p
         self.fit = (
             None
             if p is None or len(p.load) == 0
@@ -318,6 +335,56 @@ class SideSearch:
         m = j1 + int(over[0]) - 1
         return Next(int(c.load[wider if m == j0 else m]), "repeat")
 
+    def dense_steps(self) -> int | None:
+        """Steps of a dense ramp from the range's low end to past the estimate (every concurrency; an
+        open loop's rates in steps of the low end, at most AUTO_RATE_STEPS); None before an estimate."""
+        x, o = self.fit, self.opts
+        if x is None or x.status != "crossed" or x.load is None:
+            return None
+        top = max(o.low + 1, math.ceil(AUTO_PAST * x.load))
+        n = top - o.low + 1 if not o.open_loop else min(AUTO_RATE_STEPS, math.ceil((top - o.low) / o.low) + 1)
+        return max(2, n)
+
+    def projected_half_width(self, load: int) -> float | None:
+        """The interval's half-width after one more probe at ``load``, were it to land on the fitted
+        curve with the sampling variance the probes there had (the between-step noise as measured)."""
+        import numpy as np
+
+        from ..crossing import Probes, crossing, curve
+
+        p, c = self.points, self.fit.curve
+        bound = self.opts.objective.bound_s
+        at = p.load == load
+        var = float(np.median(p.var[at] if at.any() else p.var))
+        y = float(np.interp(load, c.load, c.fit))
+        rps = math.log(c.rps_at(float(load))[0])
+        more = Probes(np.append(p.load, float(load)), np.append(p.log_pct, y), np.append(p.var, var),
+                      np.append(p.log_rps, rps), np.append(p.step, int(p.step.max()) + 1))  # fmt: skip
+        return crossing(curve(more, bound), bound).half_width
+
+    def noise_stop(self, load: int, clock: _Clock) -> Next | None:
+        """Stop (why ``noise``) when reaching the precision asked would take more probes than the budget
+        has left: by the 1/sqrt(n) law, a probe that narrows the interval by the factor r stands on
+        n = r^2 / (1 - r^2) probes' worth, and +-P needs n ((hw / P)^2 - 1) more."""
+        hw = self.fit.half_width if self.fit is not None else None
+        if hw is None or hw <= self.opts.precision:
+            return None
+        hw1 = self.projected_half_width(load)
+        if hw1 is None:
+            return None
+        r = min(hw1 / hw, 0.999)
+        need = r * r / (1 - r * r) * ((hw / self.opts.precision) ** 2 - 1)
+        left = clock.probes_left()
+        if need <= left:
+            return None
+        return Next(
+            None,
+            "noise",
+            f"at this machine's noise another probe would narrow the interval by {100 * (1 - r):.0f} %: "
+            f"±{100 * self.opts.precision:g} % would take about {need:,.0f} more probes ({need * clock.each():,.0f} s), "
+            f"{left} fit the budget; ±{100 * hw:.1f} % is the precision reached",
+        )
+
     def estimate_doc(self) -> dict | None:
         """The estimate as ``headroom summary`` reports it for the folder (held: the plateau, a lower bound)."""
         if self.summary is None or self.summary.capacity.at_objective is None:
@@ -348,14 +415,17 @@ def _r(v, nd: int = 4):
 # the search block and the lines printed
 
 
-def search_doc(side: SideSearch, started: float, done: bool) -> dict:
-    o = side.opts
+def search_doc(side: SideSearch, clock: _Clock, done: bool) -> dict:
+    o, started = side.opts, clock.start
     return {
         "objective": str(o.objective),
         "load": o.load_key,
         "range": [o.low, o.high],
         "precision": o.precision,
-        "budget_s": o.budget_s,
+        "precision_reached": _r(side.fit.half_width, 4) if side.fit is not None else None,
+        "budget_s": round(clock.budget_s, 1),
+        "budget": "auto" if clock.auto else "given",
+        "dense_ramp_s": None if clock.dense_s is None else round(clock.dense_s, 1),
         "method": "grow x2 until the fitted percentile breaks the objective, bisect, then repeat the loads "
         "that decide the interval's wider end (headroom/ramp/search.py; the fit: headroom/crossing.py)",
         "probes": side.probes,
@@ -414,20 +484,45 @@ def _foreign(rec: Recorder) -> str:
 
 
 class _Clock:
-    """The budget: another probe only when it fits (its expected length from the probes so far)."""
+    """The budget: another probe only when it fits (its expected length from the probes so far).
 
-    def __init__(self, budget_s: float, step_s: float):
+    An auto budget (``budget_s`` None) is :data:`AUTO_CAP_S` until :meth:`rebudget` ties it to the
+    first estimate: :data:`AUTO_SHARE` of a dense ramp of the searched range (module docstring)."""
+
+    def __init__(self, budget_s: float | None, step_s: float, sides: int = 1):
         self.start = time.monotonic()
-        self.budget_s = budget_s
+        self.auto = budget_s is None
+        self.budget_s = AUTO_CAP_S if budget_s is None else budget_s
         self.step_s = step_s
+        self.sides = sides
         self.spent: list[float] = []
+        self.dense_s: float | None = None
+
+    def each(self) -> float:
+        return sum(self.spent) / len(self.spent) if self.spent else self.step_s + 1.0
 
     def fits(self, probes: int = 1) -> bool:
-        each = sum(self.spent) / len(self.spent) if self.spent else self.step_s + 1.0
-        return time.monotonic() - self.start + probes * each <= self.budget_s
+        return time.monotonic() - self.start + probes * self.each() <= self.budget_s
+
+    def probes_left(self) -> int:
+        return max(0, math.floor((self.budget_s - (time.monotonic() - self.start)) / self.each()))
 
     def timed(self, seconds: float) -> None:
         self.spent.append(seconds)
+
+    def rebudget(self, side: SideSearch) -> None:
+        """An auto budget from the side's estimate: half the time of a dense ramp to past it."""
+        n = side.dense_steps()
+        if not self.auto or n is None:
+            return
+        self.dense_s = self.sides * n * (side.rec.step_duration + STEP_OVERHEAD_S)
+        self.budget_s = min(AUTO_CAP_S, AUTO_SHARE * self.dense_s)
+
+
+def _budget_text(clock: _Clock) -> str:
+    if clock.auto and clock.dense_s is not None:
+        return f"the budget of {clock.budget_s:.0f} s (half the {clock.dense_s:.0f} s of a dense ramp to past the estimate)"
+    return f"the budget of {clock.budget_s:g} s"
 
 
 def _stop(side: SideSearch, nxt: Next) -> None:
@@ -465,8 +560,8 @@ def run_find(args, opts: FindOptions) -> int:
     clock = _Clock(opts.budget_s, rec.step_duration)
     _say(
         f"{opts.objective} against {rec.url} with {rec.engine.name}: {opts.load_key} from {opts.low} (at most "
-        f"{opts.high}), {rec.step_duration:g} s probes, until the interval is within ±{100 * opts.precision:g} % "
-        f"or {opts.budget_s:g} s have passed; writing {out}"
+        f"{opts.high}), {rec.step_duration:g} s probes, until the interval is within ±{100 * opts.precision:g} %, "
+        f"more probes would not narrow it in time, or {_budget_said(opts)}; writing {out}"
     )
     rec.begin()
     failed = False
@@ -480,7 +575,7 @@ def run_find(args, opts: FindOptions) -> int:
                     break
                 clock.timed(time.monotonic() - t0)
                 nxt = _next(side, clock, signals)
-                rec.extra_metadata["search"] = search_doc(side, clock.start, nxt.load is None)
+                rec.extra_metadata["search"] = search_doc(side, clock, nxt.load is None)
                 rec.write_metadata()
                 if nxt.load is None:
                     break
@@ -489,7 +584,7 @@ def run_find(args, opts: FindOptions) -> int:
         if side.stopped is None:
             side.stopped = "interrupted" if signals.signum is not None else "stopped early"
             side.reason = rec.stopped_early or "interrupted"
-        rec.extra_metadata["search"] = search_doc(side, clock.start, True)
+        rec.extra_metadata["search"] = search_doc(side, clock, True)
         rec.end(signals)
     rc = rec.finish(signals)
     _say(result_line(side) + _foreign(rec))
@@ -499,22 +594,29 @@ def run_find(args, opts: FindOptions) -> int:
     return rc if (failed or rc != 0) else 0
 
 
+def _budget_said(opts: FindOptions) -> str:
+    if opts.budget_s is None:
+        return f"half a dense ramp's time has passed (at most {AUTO_CAP_S:g} s)"
+    return f"{opts.budget_s:g} s have passed"
+
+
 def _next(side: SideSearch, clock: _Clock, signals: _Signals) -> Next:
     """The side's proposal, unless the budget, the probe cap or Ctrl-C stops the search first."""
     nxt = side.propose()
     if nxt.load is None:
         _stop(side, nxt)
         return nxt
-    if signals.stop:
+    clock.rebudget(side)
+    if nxt.why == "repeat" and not signals.stop:
+        nxt = side.noise_stop(nxt.load, clock) or nxt
+    if nxt.load is not None and signals.stop:
         nxt = Next(None, "interrupted", "interrupted (Ctrl-C)")
-    elif len(side.probes) >= MAX_PROBES:
+    elif nxt.load is not None and len(side.probes) >= MAX_PROBES:
         nxt = Next(None, "probes", f"{MAX_PROBES} probes")
-    elif not clock.fits():
+    elif nxt.load is not None and not clock.fits():
         hw = side.fit.half_width if side.fit is not None else None
         where = f" (the interval within ±{100 * hw:.1f} %)" if hw is not None else ""
-        nxt = Next(
-            None, "budget", f"the budget of {clock.budget_s:g} s would be exceeded by another probe{where}"
-        )
+        nxt = Next(None, "budget", f"{_budget_text(clock)} would be exceeded by another probe{where}")
     if nxt.load is None:
         _stop(side, nxt)
     return nxt
@@ -584,14 +686,15 @@ def _next_ab(sides: dict, clock: _Clock, signals: _Signals, turn: int) -> Next:
 
     keys = sorted(live, key=lambda k: (-width(k), (k != "ab"[turn % 2])))
     nxt = live[keys[0]]
+    ready = [s for s in sides.values() if s.dense_steps() is not None]
+    if ready:  # the auto budget from the side whose estimate lies further out
+        clock.rebudget(max(ready, key=lambda s: s.dense_steps()))
     if signals.stop:
         nxt = Next(None, "interrupted", "interrupted (Ctrl-C)")
     elif len(next(iter(sides.values())).probes) >= MAX_PROBES:
         nxt = Next(None, "probes", f"{MAX_PROBES} probes")
     elif not clock.fits():
-        nxt = Next(
-            None, "budget", f"the budget of {clock.budget_s:g} s would be exceeded by another probe pair"
-        )
+        nxt = Next(None, "budget", f"{_budget_text(clock)} would be exceeded by another probe pair")
     if nxt.load is None:
         for k, s in sides.items():
             _stop(s, nxt if props[k].load is not None else props[k])
@@ -619,7 +722,7 @@ def run_ab_find(args, opts: FindOptions) -> int:
     sides = {key: _side(rec, opts) for key, rec in recs.items()}
     signals = _Signals()
     signals.install()
-    clock = _Clock(opts.budget_s, 2 * recs["a"].step_duration)
+    clock = _Clock(opts.budget_s, 2 * recs["a"].step_duration, sides=2)
     _say(
         f"{opts.objective}, A = {job.a.url}, B = {job.b.url}, both at the same loads (A and B alternating): "
         f"{opts.load_key} from {opts.low} (at most {opts.high}); writing {job.out}"
@@ -635,7 +738,7 @@ def run_ab_find(args, opts: FindOptions) -> int:
             if s.stopped is None:
                 s.stopped = "interrupted" if signals.signum is not None else "stopped early"
                 s.reason = s.rec.stopped_early or "interrupted"
-            s.rec.extra_metadata["search"] = search_doc(s, clock.start, True)
+            s.rec.extra_metadata["search"] = search_doc(s, clock, True)
         for rec in recs.values():
             rec.end(signals)
     rcs = {key: rec.finish(signals) for key, rec in recs.items()}
@@ -661,7 +764,7 @@ def _ab_loop(sides: dict, clock: _Clock, signals: _Signals) -> bool:
             turn += 1
             nxt = _next_ab(sides, clock, signals, turn)
             for s in sides.values():
-                s.rec.extra_metadata["search"] = search_doc(s, clock.start, nxt.load is None)
+                s.rec.extra_metadata["search"] = search_doc(s, clock, nxt.load is None)
                 s.rec.write_metadata()
             if nxt.load is None:
                 return False
