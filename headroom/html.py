@@ -89,8 +89,40 @@ def header(
     )
     more = _more_runs(sides) if sides is not None else ""
     # a run whose load generator set the ceiling: said first (a comparison's headline says it for two)
-    gen = "" if len(summaries) == 2 else generator_box(summaries)
+    gen = "" if len(summaries) == 2 else generator_box(summaries) + search_box(summaries)
     return Fragment(f"<h1>{shown}</h1>{_stop_banner(summaries, roles, labels)}{gen}<ul>{runs}</ul>{more}")
+
+
+def search_box(summaries: Sequence[Summary]) -> str:
+    """A capacity search's answer first (headroom ramp --find): the throughput at its objective with its
+    interval, the precision asked and reached, why it stopped, and the probes in load order."""
+    from .search_view import answer_text, effort_text, precision_text, search_of
+
+    out = []
+    for s in summaries:
+        view = search_of(s.run)
+        if view is None:
+            continue
+        at = s.capacity.at_objective
+        rows = "".join(
+            f"<tr><td style='text-align:right'>{_E(f'{g.load:,.0f}' if view.load_key == 'rate' else f'{g.load:g}')}</td>"
+            f"<td style='text-align:right'>{len(g.values_ms)}</td>"
+            f"<td>{_E(', '.join(f'{v:g}' for v in g.values_ms) if len(g.values_ms) <= 5 else f'{min(g.values_ms):g} to {max(g.values_ms):g}')}</td>"
+            f"<td>{_E(g.verdict_text())}</td></tr>"
+            for g in view.by_load()
+        )
+        out.append(
+            '<div class="search" style="border:1px solid #8aa;padding:0.4em 0.8em;margin:0.6em 0">'
+            f"<p style='font-size:1.1em'><b>Capacity search</b>: {_E(answer_text(view, at))}</p>"
+            f"<p>Precision {_E(precision_text(view, at))}. Stopped: {_E(view.stop_text())}. "
+            f"{_E(effort_text(view))}; the steps below are the probes in the order they ran.</p>"
+            f"<details><summary>The probes by {_E(view.load_key)}</summary><table><thead><tr>"
+            f"<th>{_E(view.load_key)}</th><th>probes</th><th>{_E(view.percentile)} ms</th><th>verdicts</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table>"
+            "<p><small>holds / breaks / unsure: the probe's own 95 % interval of the percentile lies "
+            "below the objective, above it, or across it.</small></p></details></div>"
+        )
+    return "".join(out)
 
 
 def generator_box(summaries: Sequence[Summary]) -> str:

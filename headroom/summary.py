@@ -102,7 +102,8 @@ def analyze(
         A run from :func:`headroom.load_run`.
     objective
         Latency objective: ``"p99<=20ms"`` (what ``--objective`` takes) or
-        ``parse_objective("p99<=20ms")``.
+        ``parse_objective("p99<=20ms")``; by default a search folder's
+        (``headroom ramp --find``) own objective, else none.
     bucket_s
         Width of the time buckets throughput is counted in: seconds, or a
         duration such as ``"500ms"`` (what ``--bucket`` takes).
@@ -114,6 +115,11 @@ def analyze(
     """
     if isinstance(objective, str):
         objective = parse_objective(objective) if objective.strip() else None
+    if objective is None:  # a capacity search's folder: the objective it searched for
+        from .search_view import search_objective
+
+        searched = search_objective(run)
+        objective = parse_objective(searched) if searched else None
     if isinstance(bucket_s, str):
         bucket_s = parse_duration(bucket_s)
     dying = dying_step(run)

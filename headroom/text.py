@@ -101,7 +101,7 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
             )
         )
     if cap.objective is not None:
-        rows.append((f"throughput at {cap.objective}", objective_text(cap)))
+        rows.append((f"throughput at {cap.objective}", objective_text(cap, search_loads(s))))
     rows.append((f"throughput at {cap.cpu_target_pct:g} % CPU", cpu_target_text(cap, cores)))
     if cap.cpu_s_per_req is not None:
         rows.append(("CPU per request (whole run)", f"{cap.cpu_s_per_req * 1e6:.1f} us ({cores})"))
@@ -164,7 +164,27 @@ def _model_rows(s: Summary) -> list[tuple[str, str]]:
     return [*rows, ("  model fit", fit)]
 
 
-def objective_text(cap) -> str:
+def search_loads(s: Summary):
+    """Each step's load when the run is a capacity search (steps in probe order), else None."""
+    from .search_view import search_of
+
+    if search_of(s.run) is None:
+        return None
+    t = s.table
+    return t.intended_rps if t.intended_rps is not None else t.concurrency
+
+
+def _between(c, loads) -> str:
+    """Between which steps the crossing lies; a search's (steps in probe order): between which loads."""
+    if loads is None:
+        return f"between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}"
+    a, b = sorted((float(loads[c.steps[0]]), float(loads[c.steps[1]])))
+    return f"between the probes at {a:g} and {b:g}"
+
+
+def objective_text(cap, loads=None) -> str:
+    """The throughput at the objective in words; ``loads``: each step's load when the steps are a
+    search's probes (the crossing then lies between two loads, not two neighbouring steps)."""
     c = cap.at_objective
     if c.status == "crossed":
         cpu = f"; CPU there {cap.cpu_at_objective:.1f} %" if cap.cpu_at_objective is not None else ""
@@ -177,7 +197,7 @@ def objective_text(cap) -> str:
             if c.load is not None and kind
             else ""
         )
-        return f"{_rps(c.rps)}{band} (broken {where}between steps {c.steps[0] + STEP_BASE} and {c.steps[1] + STEP_BASE}){cpu}"
+        return f"{_rps(c.rps)}{band} (broken {where}{_between(c, loads)}){cpu}"
     if c.status == "held":
         return f">= {_rps(c.rps)} (held at every step: a lower bound)"
     if c.status == "at lowest step":
@@ -325,6 +345,9 @@ def format_summary(s: Summary) -> str:
             f"{s.overlap.load_s:.1f} s load window; 100 % = {run.cpu.cores:g} core(s)"
             + (f"; from {run.cpu.source}" if "prometheus" in run.cpu.source else "")
         )
+    from .search_view import search_lines
+
+    lines += search_lines(s)
     lines += ["", "steps (latency in ms; flags: short = too short to trust, client-paced = Little's law)"]
     if t.kind == "rate":
         lines += [

@@ -143,7 +143,10 @@ def _level_line(s: Summary, o, x, y):
 
 
 def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: bool) -> set[str]:
-    """Each usable step at its throughput and latency, joined in concurrency order, with intervals."""
+    """Each usable step at its throughput and latency, joined in concurrency order, with intervals (a
+    search's probes: joined faintly through each load's mean)."""
+    from ..search_view import search_of
+
     drawn = set()
     for name in names:
         o, x, y = _steps_xy(s, name)
@@ -151,9 +154,8 @@ def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: boo
             continue
         ms = 1e3
         lx, ly = _level_line(s, o, x, y)
-        ax.plot(
-            lx, ly * ms, _STYLE.get(name, "-"), color=color, lw=1.6, zorder=4, label=f"{label} {_pname(name)}"
-        )
+        faint = {"lw": 0.8, "alpha": 0.35} if search_of(s.run) is not None else {"lw": 1.6}  # probes, not a ramp
+        ax.plot(lx, ly * ms, _STYLE.get(name, "-"), color=color, zorder=4, label=f"{label} {_pname(name)}", **faint)
         thin = s.table.latency.thin[name][o] if name in s.table.latency.thin else np.zeros(len(o), bool)
         ax.plot(
             x[~thin], y[~thin] * ms, "o", color=color, ms=5, zorder=5, label=f"{label} {_pname(name)} steps"
@@ -284,19 +286,11 @@ def _crossing_band(ax, c, y: float, color, label: str, x_max: float) -> str:
 
 
 def _draw_probes(ax, s: Summary, name: str, *, color) -> set[str]:
-    """A search's steps (headroom ramp --find) numbered in the order it probed them."""
-    search = (s.run.meta.fields or {}).get("search") if s.run.meta is not None else None
-    if not isinstance(search, dict) or not search.get("probes"):
-        return set()
-    o, x, y = _steps_xy(s, name)
-    at = {int(k): (xi, yi) for k, xi, yi in zip(o, x, y)}
-    for p in search["probes"]:
-        step = p.get("step")
-        if isinstance(step, int) and step - 1 in at:
-            xi, yi = at[step - 1]
-            ax.annotate(str(p.get("probe", step)), (xi, yi * 1e3), xytext=(3, 3), textcoords="offset points",
-                        fontsize=7, color=color, zorder=8)  # fmt: skip
-    return {"probes"}
+    """A search's steps (headroom ramp --find): points, unnumbered (the order is in the report's probe
+    table; numbers over a cluster of repeats hide the answer); said in the legend."""
+    from ..search_view import search_of
+
+    return {"probes"} if search_of(s.run) is not None else set()
 
 
 def _run_entry(s: Summary, label: str) -> str:
@@ -375,7 +369,8 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
             Line2D([], [], color=g, marker=">", mec="black", ls="none"),
             "objective held at every step: plateau, a lower bound",
         ),
-        ("probes", Line2D([], [], ls="none"), "numbers: the order of a search's probes (ramp --find)"),
+        ("probes", Line2D([], [], color=g, lw=0.8, alpha=0.35, marker="o"),
+         "a search's probes (ramp --find): faint line through each load's mean, in load order"),
         ("density", Patch(color=g, alpha=0.4), "shading: requests of each time bucket (log)"),
     ]
     keys += [(h, t) for k, h, t in optional if k in drawn]
