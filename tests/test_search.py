@@ -90,7 +90,7 @@ def _side(loads, p99_ms, *, open_loop=False, low=1, high=1000, precision=0.05, g
     p = Probes(
         loads, y, np.full(len(loads), 0.05**2), np.log(1000 * np.minimum(loads, 10)), np.arange(len(loads))
     )
-    rec = SimpleNamespace(affinity=[0], engine=SimpleNamespace(name="hey"))
+    rec = SimpleNamespace(affinity=[0], engine=SimpleNamespace(name="hey"), step_duration=3.0)
     side = SideSearch(rec, FindOptions(OBJ, precision, 300.0, low, high, open_loop))
     side.fit = crossing(curve(p, OBJ.bound_s), OBJ.bound_s)
     side.points = p
@@ -184,12 +184,21 @@ def test_it_stops_for_noise_when_the_budget_cannot_buy_the_precision():
     assert f"about {need:,.0f} more probes" in stop.reason and f"±{100 * hw:.1f} % is the precision reached" in stop.reason
 
 
+def test_growth_probes_are_half_as_long_as_the_probes_that_place_the_crossing():
+    side = _side([1, 2], [2, 3])
+    side.rec.profile_opts = SimpleNamespace(any=False)
+    assert side.probe_s("start") == side.probe_s("grow") == 1.5 and side.probe_s("bisect") == 3.0
+    side.full_s = 1.5
+    assert side.probe_s("grow") == 1.0  # never under a second
+    side.rec.profile_opts = SimpleNamespace(any=True)  # a profile per step needs the whole step
+    assert side.probe_s("grow") == 1.5
+
+
 def test_the_auto_budget_is_half_a_dense_ramp_to_past_the_estimate():
     side = _side([1, 2, 4, 8, 16, 12, 10, 9], [2, 3, 4, 6, 20, 14, 11, 9.5])
-    side.rec.step_duration = 3.0
     x = side.fit.load
     assert 9 < x < 10
-    n = math.ceil(1.2 * x) - 1 + 1  # concurrency 1, 2, ... to 1.2 x the estimate
+    n = 11  # concurrency 1, 2, ... 11: the first concurrency past ceil(estimate) = 10
     assert side.dense_steps() == n
     c = _clock(left=5)
     c.rebudget(side)  # a given budget stays
@@ -197,9 +206,9 @@ def test_the_auto_budget_is_half_a_dense_ramp_to_past_the_estimate():
     c = _clock(left=5)
     c.auto = True
     c.rebudget(side)
-    assert c.dense_s == pytest.approx(n * 3.5) and c.budget_s == pytest.approx(0.5 * n * 3.5)
-    far = _side([1, 2, 4, 8, 16, 32, 64, 128, 256], [2, 2, 2, 2, 3, 4, 5, 8, 20])
-    far.rec.step_duration = 3.0
+    assert c.dense_s == pytest.approx(n * 3.25) and c.budget_s == pytest.approx(0.5 * n * 3.25)
+    far = _side([1, 2, 4, 8, 16, 32, 64, 128, 256, 512], [2, 2, 2, 2, 3, 4, 5, 7, 8, 20])
+    assert far.dense_steps() > 2 * 300 / 3.25
     c.rebudget(far)
     assert c.budget_s == 300.0  # at most 5 minutes however far the estimate
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..model import HeadroomError
 from ..profiles.capture import options_from_args
-from .recorder import Recorder, _duration, _pids, _positive, _Signals, check_url, preflight, prepare_output
+from .recorder import DEFAULT_STEP, Recorder, _duration, _pids, _positive, _Signals, check_url, preflight, prepare_output
 
 JOB_FILE = "ab.yml"
 DEFAULT_REPEATS = 2
@@ -194,7 +194,7 @@ class AbJob:
             # such steps each look would compare nothing (inconclusive) or, when only some steps
             # happen to reach MIN_STEP_S, refuse the runs (their usable steps differ).
             raise HeadroomError(
-                f"--step-duration {self.args.step_duration}: compare leaves steps shorter than "
+                f"--step-duration {self.args.step_duration or DEFAULT_STEP}: compare leaves steps shorter than "
                 f"{MIN_STEP_S:g} s out, so no look of --until-decided could use them: give longer steps (1s or more)"
             )
         for s in (self.a, self.b):

@@ -145,7 +145,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="LOW:HIGH:STEP",
         help="open-loop ramp instead: fixed total rates in req/s, e.g. 1000:8000:1000 (vegeta or oha)",
     )
-    p.add_argument("--step-duration", default="3s", metavar="DUR", help="length of every step (default: 3s)")
+    p.add_argument(
+        "--step-duration",
+        metavar="DUR",
+        help="length of every step (default: 3s; --find: 2s a probe, its growth probes half as long)",
+    )
     p.add_argument(
         "--requests-per-step",
         metavar="N",

@@ -340,6 +340,10 @@ def _first_line(path: Path) -> str:
 # the recorder
 
 
+#: a ramp step's length when --step-duration is not given (a search's probes: search.DEFAULT_PROBE)
+DEFAULT_STEP = "3s"
+
+
 class Recorder:
     def __init__(self, args, out: Path):
         self.args = args
@@ -355,7 +359,7 @@ class Recorder:
             self.low, self.high, self.step, self.levels = parse_levels(
                 args.concurrency or "1:40:3", "--concurrency"
             )
-        self.step_duration = _duration(args.step_duration, "--step-duration")
+        self.step_duration = _duration(args.step_duration or DEFAULT_STEP, "--step-duration")
         self.requests_per_step = _positive(args.requests_per_step, "--requests-per-step")
         self.request_timeout = _duration(args.timeout, "--timeout")
         self.cpu_interval = _duration(args.cpu_interval, "--cpu-interval")

@@ -55,16 +55,21 @@ from .recorder import Recorder, _Signals, prepare_output
 
 DEFAULT_PRECISION = 0.05
 #: the default budget: AUTO_SHARE of the time a dense ramp of the searched range would take (every load
-#: from the range's low end to AUTO_PAST x the estimate, one step each of the probes' length), at most
-#: AUTO_CAP_S; until the first estimate, AUTO_CAP_S
+#: from the range's low end to the first one past the estimate, one step each of the probes' length),
+#: at most AUTO_CAP_S; until the first estimate, AUTO_CAP_S
 DEFAULT_BUDGET = "auto"
 AUTO_SHARE = 0.5
-AUTO_PAST = 1.2
 AUTO_CAP_S = 300.0
-#: an open loop's dense ramp: at most this many rate steps (a ramp of rates is not every integer)
+#: an open loop's dense ramp: rate steps of the range's low end to 1.1 x the estimate, at most this many
 AUTO_RATE_STEPS = 30
-#: a dense ramp's step costs its duration and about this much more (starting the generator, reading it)
-STEP_OVERHEAD_S = 0.5
+#: a dense ramp's step costs its duration and about this much more (measured here: 32 steps of 2 s of
+#: hey took 72 s, 2.25 s a step)
+STEP_OVERHEAD_S = 0.25
+#: a probe's length when --step-duration is not given (a ramp's steps: 3 s); the growth probes, far
+#: below the crossing where one probe's verdict is clear, run GROW_SHARE of it (at least GROW_MIN_S)
+DEFAULT_PROBE = "2s"
+GROW_SHARE = 0.5
+GROW_MIN_S = 1.0
 DEFAULT_RANGE = "1:1000"
 GROWTH = 2.0
 #: an upper end not yet surely beyond the objective: the next probe this much above the top load
@@ -178,8 +183,17 @@ class SideSearch:
         self.summary = None
         self.fit = None  # headroom.crossing.ObjectiveCrossing of the folder's steps
         self.points = None  # headroom.crossing.Probes: the steps the fit stands on
+        self.full_s = rec.step_duration  # a probe's length (--step-duration); growth probes are shorter
         self.stopped: str | None = None
         self.reason = ""
+
+    def probe_s(self, why: str) -> float:
+        """The next probe's length: growth probes (far below the crossing: one probe's verdict is clear)
+        GROW_SHARE of the step duration, at least GROW_MIN_S; the full length where a profile is taken
+        per step (its sampling needs it) and for every probe that places the crossing."""
+        if why in ("start", "grow") and not self.rec.profile_opts.any:
+            return max(GROW_MIN_S, min(self.full_s, GROW_SHARE * self.full_s))
+        return self.full_s
 
     def analyse(self) -> None:
         """Read the folder as every command does and fit the curve (the same numbers as summary's)."""
@@ -336,14 +350,15 @@ class SideSearch:
         return Next(int(c.load[wider if m == j0 else m]), "repeat")
 
     def dense_steps(self) -> int | None:
-        """Steps of a dense ramp from the range's low end to past the estimate (every concurrency; an
-        open loop's rates in steps of the low end, at most AUTO_RATE_STEPS); None before an estimate."""
+        """Steps of a dense ramp from the range's low end to the first load past the estimate (every
+        concurrency to ceil(estimate) + 1; an open loop's rates in steps of the low end to 1.1 x the
+        estimate, at most AUTO_RATE_STEPS); None before an estimate."""
         x, o = self.fit, self.opts
         if x is None or x.status != "crossed" or x.load is None:
             return None
-        top = max(o.low + 1, math.ceil(AUTO_PAST * x.load))
-        n = top - o.low + 1 if not o.open_loop else min(AUTO_RATE_STEPS, math.ceil((top - o.low) / o.low) + 1)
-        return max(2, n)
+        if o.open_loop:
+            return max(2, min(AUTO_RATE_STEPS, math.ceil((1.1 * x.load - o.low) / o.low) + 1))
+        return max(2, math.ceil(x.load) + 1 - o.low + 1)
 
     def projected_half_width(self, load: int) -> float | None:
         """The interval's half-width after one more probe at ``load``, were it to land on the fitted
@@ -499,6 +514,7 @@ class _Clock:
         self.dense_s: float | None = None
 
     def each(self) -> float:
+        """A full probe's time so far (growth probes are shorter: they do not count)."""
         return sum(self.spent) / len(self.spent) if self.spent else self.step_s + 1.0
 
     def fits(self, probes: int = 1) -> bool:
@@ -507,15 +523,16 @@ class _Clock:
     def probes_left(self) -> int:
         return max(0, math.floor((self.budget_s - (time.monotonic() - self.start)) / self.each()))
 
-    def timed(self, seconds: float) -> None:
-        self.spent.append(seconds)
+    def timed(self, seconds: float, full: bool = True) -> None:
+        if full:
+            self.spent.append(seconds)
 
     def rebudget(self, side: SideSearch) -> None:
         """An auto budget from the side's estimate: half the time of a dense ramp to past it."""
         n = side.dense_steps()
         if not self.auto or n is None:
             return
-        self.dense_s = self.sides * n * (side.rec.step_duration + STEP_OVERHEAD_S)
+        self.dense_s = self.sides * n * (side.full_s + STEP_OVERHEAD_S)
         self.budget_s = min(AUTO_CAP_S, AUTO_SHARE * self.dense_s)
 
 
@@ -533,6 +550,7 @@ def _probe(side: SideSearch, load: int, why: str, tmp: Path, signals: _Signals) 
     """One probe of one side: the step, the folder read back, the probe noted; False when the ramp ended."""
     rec = side.rec
     rec.levels.append(load)
+    rec.step_duration = side.probe_s(why)
     ok = rec.step_once(len(rec.levels) - 1, tmp, signals)
     if len(rec.steps) < len(rec.levels):  # the step was dropped (generator failed, overran, interrupted)
         return False
@@ -573,7 +591,7 @@ def run_find(args, opts: FindOptions) -> int:
                 if not _probe(side, nxt.load, nxt.why, Path(tmpname), signals):
                     failed = True
                     break
-                clock.timed(time.monotonic() - t0)
+                clock.timed(time.monotonic() - t0, full=side.probe_s(nxt.why) >= side.full_s)
                 nxt = _next(side, clock, signals)
                 rec.extra_metadata["search"] = search_doc(side, clock, nxt.load is None)
                 rec.write_metadata()
@@ -634,6 +652,7 @@ def _search_args(args, opts: FindOptions):
     import copy
 
     a = copy.copy(args)
+    a.step_duration = args.step_duration or DEFAULT_PROBE
     ends = f"{opts.low}:{opts.high}:{opts.high - opts.low}"  # the range's two ends: the recorder checks them
     if opts.open_loop:
         a.rate = ends
@@ -642,7 +661,7 @@ def _search_args(args, opts: FindOptions):
     if not a.description:
         a.description = (
             f"headroom ramp --find {opts.objective}: {opts.load_key} chosen probe by probe from {opts.low} "
-            f"(at most {opts.high}), {args.step_duration} probes"
+            f"(at most {opts.high}), {a.step_duration} probes"
         )
     return a
 
@@ -760,7 +779,7 @@ def _ab_loop(sides: dict, clock: _Clock, signals: _Signals) -> bool:
                     return True
             for s in sides.values():
                 s.rec.extra_metadata["ab"]["step_order"].append("".join(order).upper())
-            clock.timed(time.monotonic() - t0)
+            clock.timed(time.monotonic() - t0, full=sides["a"].probe_s(nxt.why) >= sides["a"].full_s)
             turn += 1
             nxt = _next_ab(sides, clock, signals, turn)
             for s in sides.values():
