@@ -60,6 +60,9 @@ DEFAULT_PRECISION = 0.05
 DEFAULT_BUDGET = "auto"
 AUTO_SHARE = 0.5
 AUTO_CAP_S = 300.0
+#: ... and at least this long: a crossing at a concurrency of 3 or 4 (a dense ramp of 5 steps is then as
+#: quick as any search) still gets the probes that close its interval
+AUTO_MIN_S = 15.0
 #: an open loop's dense ramp: rate steps of the range's low end to 1.1 x the estimate, at most this many
 AUTO_RATE_STEPS = 30
 #: a dense ramp's step costs its duration and about this much more (measured here: 32 steps of 2 s of
@@ -528,12 +531,13 @@ class _Clock:
             self.spent.append(seconds)
 
     def rebudget(self, side: SideSearch) -> None:
-        """An auto budget from the side's estimate: half the time of a dense ramp to past it."""
+        """An auto budget from the side's estimate: half the time of a dense ramp to past it, at least
+        AUTO_MIN_S, at most AUTO_CAP_S."""
         n = side.dense_steps()
         if not self.auto or n is None:
             return
         self.dense_s = self.sides * n * (side.full_s + STEP_OVERHEAD_S)
-        self.budget_s = min(AUTO_CAP_S, AUTO_SHARE * self.dense_s)
+        self.budget_s = min(AUTO_CAP_S, max(AUTO_MIN_S, AUTO_SHARE * self.dense_s))
 
 
 def _budget_text(clock: _Clock) -> str:
