@@ -406,19 +406,21 @@ def crossing(c: Curve, bound_s: float, confidence: float = CONFIDENCE) -> Object
         x_hi = _cross(c.load[m - 1], c.load[m], dn[m - 1], dn[m], bound_s)[0]
     lo = hi = None
     if x_lo is not None and x_hi is not None:
-        lo, hi = _rps_band(c, x_lo, x_hi, z)
+        lo, hi = _rps_band(c, x_lo, x_hi, z, x)
     elif x_lo is not None:
-        lo = _rps_band(c, x_lo, float(c.load[-1]), z)[0]
+        lo = _rps_band(c, x_lo, float(c.load[-1]), z, x)[0]
     elif x_hi is not None:
-        hi = _rps_band(c, float(c.load[0]), x_hi, z)[1]
+        hi = _rps_band(c, float(c.load[0]), x_hi, z, x)[1]
     return ObjectiveCrossing(
         "crossed", rps, lo, hi, float(x), x_lo, x_hi, (j - 1, j), float(frac), confidence, c
     )
 
 
-def _rps_band(c: Curve, x_lo: float, x_hi: float, z: float) -> tuple[float, float]:
-    """Lowest and highest throughput of the band over loads ``x_lo``..``x_hi``."""
-    xs = [x_lo, x_hi, *c.load[(c.load > x_lo) & (c.load < x_hi)]]
+def _rps_band(c: Curve, x_lo: float, x_hi: float, z: float, x: float) -> tuple[float, float]:
+    """Lowest and highest throughput of the band over loads ``x_lo``..``x_hi`` and at the estimate's
+    load ``x`` (the line read there is not always between its values at the ends and the steps: the
+    interval holds the estimate)."""
+    xs = [x_lo, x_hi, x, *c.load[(c.load > x_lo) & (c.load < x_hi)]]
     band = [c.rps_at(float(x)) for x in xs]
     return min(r * math.exp(-z * se) for r, se in band), max(r * math.exp(z * se) for r, se in band)
 

@@ -287,25 +287,59 @@ def _check_search(folder: Path, objective: str, key: str = "concurrency") -> dic
 
 @pytest.mark.parametrize("engine", ["hey", "vegeta", "oha"])
 def test_a_real_search_finds_the_crossing(go_server, tmp_path, engine):
+    """vegeta and oha with a given budget and 1 s probes; hey at the search's defaults (2 s probes, the
+    growth probes 1 s, the budget auto: half a dense ramp to past the estimate, at least 15 s)."""
     need_tool(engine)
     out = tmp_path / "find"
-    obj = "p99<=50ms"
-    args = [go_server.url, "-o", str(out), "--find", obj, "--budget", "20s", "--step-duration", "1s"]
+    obj = "p99<=10ms" if engine == "hey" else "p99<=50ms"
+    given = [] if engine == "hey" else ["--budget", "12s", "--step-duration", "1s"]
+    args = [go_server.url, "-o", str(out), "--find", obj, *given]
     p = _ramp([*args, "--engine", engine, f"--cpu-pid={go_server.pid}", "--concurrency", "1:256"])
     assert p.returncode == 0, p.stderr
     meta = _check_search(out, obj)
     s = meta["search"]
-    assert s["elapsed_s"] <= 20 + 5
+    assert s["elapsed_s"] <= s["budget_s"] + 5
     # where it crosses depends on the machine's other work (a shared machine can break 50 ms at
     # concurrency 1): each outcome with its own stop
     est = s["estimate"]
     if est["status"] == "crossed":
-        assert s["stopped"] in ("precision", "budget") and f"capacity at {obj}:" in p.stderr
+        assert s["stopped"] in ("precision", "noise", "budget") and f"capacity at {obj}:" in p.stderr
         assert (est["low"] or 0) <= est["rps"] <= (est["high"] or math.inf)
     elif est["status"] == "held":
         assert s["stopped"] in ("held", "limit", "budget")
     else:
         assert est["status"] == "at lowest step" and s["stopped"] in ("broken", "budget")
+    if engine != "hey":
+        assert s["budget"] == "given" and s["budget_s"] == 12
+        return
+    lengths = _step_lengths(out)
+    for probe, length in zip(s["probes"], lengths):  # growth probes 1 s, the others 2 s (spans a little under)
+        want = 1.0 if probe["why"] in ("start", "grow") else 2.0
+        assert want - 0.3 <= length <= want + 0.05, (probe, length)
+    assert s["budget"] == "auto"
+    if est["status"] == "crossed" and s["stopped"] in ("noise", "budget"):
+        dense = math.ceil(est["concurrency"]) + 1  # concurrency 1 .. the first past the estimate
+        assert s["dense_ramp_s"] == pytest.approx(dense * 2.25, abs=0.06)
+        assert s["budget_s"] == pytest.approx(min(300, max(15, dense * 2.25 / 2)), abs=0.06)
+
+
+def _step_lengths(folder: Path) -> list[float]:
+    """Each step's span, first request's start to last response, from perfResults.csv (hey's format)."""
+    import datetime
+
+    def t(x):
+        return datetime.datetime.fromisoformat(x.replace("Z", "+00:00")[:26] + "+00:00").timestamp()
+
+    spans, cur = [], None
+    for line in (folder / "perfResults.csv").read_text().splitlines():
+        if line.startswith("start-time"):
+            cur = [math.inf, -math.inf]
+            spans.append(cur)
+        elif line:
+            start, lat, _code = line.split(",")
+            a = t(start)
+            cur[0], cur[1] = min(cur[0], a), max(cur[1], a + float(lat))
+    return [b - a for a, b in spans]
 
 
 def test_a_first_probe_that_breaks_the_objective_exits_2(go_server, tmp_path):
