@@ -33,7 +33,8 @@ examples:
   headroom ramp --ab http://127.0.0.1:8080/ http://127.0.0.1:8090/ --interleave steps -o runs/il \\
       --cpu-pid-a 1234 --cpu-pid-b 5678
   headroom compare runs/il/a-01 runs/il/b-01
-  # search for the load where p99 breaks 20 ms instead of a fixed ramp (interval within 5 %, at most 5 min)
+  # search for the load where p99 breaks 20 ms instead of a fixed ramp (2 s probes; stops when its interval
+  # is within 5 %, when more probes would not get it there in time, or at half a dense ramp's time)
   headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --cpu-pid 1234
   headroom ramp http://127.0.0.1:8080/ -o runs/find --find 'p99<=20ms' --concurrency 1:200 --precision 10% --budget 2m
   headroom ramp http://127.0.0.1:8080/ -o runs/find-open --find 'p99<=20ms' --rate 100:20000 --engine vegeta
