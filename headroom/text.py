@@ -116,7 +116,24 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
         rows.append((f"headroom at {cap.current_load_rps:,.0f} req/s", hr))
     if cap.target_load_rps is not None:
         rows.append((f"instances for {cap.target_load_rps:,.0f} req/s", _f(cap.instances, "d")))
-    return rows
+    return _bounded(s, rows)
+
+
+#: the rows a generator-limited run reports as lower bounds (throughputs the generator could not pass)
+_THROUGHPUT_ROWS = ("modelled capacity (USL)", "plateau throughput", "peak step", "max useful throughput")
+
+
+def _bounded(s: Summary, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A run whose load generator set the ceiling (headroom.generator_limit): each throughput row marked
+    as a lower bound, row by row, not only in the box above the table."""
+    if getattr(s, "generator", None) is None:
+        return rows
+    out = []
+    for name, value in rows:
+        if name in _THROUGHPUT_ROWS and value[:1].isdigit():
+            value = f">= {value}; a lower bound: the generator's limit, not the server's"
+        out.append((name, value))
+    return out
 
 
 def _model_rows(s: Summary) -> list[tuple[str, str]]:

@@ -139,3 +139,33 @@ def test_compare_and_the_report_say_it_first(runs, tmp_path):
     page = out.read_text()
     box, first = page.find("The load generator set the ceiling"), page.find("<h2")
     assert 0 <= box < first, (box, first)  # under the title, before the first section
+
+
+def test_every_throughput_row_of_a_generator_limited_run_says_it_is_a_lower_bound():
+    """The bundled Locust run (the generator's ceiling) marks each throughput row, row by row; the
+    bundled hey run of the same nginx (the server's ceiling) marks none."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def rows(name: str) -> dict[str, str]:
+        p = subprocess.run([sys.executable, "-m", "headroom", "summary", str(ROOT / "data" / "runs" / name)],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        block = p.stdout[p.stdout.index("\ncapacity (") :].splitlines()[2:]
+        out, key = {}, None
+        for line in block:  # a row is "  name  value", continued by lines indented under the value
+            if line.startswith("  ") and not line.startswith("    ") and "  " in line.strip():
+                key, _, value = line.strip().partition("  ")
+                out[key] = value.strip()
+            elif key is not None:
+                out[key] += " " + line.strip()
+        return out
+
+    limited = rows("locust-nginx-regex3000")
+    for name in ("modelled capacity (USL)", "plateau throughput", "peak step"):
+        assert limited[name].startswith(">= ") and "a lower bound: the generator's limit" in limited[name], name
+    assert not limited["CPU per request (whole run)"].startswith(">=")
+    server = rows("hey-nginx-regex3000")
+    assert server and not any("generator's limit" in v for v in server.values())
