@@ -54,6 +54,8 @@ NOISE_KEYS = ("plateau_rps", "p50_s", "p99_s", "cpu_s_per_req")
 METRICS = as_tuples(deciding(history=True))
 #: every metric a release has a value for: the deciding ones and those only shown (memory)
 ALL_METRICS = as_tuples(in_history())
+#: the figures a generator-limited run gives only as lower bounds (its generator, not its server, set them)
+GENERATOR_BOUND = frozenset({"plateau_rps", "capacity_rps", "rps_at_objective"})
 _DECIDING_KEYS = frozenset(k for k, *_ in METRICS)
 
 
@@ -122,6 +124,8 @@ def run_metrics(doc: dict, levels: list[float]) -> dict:
         total = err + sum(s["requests"] for s in every)
         out["error_rate"] = err / total if total else None
     out["_bound"] = bool(at and at["status"] == "held")
+    # the load generator set the ceiling (headroom.generator_limit): every throughput a lower bound
+    out["_generator"] = doc.get("capacity", {}).get("status") == "generator_limited"
     return out
 
 
@@ -145,7 +149,9 @@ def releases(
         values, ci, bound = {}, {}, {}
         for key, *_ in ALL_METRICS:
             vals = [p[key] for p in per]
-            bound[key] = key == "rps_at_objective" and any(p["_bound"] for p in per)
+            bound[key] = (key == "rps_at_objective" and any(p["_bound"] for p in per)) or (
+                key in GENERATOR_BOUND and any(p["_generator"] for p in per)
+            )
             if any(v is None for v in vals):
                 values[key] = ci[key] = None
                 continue
@@ -351,8 +357,11 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
     n = len(rel)
     if n < 2:
         return LatestCheck("not judged", "one release: nothing to compare the latest release with")
-    alpha, tests = 1.0 - confidence, {}
+    alpha, tests, bounded = 1.0 - confidence, {}, []
     for key in NOISE_KEYS:
+        if any(r.bound.get(key) for r in rel):  # a lower bound (the objective held, or the generator's
+            bounded.append(key)  # ceiling) shows no regression: the true value may lie anywhere above
+            continue
         y = _release_logs(rel, key)
         prior, last = y[:-1][np.isfinite(y[:-1])], y[-1]
         if not len(prior) or not np.isfinite(last):
@@ -371,6 +380,12 @@ def latest_check(rel: list[Release], threshold: float, confidence: float = 0.95)
             )
     primary = "cpu_s_per_req" if "cpu_s_per_req" in tests else "plateau_rps"
     short = f"a short series ({n} releases, fewer than {SHORT_SERIES})"
+    if primary not in tests and primary in bounded:
+        return LatestCheck(
+            "not judged",
+            f"{short}: {names[primary]} is only a lower bound in some release (its load generator, not its "
+            "server, set the ceiling): record it again with a generator that can drive the server",
+        )
     if primary not in tests:
         return LatestCheck("not judged", f"{short}: the latest release has no {names[primary]} to compare")
     d, se, df = tests[primary]

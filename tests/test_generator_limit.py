@@ -169,3 +169,27 @@ def test_every_throughput_row_of_a_generator_limited_run_says_it_is_a_lower_boun
     assert not limited["CPU per request (whole run)"].startswith(">=")
     server = rows("hey-nginx-regex3000")
     assert server and not any("generator's limit" in v for v in server.values())
+
+
+def test_history_takes_a_generator_limited_release_as_a_lower_bound(tmp_path):
+    """hey then Locust of the same nginx: Locust's plateau (about 660 req/s) is its generator's ceiling,
+    not a 71 % loss of the server's 2,277 req/s: marked a lower bound, and no regression is called on it."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    for name, to in (("hey-nginx-regex3000", "v1"), ("locust-nginx-regex3000", "v2")):
+        shutil.copytree(ROOT / "data" / "runs" / name, tmp_path / to)
+    out = tmp_path / "h.json"
+    p = subprocess.run([sys.executable, "-m", "headroom", "history", str(tmp_path / "v1"), str(tmp_path / "v2"),
+                        "--cache", "none", "--json", str(out)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 3, p.stdout + p.stderr  # not judged (3), not regressed (1): a bound shows no loss
+    doc = json.loads(out.read_text())
+    rel = doc["runs"]
+    assert [r["label"] for r in rel] == ["hey", "locust"]
+    assert rel[1]["metrics"]["plateau_rps"]["lower_bound"] is True
+    assert rel[0]["metrics"]["plateau_rps"]["lower_bound"] is False
+    assert "REGRESSED" not in p.stdout and ">=660" in p.stdout.replace(" ", "")
