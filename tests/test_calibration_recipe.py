@@ -1,6 +1,6 @@
 """The CI recipe's calibration table of docs/ci.md, recomputed from the recordings it names (issue 48).
 
-Every row between the ``<!-- recipe-table -->`` markers (set, way, server CPU, then the count of each
+Every row (the held-out ``r7-*`` sets) between the ``<!-- recipe-table -->`` markers (set, way, server CPU, then the count of each
 verdict) is judged again here from data/calibration/interleaved: the recipe (``--noise-from`` the two
 previous A/A recordings of the same server and load, cyclically, never the judged one; the objective
 ``p99<=20ms``; a 10 % threshold) and the plain compare, with the server's CPU and without it (as an
@@ -30,7 +30,7 @@ def table() -> dict[tuple[str, str, str], tuple[int, ...]]:
     rows = {}
     for line in text[start:end].splitlines():
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 9 and cells[0].startswith("r6-") and cells[3].isdigit():
+        if len(cells) >= 9 and cells[0].startswith("r7-") and cells[3].isdigit():
             rows[(cells[0], cells[1], cells[2])] = tuple(int(c) for c in cells[3:9])
     return rows
 
@@ -39,8 +39,8 @@ def aa_of(name: str) -> str | None:
     """The A/A set that gives a set its noise: itself for an A/A set, else the same server and load's."""
     if "-aa-" in name:
         return None
-    server = "nginx" if name.startswith("r6-nginx") else "go"
-    return f"r6-{server}-aa-{name.rsplit('-', 1)[1]}"
+    server = "nginx" if name.startswith("r7-nginx") else "go"
+    return f"r7-{server}-aa-{name.rsplit('-', 1)[1]}"
 
 
 @pytest.fixture(scope="module")
@@ -61,36 +61,31 @@ def counts():
 
 def test_the_published_table_is_what_the_recordings_give(counts):
     rows, got = counts
-    assert len(rows) >= 40, "docs/ci.md: the recipe table lost its rows"
+    assert len(rows) >= 32, "docs/ci.md: the recipe table lost its rows"
     for key, want in rows.items():
         c = collections.Counter(got[key])
         assert (len(got[key]), *(c[v] for v in VERDICTS)) == want, key
 
 
 def test_the_published_rates_against_issue_48s_targets(counts):
-    """What docs/ci.md publishes, held: A/A false alarms 2 in 30 each way (issue 48 asked for at most 1
-    in 20: not met; both are single recordings, judged the same all four ways), exit 0 with the CPU in at
-    least 90 %, 2x caught every time, +25-30 % CPU a request in at least 90 % with the CPU, the 2 ms wait
-    every time without the CPU and on nginx (with the CPU the Go set misses one of three: not met), and
-    never the wrong direction."""
+    """What docs/ci.md publishes for the held-out r7 sets, held: A/A false alarms at most 1 in 10 each
+    way (the recipe: none; issue 48's target of 1 in 20 needs more recordings than one load gave), exit 0
+    with the CPU in at least 90 %, 2x, +25-30 % CPU a request and the 2 ms wait caught every time, every
+    way, and never the wrong direction."""
     rows, _ = counts
     by = collections.defaultdict(lambda: collections.Counter())
     for (name, way, cpu), (n, *vs) in rows.items():
-        kind = name.rsplit("-", 1)[0].split("-")[-1]  # r6-nginx-go-latency2ms-70: latency2ms
+        kind = name.rsplit("-", 1)[0].split("-")[-1]  # r7-nginx-go-latency2ms-95: latency2ms
         c = by[(kind, way, cpu)]
         c["n"] += n
         c.update(dict(zip(VERDICTS, vs)))
     for way in ("plain", "recipe"):
         for cpu in ("with", "without"):
             aa = by[("aa", way, cpu)]
-            assert aa["n"] >= 30 and aa["regressed"] + aa["improved"] <= 2, (way, cpu, aa)
-            ch = by[("x2", way, cpu)]
-            assert ch["n"] and ch["regressed"] == ch["n"], (way, cpu, ch)
-            lat = by[("latency2ms", way, cpu)]
-            assert lat["regressed"] >= lat["n"] - (1 if cpu == "with" else 0), (way, cpu, lat)
-            for kind in ("cpu30", "cpu25", "x2", "latency2ms"):
-                assert by[(kind, way, cpu)]["improved"] == 0, (kind, way, cpu)  # never the wrong direction
-        cpu_sets = by[("cpu30", way, "with")] + by[("cpu25", way, "with")]
-        assert cpu_sets["regressed"] >= 0.9 * cpu_sets["n"], (way, cpu_sets)
+            assert aa["n"] >= 10 and aa["regressed"] + aa["improved"] <= (1 if way == "plain" else 0), (way, cpu, aa)
+            for kind in ("x2", "latency2ms", "cpu30", "cpu25"):
+                ch = by[(kind, way, cpu)]
+                assert ch["n"] and ch["regressed"] == ch["n"], (kind, way, cpu, ch)
+                assert ch["improved"] == 0, (kind, way, cpu)  # never the wrong direction
         aa = by[("aa", way, "with")]
         assert aa["n"] * 0.9 <= sum(aa[v] for v in VERDICTS[1:4]), (way, aa)

@@ -117,7 +117,8 @@ class Cells:
     load: np.ndarray  # float per cell, > 0
     values: tuple[np.ndarray, ...]  # finite log ratios per cell (at least one each)
     kind: str = "concurrency"  # what the load is: "concurrency", "rate" (req/s) or "step" (position)
-    #: (grid in s, loads) of the pairs left out as rounding (a percentile on a coarse grid), or None
+    #: (grid in s, loads) of the levels whose every pair lies within a few quanta of zero on both sides
+    #: (a percentile on a coarse grid: rounding, not change, at those levels), or None
     coarse: tuple | None = None
 
     @classmethod
@@ -238,6 +239,12 @@ class AcrossLoad:
 
     own_var: float = 0.0  # per pair: the noise this comparison alone gives (its own, or with the default)
     own_df: float = 0.0
+    coarse: tuple = ()  # loads whose own mean is rounding (Cells.coarse): no level decision there
+
+    @property
+    def judged_levels(self) -> np.ndarray:
+        """Which levels may decide on their own (not made of rounding alone)."""
+        return ~np.isin(self.loads, np.asarray(self.coarse, dtype=float))
 
     @property
     def level_noise(self) -> tuple[float, float]:
@@ -262,9 +269,12 @@ class AcrossLoad:
         one level (a slower handler at light load) that the line through all levels would dilute."""
         from ..stats import t_sf
 
-        t = np.abs(self.raw) / self.raw_se
+        use = self.judged_levels
+        if not use.any():
+            return 1.0
+        t = np.abs(self.raw[use]) / self.raw_se[use]
         df = self.level_noise[1]
-        return float(min(1.0, len(self.loads) * min(2.0 * t_sf(float(x), df) for x in t)))
+        return float(min(1.0, int(use.sum()) * min(2.0 * t_sf(float(x), df) for x in t)))
 
     @property
     def pvalue(self) -> float:
@@ -424,6 +434,7 @@ def fit(
         _assemble(cells, parts, noise, rho, pooled, source, key),
         own_var=plain.ss / plain.df if plain.df > 0 else 0.0,
         own_df=plain.df,
+        coarse=cells.coarse[1] if cells.coarse else (),
     )
 
 

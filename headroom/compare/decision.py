@@ -74,7 +74,8 @@ def decide(
         worse = better = False
     at = None
     if t.model is not None and not t.model.tail:  # a level's own mean beyond the threshold and the noise
-        rows = _level_rows(t, a_local, a_level)
+        coarse = set(t.model.coarse)  # levels of rounding alone (a percentile on a coarse grid)
+        rows = [r for r in _level_rows(t, a_local, a_level) if r.load not in coarse]
         w_rows = [r for r in rows if _beyond(r, sign, threshold)]
         b_rows = [r for r in rows if _beyond(r, -sign, threshold)]
         # "better" never where the fitted change is worse by the threshold at some level: a change that

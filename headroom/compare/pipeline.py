@@ -243,15 +243,16 @@ def _decision_metrics(plan: _Plan, opts: CompareOptions):
 
 
 def coarse_note(spec, t) -> str | None:
-    """What was left out of a percentile recorded on a coarse grid, said once per judged metric."""
+    """The levels of a percentile recorded on a coarse grid that cannot decide alone, said once."""
     if t is None or not spec.weight or t.cells is None or t.cells.coarse is None:
         return None
     q, loads = t.cells.coarse
     unit = {"concurrency": "c=", "rate": "", "step": "step "}[t.cells.kind]
     where = ", ".join(f"{unit}{x:g}" for x in loads[:8]) + (f" and {len(loads) - 8} more" if len(loads) > 8 else "")
     return (
-        f"{spec.name}: pairs at {where} not judged: both sides at most {COARSE_QUANTA} x the generator's "
-        f"{q * 1e3:g} ms grid ({COARSE_QUANTA * q * 1e3:g} ms), where rounding alone moves a ratio by 20-100 %"
+        f"{spec.name} at {where}: both sides at most {COARSE_QUANTA} x the generator's {q * 1e3:g} ms grid "
+        f"({COARSE_QUANTA * q * 1e3:g} ms), where rounding alone moves a ratio by 30-100 %: these levels count "
+        "in the line across load, but none decides alone"
     )
 
 

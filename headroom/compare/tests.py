@@ -79,9 +79,10 @@ def run_level_test(yb: np.ndarray, yc: np.ndarray, spec: Spec, learned: LearnedN
 def pair_cells(sides, sel: list[tuple], key: str, recs) -> tuple[Cells, list[float]]:
     """The paired log ratios of metric ``key`` over the selected pairs of every interleaved
     recording, as cells of (recording, level); and the baseline's log values (for its level).
-    A latency percentile recorded on a coarse grid leaves out the pairs within a few quanta of zero
-    on both sides (:func:`specs.coarse`); the cells name their loads and the grid."""
-    rec, load, d, lb, dropped = [], [], [], [], []
+    A latency percentile recorded on a coarse grid names the levels whose every pair lies within a
+    few quanta of zero on both sides (:func:`specs.coarse`): they count in the line across load, but
+    cannot decide on their own (the cells' ``coarse``)."""
+    rec, load, d, lb, fine, near = [], [], [], [], set(), set()
     q = _quantum(sides, sel, key, recs)
     for r, (i, j) in enumerate(recs):
         tb, tc = sides[0][i].table, sides[1][j].table
@@ -89,9 +90,10 @@ def pair_cells(sides, sel: list[tuple], key: str, recs) -> tuple[Cells, list[flo
         b, c = series(tb, key)[ib], series(tc, key)[ic]
         lr = log_ratio(b, c)
         x = [load_of(tb, k) for k in ib]
-        out = coarse(b, c, q) & np.isfinite(lr)
-        dropped += [v for v, o in zip(x, out) if o]
-        lr = np.where(out, np.nan, lr)
+        flags = coarse(b, c, q)
+        for v, y, f in zip(x, lr, flags):
+            if np.isfinite(y):
+                (near if f else fine).add(v)
         rec += [r] * len(sel)
         load += x
         d += list(lr)
@@ -99,8 +101,9 @@ def pair_cells(sides, sel: list[tuple], key: str, recs) -> tuple[Cells, list[flo
     t0 = sides[0][recs[0][0]].table
     kind = "concurrency" if t0.known_concurrency else ("rate" if t0.intended_rps is not None else "step")
     cells = Cells.build(rec, load, d, kind)
-    if dropped:
-        cells = replace(cells, coarse=(q, tuple(sorted(set(dropped)))))
+    only = tuple(sorted(near - fine))
+    if only:
+        cells = replace(cells, coarse=(q, only))
     return cells, lb
 
 

@@ -98,10 +98,10 @@ Search (--find OBJECTIVE): probes from the range's low end (--concurrency LOW:HI
 default 1:1000; --rate LOW:HIGH for an open loop), doubling the load until the
 fitted percentile breaks the objective, then bisecting, then repeating the loads
 that decide the interval's wider end, until the throughput at the objective's 95 %
-interval lies within --precision of it, or the precision asked would take more
-probes than the budget has left (stopped: noise, with the precision reached), or
-another probe would pass --budget (default auto: half the time a dense ramp from
-the range's low end to past the first estimate would take at the same step length,
+interval lies within --precision of it, or more probes could not reach that
+precision within the budget (it then says the precision reached), or another
+probe would pass --budget (default auto: half the time a dense ramp from the
+range's low end to past the first estimate would take at the same step length,
 at most 5 min).  One run folder, steps in probe order; metadata.yml's search: block
 holds the probes, the estimate, the precision reached and why it stopped.  A first
 probe that already breaks the objective: exit 2.
