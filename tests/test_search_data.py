@@ -42,10 +42,12 @@ def _sets(kind: dict) -> list[str]:
 
 
 def _search_folders():
+    """The first three rounds of every set (every folder of every round is read by the evaluation the
+    README's figures come from, below; here each folder's probes are checked against its steps)."""
     for name in _sets(rs.REF):
-        yield from sorted(DATA.glob(f"{name}/[0-9][0-9]/search"))
+        yield from sorted(DATA.glob(f"{name}/0[1-3]/search"))
     for name in _sets(rs.AB):
-        yield from sorted(DATA.glob(f"{name}/[0-9][0-9]/[ab]-01"))
+        yield from sorted(DATA.glob(f"{name}/0[1-3]/[ab]-01"))
 
 
 def test_the_sets_are_there():
@@ -83,7 +85,7 @@ def test_the_readme_states_what_the_searches_at_their_defaults_give(name):
     said = _stated(name)
     assert said[" within 15 %"] == (sum(bool(r["within_15"]) for r in rows), n), said
     assert said[" covered"] == (sum(bool(r["covers"]) for r in rows), n), said
-    assert said[" time at most 0.6 of the reference"] == (sum(r["time_ratio"] <= 0.6 for r in rows), n), said
+    assert said[" time at most 60 % of the reference"] == (sum(r["time_ratio"] <= 0.6 for r in rows), n), said
 
 
 @pytest.mark.parametrize("name", _sets(rs.REF))
