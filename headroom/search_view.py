@@ -64,7 +64,11 @@ class SearchView:
             if p.get(self.load_key) is not None:
                 groups.setdefault(float(p[self.load_key]), []).append(p)
         return [
-            LoadProbes(x, tuple(float(p[ms]) for p in ps if p.get(ms) is not None), tuple(p.get("verdict", "") for p in ps))
+            LoadProbes(
+                x,
+                tuple(float(p[ms]) for p in ps if p.get(ms) is not None),
+                tuple(p.get("verdict", "") for p in ps),
+            )
             for x, ps in sorted(groups.items())
         ]
 
@@ -115,7 +119,7 @@ def half_width(at) -> float | None:
 
 
 def answer_text(view: SearchView, at) -> str:
-    """"1,007 req/s at p99<=20ms (95 % interval 871 to 1,515 req/s; concurrency 9.9, 8.6 to 14.1)"."""
+    """ "1,007 req/s at p99<=20ms (95 % interval 871 to 1,515 req/s; concurrency 9.9, 8.6 to 14.1)"."""
     if at is None:
         return f"no answer for {view.objective} (no usable probe)"
     if at.status == "held":
@@ -136,7 +140,11 @@ def precision_text(view: SearchView, at) -> str:
     asked = "not said" if view.precision is None else f"±{100 * view.precision:g} %"
     hw = half_width(at)
     reached = "an open interval" if hw is None else f"±{100 * hw:.1f} %"
-    ok = "" if hw is None or view.precision is None else (" (reached)" if hw <= view.precision + 1e-9 else " (not reached)")
+    ok = (
+        ""
+        if hw is None or view.precision is None
+        else (" (reached)" if hw <= view.precision + 1e-9 else " (not reached)")
+    )
     return f"asked {asked}, reached {reached}{ok}"
 
 

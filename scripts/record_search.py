@@ -372,7 +372,8 @@ def evaluate_ref(name: str) -> list[dict]:
                 # difference within the root sum of squares of the two intervals' log half-widths (the
                 # reference's own: a dense ramp's crossing is read off 3 s steps whose throughput moves)
                 "agrees": _agrees(s, dense) if ok else False,
-                "time_ratio": _span_s(meta["search"]) / (_to_past(meta["dense"], dense[0].load) if name in DEFAULTS else dense_s),
+                "time_ratio": _span_s(meta["search"])
+                / (_to_past(meta["dense"], dense[0].load) if name in DEFAULTS else dense_s),
                 "within_15": ok and abs(s.rps / ref - 1) <= 0.15,
                 "reached": meta["search"]["search"].get("precision_reached"),
                 "probes": len(meta["search"]["search"]["probes"]),
@@ -476,13 +477,19 @@ def evaluate(names: list[str]) -> int:
             if name in DEFAULTS:  # issue 50's figures: within 15 %, covered, time against the reference's
                 w15 = sum(bool(x["within_15"]) for x in rows)
                 reached = [x["reached"] for x in rows if x["reached"] is not None]
-                stops = ", ".join(f"{k} {v}" for k, v in sorted(collections.Counter(x["stopped"] for x in rows).items()))
+                stops = ", ".join(
+                    f"{k} {v}" for k, v in sorted(collections.Counter(x["stopped"] for x in rows).items())
+                )
                 print(
                     f"  issue 50: within 15 %: {w15}/{len(rows)}; covered: {sum(bool(x['covers']) for x in rows)}/{len(rows)}; "
                     f"time / the reference's to past its crossing: max {max(x['time_ratio'] for x in rows):.2f}, "
                     f"<= 0.60 in {sum(x['time_ratio'] <= 0.60 for x in rows)}/{len(rows)}; probes "
                     f"{min(x['probes'] for x in rows)}-{max(x['probes'] for x in rows)}; precision reached "
-                    + (f"±{100 * min(reached):.1f} % to ±{100 * max(reached):.1f} %" if reached else "unknown")
+                    + (
+                        f"±{100 * min(reached):.1f} % to ±{100 * max(reached):.1f} %"
+                        if reached
+                        else "unknown"
+                    )
                     + f"; stopped: {stops}"
                 )
             near = sum(x["difference"] is not None and abs(x["difference"]) <= 0.10 for x in rows)

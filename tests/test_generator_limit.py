@@ -165,7 +165,9 @@ def test_every_throughput_row_of_a_generator_limited_run_says_it_is_a_lower_boun
 
     limited = rows("locust-nginx-regex3000")
     for name in ("modelled capacity (USL)", "plateau throughput", "peak step"):
-        assert limited[name].startswith(">= ") and "a lower bound: the generator's limit" in limited[name], name
+        assert limited[name].startswith(">= ") and "a lower bound: the generator's limit" in limited[name], (
+            name
+        )
     assert not limited["CPU per request (whole run)"].startswith(">=")
     server = rows("hey-nginx-regex3000")
     assert server and not any("generator's limit" in v for v in server.values())

@@ -81,7 +81,9 @@ def workspace(tmp: Path, command: str, example: str = "") -> Path:
     _link(IL / "a-01", tmp / "runs" / "il" / "a-01")
     _link(IL / "b-01", tmp / "runs" / "il" / "b-01")
     src = runs / "nginx-no-keepalive"  # a historic baseline: old_ files in one folder
-    (tmp / "runs" / "old_perfResults.csv").write_bytes(gzip.decompress((src / "perfResults.csv.gz").read_bytes()))
+    (tmp / "runs" / "old_perfResults.csv").write_bytes(
+        gzip.decompress((src / "perfResults.csv.gz").read_bytes())
+    )
     shutil.copy(src / "cpuStats.csv", tmp / "runs" / "old_cpuStats.csv")
     shutil.copy(src / "metadata.yml", tmp / "runs" / "old_metadata.yml")
     shutil.copy(ROOT / "tests" / "data" / "formats" / "hey-ramp.csv", tmp / "hey.csv")
@@ -98,7 +100,9 @@ CASES = [(c, e) for c, e in ALL if not any(k in e for k in ELSEWHERE)]
 
 def test_every_command_has_examples_and_every_example_is_run_somewhere():
     assert {c for c, _ in CASES} == set(COMMANDS)
-    assert len(ALL) - len(CASES) <= 2, [e for c, e in ALL if (c, e) not in CASES]  # --dask, compare's ramp line
+    assert len(ALL) - len(CASES) <= 2, [
+        e for c, e in ALL if (c, e) not in CASES
+    ]  # --dask, compare's ramp line
 
 
 def expand(argv: list[str], ws: Path) -> list[str]:
@@ -115,7 +119,9 @@ def test_the_example_runs(tmp_path, command, example):
     ws = workspace(tmp_path, command, example)
     argv = expand(shlex.split(example), ws)
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    p = subprocess.run([sys.executable, "-m", *argv], cwd=ws, capture_output=True, text=True, timeout=600, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ws, capture_output=True, text=True, timeout=600, env=env
+    )
     assert p.returncode in (0, 1, 3), f"{example}: exit {p.returncode}\n{p.stderr[-2000:]}"
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
     for flag in ("--json", "-o", "--keep-notebook"):  # what it says it writes is there and not empty

@@ -181,7 +181,10 @@ def test_it_stops_for_noise_when_the_budget_cannot_buy_the_precision():
     assert side.noise_stop(nxt.load, _clock(left=math.ceil(need) + 1)) is None
     stop = side.noise_stop(nxt.load, _clock(left=max(0, math.floor(need) - 1)))
     assert stop is not None and stop.load is None and stop.why == "noise"
-    assert f"about {need:,.0f} more probes" in stop.reason and f"±{100 * hw:.1f} % is the precision reached" in stop.reason
+    assert (
+        f"about {need:,.0f} more probes" in stop.reason
+        and f"±{100 * hw:.1f} % is the precision reached" in stop.reason
+    )
 
 
 def test_growth_probes_are_half_as_long_as_the_probes_that_place_the_crossing():
@@ -313,7 +316,9 @@ def test_a_real_search_finds_the_crossing(go_server, tmp_path, engine):
         assert s["budget"] == "given" and s["budget_s"] == 12
         return
     lengths = _step_lengths(out)
-    for probe, length in zip(s["probes"], lengths):  # growth probes 1 s, the others 2 s (spans a little under)
+    for probe, length in zip(
+        s["probes"], lengths
+    ):  # growth probes 1 s, the others 2 s (spans a little under)
         want = 1.0 if probe["why"] in ("start", "grow") else 2.0
         assert want - 0.3 <= length <= want + 0.05, (probe, length)
     assert s["budget"] == "auto"

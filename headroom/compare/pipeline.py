@@ -248,7 +248,9 @@ def coarse_note(spec, t) -> str | None:
         return None
     q, loads = t.cells.coarse
     unit = {"concurrency": "c=", "rate": "", "step": "step "}[t.cells.kind]
-    where = ", ".join(f"{unit}{x:g}" for x in loads[:8]) + (f" and {len(loads) - 8} more" if len(loads) > 8 else "")
+    where = ", ".join(f"{unit}{x:g}" for x in loads[:8]) + (
+        f" and {len(loads) - 8} more" if len(loads) > 8 else ""
+    )
     return (
         f"{spec.name} at {where}: both sides at most {COARSE_QUANTA} x the generator's {q * 1e3:g} ms grid "
         f"({COARSE_QUANTA * q * 1e3:g} ms), where rounding alone moves a ratio by 30-100 %: these levels count "

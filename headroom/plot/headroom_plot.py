@@ -154,8 +154,18 @@ def _draw_steps(ax, s: Summary, names, obj, *, color, label: str, intervals: boo
             continue
         ms = 1e3
         lx, ly = _level_line(s, o, x, y)
-        faint = {"lw": 0.8, "alpha": 0.35} if search_of(s.run) is not None else {"lw": 1.6}  # probes, not a ramp
-        ax.plot(lx, ly * ms, _STYLE.get(name, "-"), color=color, zorder=4, label=f"{label} {_pname(name)}", **faint)
+        faint = (
+            {"lw": 0.8, "alpha": 0.35} if search_of(s.run) is not None else {"lw": 1.6}
+        )  # probes, not a ramp
+        ax.plot(
+            lx,
+            ly * ms,
+            _STYLE.get(name, "-"),
+            color=color,
+            zorder=4,
+            label=f"{label} {_pname(name)}",
+            **faint,
+        )
         thin = s.table.latency.thin[name][o] if name in s.table.latency.thin else np.zeros(len(o), bool)
         ax.plot(
             x[~thin], y[~thin] * ms, "o", color=color, ms=5, zorder=5, label=f"{label} {_pname(name)} steps"
@@ -369,8 +379,11 @@ def _headroom_legend(ax, runs, labels, colors, names, obj, drawn: set[str], *, l
             Line2D([], [], color=g, marker=">", mec="black", ls="none"),
             "objective held at every step: plateau, a lower bound",
         ),
-        ("probes", Line2D([], [], color=g, lw=0.8, alpha=0.35, marker="o"),
-         "a search's probes (ramp --find): faint line through each load's mean, in load order"),
+        (
+            "probes",
+            Line2D([], [], color=g, lw=0.8, alpha=0.35, marker="o"),
+            "a search's probes (ramp --find): faint line through each load's mean, in load order",
+        ),
         ("density", Patch(color=g, alpha=0.4), "shading: requests of each time bucket (log)"),
     ]
     keys += [(h, t) for k, h, t in optional if k in drawn]

@@ -31,7 +31,17 @@ from pathlib import Path
 
 from ..model import HeadroomError
 from ..profiles.capture import options_from_args
-from .recorder import DEFAULT_STEP, Recorder, _duration, _pids, _positive, _Signals, check_url, preflight, prepare_output
+from .recorder import (
+    DEFAULT_STEP,
+    Recorder,
+    _duration,
+    _pids,
+    _positive,
+    _Signals,
+    check_url,
+    preflight,
+    prepare_output,
+)
 
 JOB_FILE = "ab.yml"
 DEFAULT_REPEATS = 2

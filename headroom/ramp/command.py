@@ -332,7 +332,7 @@ def run(args) -> int:
     find = find_options(args)
     if args.ab:
         if find is not None:
-            from .search import run_ab_find
+            from .search_ab import run_ab_find
 
             return run_ab_find(args, find)
         from .ab import run_ab
