@@ -83,6 +83,18 @@ class Summary:
         return render_html("Summary", self)
 
 
+def _objective(objective: Objective | str | None, run: Run) -> Objective | None:
+    """The objective given (a string parsed), else a capacity search folder's own, else none."""
+    if isinstance(objective, str):
+        objective = parse_objective(objective) if objective.strip() else None
+    if objective is None:  # a capacity search's folder: the objective it searched for
+        from .search_view import search_objective
+
+        searched = search_objective(run)
+        objective = parse_objective(searched) if searched else None
+    return objective
+
+
 def analyze(
     run: Run,
     *,
@@ -113,13 +125,7 @@ def analyze(
     cpu_target_pct, current_load_rps, target_load_rps
         See :func:`headroom.capacity.capacity`.
     """
-    if isinstance(objective, str):
-        objective = parse_objective(objective) if objective.strip() else None
-    if objective is None:  # a capacity search's folder: the objective it searched for
-        from .search_view import search_objective
-
-        searched = search_objective(run)
-        objective = parse_objective(searched) if searched else None
+    objective = _objective(objective, run)
     if isinstance(bucket_s, str):
         bucket_s = parse_duration(bucket_s)
     dying = dying_step(run)
