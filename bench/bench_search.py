@@ -2,6 +2,15 @@
 
     python3 bench/bench_search.py                   # p99<=20ms, precision 10 %, about 4 minutes
     HEADROOM_BENCH_PRECISION=0.05 HEADROOM_BENCH_BUDGET=5m python3 bench/bench_search.py
+    python3 bench/bench_search.py --defaults        # issue 50: the search at its defaults, idle and
+                                                    # beside a hog, against a dense 2 s ramp (4 minutes)
+
+``--defaults`` (issue 50): on the Go test server, idle and then beside one seeded
+``scripts/cpu_hog.py`` per CPU (duty 0.3-0.7), a dense reference ramp (1:32:1, 2 s steps) and right
+after it ``headroom ramp --find OBJ`` with nothing else given.  Printed per load: the search's wall time
+against the dense ramp's to its first step past its own crossing (their ratio), the precision reached
+and why it stopped, both capacities and whether the search's interval covers the reference; the
+foreign CPU of each.
 
 One Go test server (testserver/, -work 3000, pinned to CPU $SERVER_CPU, default 1) is loaded by
 two recordings made one after the other, headroom and its generator pinned to CPU $GEN_CPU (0):
@@ -34,6 +43,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 OBJ = os.environ.get("HEADROOM_BENCH_OBJECTIVE", "p99<=20ms")
 PRECISION = float(os.environ.get("HEADROOM_BENCH_PRECISION", "0.10"))
@@ -135,5 +145,62 @@ def main() -> int:
     return 0
 
 
+def defaults() -> int:
+    """Issue 50's comparison, idle and beside a hog, in one run (module docstring)."""
+    import record_search as rs
+    from goserver import GoServer
+
+    from headroom import analyze
+    from headroom.io import reduce_run
+
+    objectives = {"idle": "p99<=10ms", "hog": "p99<=30ms"}
+    print(
+        "bench_search --defaults: Go test server -work 3000; dense 1:32:1 of 2 s steps, then --find at its defaults"
+    )
+    for load, obj in objectives.items():
+        work = Path(tempfile.mkdtemp(prefix=f"headroom-bench-search-{load}-"))
+        hogs = rs._hogs("ref6-go-hog", 99, work / "hog.log") if load == "hog" else []
+        try:
+            with GoServer(work=3000, cpu=SERVER_CPU, max_lifetime="20m") as srv:
+                pid = f"--cpu-pid={srv.pid}"
+                _ramp(
+                    [
+                        srv.url,
+                        pid,
+                        "--step-duration",
+                        "2s",
+                        "--concurrency",
+                        "1:32:1",
+                        "-o",
+                        str(work / "dense"),
+                    ]
+                )
+                _ramp([srv.url, pid, "--find", obj, "-o", str(work / "search")])
+        finally:
+            for h in hogs:
+                h.terminate()
+                h.wait(timeout=10)
+        md, ms = (yaml.safe_load((work / k / "metadata.yml").read_text()) for k in ("dense", "search"))
+        ref = analyze(reduce_run(str(work / "dense")), objective=obj).capacity.at_objective
+        got = analyze(reduce_run(str(work / "search")), objective=obj).capacity.at_objective
+        t_ref, t_s = rs._to_past(md, ref.load), rs._span_s(ms)
+        s = ms["search"]
+        covers = (
+            ref.rps is not None
+            and got.rps is not None
+            and (got.low or 0) <= ref.rps <= (got.high or float("inf"))
+        )
+        reached = s.get("precision_reached")
+        print(
+            f"  {load:4} {obj}: search {t_s:.1f} s / dense to past its crossing {t_ref:.1f} s = {t_s / t_ref:.2f}; "
+            f"{len(s['probes'])} probes, stopped: {s['stopped']}, precision reached "
+            + ("open" if reached is None else f"±{100 * reached:.1f} %")
+            + f"; capacity {got.rps or float('nan'):,.0f} req/s against the dense ramp's {ref.rps or float('nan'):,.0f} "
+            + f"({'covered' if covers else 'not covered'}); foreign CPU {md['foreign_cpu']['mean_percent']} / "
+            + f"{ms['foreign_cpu']['mean_percent']} %"
+        )
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(defaults() if sys.argv[1:] == ["--defaults"] else main())
