@@ -130,8 +130,8 @@ def _bounded(s: Summary, rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return rows
     out = []
     for name, value in rows:
-        if name in _THROUGHPUT_ROWS and value[:1].isdigit():
-            value = f">= {value}; a lower bound: the generator's limit, not the server's"
+        if name in _THROUGHPUT_ROWS and (value[:1].isdigit() or value.startswith(">= ")):
+            value = f">= {value.removeprefix('>= ')}; a lower bound: the generator's limit, not the server's"
         out.append((name, value))
     return out
 

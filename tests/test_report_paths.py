@@ -284,8 +284,10 @@ def test_history_report(rendered):
     assert len(rows) == len(HISTORY)
     for row, run in zip(rows, doc["runs"]):
         m = run["metrics"]
-        assert shows(row["plateau req/s"], m["plateau_rps"]["value"], 0), (row, m)
-        assert shows(row["USL cap req/s"], m["capacity_rps"]["value"], 0), (row, m)
+        for col, key in (("plateau req/s", "plateau_rps"), ("USL cap req/s", "capacity_rps")):
+            cell = row[col]  # a lower bound (objective held, or the load generator's ceiling): "≥ " first
+            assert cell.startswith("≥ ") == bool(m[key]["lower_bound"]), (col, row, m)
+            assert shows(cell.removeprefix("≥ "), m[key]["value"], 0), (row, m)
         assert shows(row["CPU/req"], m["cpu_s_per_req"]["value"], 1, 1e6, " us"), (row, m)
         for col, key in (("p50", "p50_s"), ("p99", "p99_s")):
             v = m[key]["value"]
