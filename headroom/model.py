@@ -162,6 +162,8 @@ class Run:
     format: str = "throughputramp"
     reduced: Any = None
     step_errors: Any = None  # failed requests per step (numpy int64), None when the format cannot tell
+    #: every (step, request name)'s requests (headroom.endpoints.EndpointCounts), None without names
+    endpoints: Any = None
 
     @property
     def errors_known(self) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .cluster import Kept
+from .endpoints import add_counts
 from .formats._checks import add_codes, all_failed, failed_warning, skipped_warning
 from .formats.hey import relative_offsets
 from .formats.throughputramp import CsvFile
@@ -228,6 +229,7 @@ def generators(kept: Kept, runner) -> Partial:
     per_file = [{k: frames[j] for k, j in mp.items()} for mp in maps]
     reduced = runner.reduce(kept, per_file)
     out = _merged_accounting(spans, maps, len(frames))
+    out.endpoints = add_counts([r.endpoints for r in reduced], maps, len(frames))
     for j, fr in enumerate(frames):
         parts = [
             r.steps[k] for r, mp in zip(reduced, maps) for k, jj in mp.items() if jj == j and k in r.steps
@@ -299,6 +301,7 @@ def _sequence(sources: list, runner) -> Partial:
     out = Partial(parts[0].source, parts[0].kind, sum(p.n_steps for p in parts))
     out.step_errors = None if parts[0].step_errors is None else np.zeros(out.n_steps, np.int64)
     out.rows = None if parts[0].rows is None else {}
+    out.endpoints = add_counts([p.endpoints for p in parts], _bases(parts), out.n_steps)
     base = 0
     for p in parts:
         if out.rows is not None:
@@ -309,6 +312,15 @@ def _sequence(sources: list, runner) -> Partial:
         out.steps.update({base + k: q for k, q in p.steps.items()})
         if out.step_errors is not None and p.step_errors is not None:
             out.step_errors[base : base + p.n_steps] = p.step_errors
+        base += p.n_steps
+    return out
+
+
+def _bases(parts: list[Partial]) -> list[dict[int, int]]:
+    """Each file's steps on the run of files that follow each other (after the files before it)."""
+    out, base = [], 0
+    for p in parts:
+        out.append({k: base + k for k in range(p.n_steps)})
         base += p.n_steps
     return out
 
@@ -510,7 +522,8 @@ def run_from_partial(
     reduced = assemble(p.steps, p.n_steps, [meta.concurrency(k) for k in range(p.n_steps)], cpu, s.bucket_s)
     requests = kept_requests(p) if p.rows is not None else None
     run = Run(requests=requests, cpu=cpu, meta=meta, errors=errors, error_codes=dict(sorted(p.error_codes.items())),
-              warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors)  # fmt: skip
+              warnings=tuple(warnings), format=p.kind, reduced=reduced, step_errors=p.step_errors,
+              endpoints=p.endpoints)  # fmt: skip
     from .telemetry import attach
 
     return attach(run, tel)

@@ -308,6 +308,8 @@ class Partial:
     failures_said: bool = False  # the reader already warned about failed requests
     #: the kept requests of every step, (start ns, latency s) pieces in file order (None: not kept)
     rows: dict[int, list] | None = None
+    #: every (step, request name)'s requests (:class:`headroom.endpoints.EndpointCounts`; None: no names)
+    endpoints: object = None
 
     def span(self) -> tuple[int, int] | None:
         """First start and last response of the file (None without requests)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .endpoints import NameCodes
 from .formats._scan import Progress
 from .formats.hey import relative_offsets
 from .formats.throughputramp import CsvFile
@@ -34,6 +35,7 @@ from .runfolder import RunFiles
 from .spool import Cursor, Spool
 from .spooled import (
     KEYS,
+    OPTIONAL,
     RAW,
     Prepared,
     SpoolSource,
@@ -317,7 +319,7 @@ class HeySource(SpoolSource):
 
 def _spool_rows(scan):
     """Every batch of a hey scan in a spool of :data:`~headroom.spooled.RAW` columns; (spool, columns had)."""
-    have = {"status": scan.side["status"], "ok": False, "key": True, "line": False}
+    have = {"status": scan.side["status"], "ok": False, "key": True, "line": False, "name": False}
     raw = Spool(RAW, zeros=[k for k, v in have.items() if not v])
     for b in scan.batches():
         z = np.zeros(len(b), np.int64)
@@ -368,7 +370,7 @@ class StepFilesSource(SpoolSource):
             return self._done
         from .formats._plans import CutPlan
 
-        raw, keys = Spool(RAW), Spool(KEYS)
+        raw, keys = Spool(RAW, zeros=() if named(self.reader) else ("name",)), Spool(KEYS)
         try:
             joined = _join_files(self.files, self.reader, self.settings, raw)
             if raw.n == 0:
@@ -380,6 +382,7 @@ class StepFilesSource(SpoolSource):
             self._done = _step_files_done(
                 self.files, self.fmt, joined, plan, (stats, raw, keys), self.settings
             )
+            self._done.names = tuple(joined.names) if named(self.reader) else None
         except BaseException:
             raw.close()
             keys.close()
@@ -403,6 +406,12 @@ class _Joined:
     relative: bool
     conc: list | None
     rates: list | None
+    names: list  # request names of the joined rows' ``name`` codes
+
+
+def named(reader) -> bool:
+    """Whether a format's rows carry request names (its scan takes ``--name``)."""
+    return "name" in reader.scan_options
 
 
 def _join_files(files: RunFiles, reader, s: ReadSettings, raw) -> _Joined:
@@ -410,10 +419,11 @@ def _join_files(files: RunFiles, reader, s: ReadSettings, raw) -> _Joined:
     from .tables import file_rates, relative_files_warning, step_concurrency_from_names
 
     warnings, shift, spans = [], 0, []
-    have = {"status": False, "ok": False, "key": True, "line": True}
+    have = {"status": False, "ok": False, "key": True, "line": True, "name": named(reader)}
     relative = False
+    codes = NameCodes([])
     for i, path in enumerate(files.steps):
-        st, relative = _spool_file(path, reader, s, shift, i, raw, have, warnings)
+        st, relative = _spool_file(path, reader, s, (shift, i, codes), raw, have, warnings)
         spans.append((st.lo or 0, st.hi or 0, st.n))
         if relative and st.n:
             shift = st.end
@@ -421,41 +431,46 @@ def _join_files(files: RunFiles, reader, s: ReadSettings, raw) -> _Joined:
         warnings.append(relative_files_warning(files))
     conc = step_concurrency_from_names(files.steps)
     rates = None if conc else file_rates(files, *zip(*spans), warnings)
-    return _Joined(warnings, have, relative, conc, rates)
+    return _Joined(warnings, have, relative, conc, rates, codes.names)
 
 
-def _spool_file(path: Path, reader, s: ReadSettings, shift: int, key: int, raw, have: dict, warnings: list):
-    """One file of a folder: its rows checked, its reader's warnings, its rows (``key``, times + ``shift``)
-    into ``raw``; (its statistics of all rows, whether its times are relative) returned."""
+def _spool_file(path: Path, reader, s: ReadSettings, where: tuple, raw, have: dict, warnings: list):
+    """One file of a folder: its rows checked, its reader's warnings, its rows (``where``: times + shift,
+    step ``key``, the run's request names) into ``raw``; (its statistics of all rows, whether its times are
+    relative) returned."""
     from .formats._batch import CHUNK_BYTES
     from .formats._checks import MIN_TIME_NS
     from .formats._common import check_rows
     from .formats._plans import plan_for
 
+    shift, key, codes = where
     scan = reader.open(path, chunk_bytes=min(s.chunk_bytes, CHUNK_BYTES), options=s)
-    one, mine = Spool(RAW), None
+    one, mine = Spool(RAW, zeros=() if have["name"] else ("name",)), None
     try:
         for b in scan.batches():
             if not len(b):
                 continue
-            mine = mine or {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
+            mine = mine or {k: getattr(b, k) is not None for k in OPTIONAL}
             st = b.start_ns + np.int64(shift)
             check_rows(path, st, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             one.append(start_ns=st, latency_s=b.latency_s, status=b.status if mine["status"] else z - 1,
                        ok=b.ok if mine["ok"] else z.astype(bool), key=b.key if mine["key"] else z,
-                       line=b.line if mine["line"] else z)  # fmt: skip
+                       line=b.line if mine["line"] else z,
+                       name=b.name if mine["name"] else z.astype(np.int32))  # fmt: skip
         stats = StepStats()
         if mine is None:  # no rows: the reader's own warnings
             warnings += scan.warnings
             return stats, scan.relative
         plan = plan_for(scan, one, dataclasses.replace(s, steps=None), mine, reader)
+        lut = codes.of_values(scan.names if mine["name"] else [""]) if have["name"] else None
         for c in one.chunks(tuple(RAW)):
             plan.assign(c)  # the reader's notes count every row, as on its whole table
             failed = failed_rows(c, mine)
             stats.add(c["start_ns"], c["latency_s"], failed)
             raw.append(start_ns=c["start_ns"], latency_s=c["latency_s"], status=c["status"], ok=~failed,
-                       key=np.full(len(failed), key, np.int64), line=c["line"])  # fmt: skip
+                       key=np.full(len(failed), key, np.int64), line=c["line"],
+                       **({"name": lut[c["name"]]} if lut is not None else {}))  # fmt: skip
         warnings += plan.found().warnings
         whole = lambda: (one.column("start_ns"), one.column("latency_s"),  # noqa: E731
                          lambda i: int(one.column("line")[i]) or None)  # fmt: skip

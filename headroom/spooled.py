@@ -37,7 +37,9 @@ from .reduce import Frame, Partial, StepPart
 from .spool import Cursor, Spool
 
 RAW = {"start_ns": np.int64, "latency_s": np.float64, "status": np.int64, "ok": np.bool_, "key": np.int64,
-       "line": np.int64}  # fmt: skip
+       "line": np.int64, "name": np.int32}  # fmt: skip
+#: the optional columns of a batch (None when its format has none): read back as zeros when absent
+OPTIONAL = ("status", "ok", "key", "line", "name")
 #: Every row's step, as kept rows of step k (k), failed rows of step k (-2 - k) or rows in no step (-1).
 KEYS = {"step": np.int32}
 _I64 = np.iinfo(np.int64)
@@ -156,7 +158,7 @@ def _tally_one(s: StepStats, c: dict, failed: np.ndarray, have: dict) -> None:
 def assign_steps(raw: Spool, plan, have: dict, keys: Spool) -> dict[int, StepStats]:
     """Every spooled row's step by ``plan`` (to ``keys``, see :data:`KEYS`), and every step's statistics."""
     stats: dict[int, StepStats] = {}
-    for c in raw.chunks(tuple(n for n in RAW if n != "line")):  # lines are read only for a message
+    for c in raw.chunks(tuple(n for n in RAW if n not in ("line", "name"))):  # lines: only for a message
         sid = np.asarray(plan.assign(c), np.int64)
         failed = failed_rows(c, have)
         _tally(stats, sid, c, failed, have)
@@ -191,13 +193,15 @@ class SpoolSource:
             if not len(b):
                 continue
             if have is None:  # the columns the format has are kept; the others read back as zeros
-                have = {k: getattr(b, k) is not None for k in ("status", "ok", "key", "line")}
+                have = {k: getattr(b, k) is not None for k in OPTIONAL}
                 raw = Spool(RAW, zeros=[k for k, v in have.items() if not v], counting=("line",))
             check_rows(self.path, b.start_ns, b.latency_s, b.line, scan.relative)
             z = np.zeros(len(b), np.int64)
             c = dict(start_ns=b.start_ns, latency_s=b.latency_s,
                      status=b.status if have["status"] else z, ok=b.ok if have["ok"] else z.astype(bool),
                      key=b.key if have["key"] else z, line=b.line if have["line"] else z)  # fmt: skip
+            if have["name"]:
+                c["name"] = b.name.astype(np.int32, copy=False)
             raw.append(own=True, **c)  # (the batch's arrays are not used after this pass)
             if one_step:
                 _tally_one(stats.setdefault(0, StepStats()), c, failed_rows(c, have), have)
@@ -231,6 +235,7 @@ class SpoolSource:
             found = plan.found()
             errors_known = have["ok"] or have["status"]
             self._done = _finish(self.path, scan, found, (stats, raw, keys), errors_known, self.settings)
+            self._done.names = tuple(scan.names) if have["name"] else None
         except BaseException:
             raw.close()
             if keys is not None:
@@ -262,6 +267,10 @@ class SpoolSource:
         else:
             acc.step_errors, acc.warnings = None, []
         acc.steps = bucket_spooled(d, frames, self.settings)
+        if d.names:  # one more pass over the rows: every (step, name)'s requests
+            from .endpoints import count_endpoints
+
+            acc.endpoints = count_endpoints(d.rows(("latency_s", "name")), list(d.names), d.n_steps)
         if getattr(self.settings, "keep_requests", False):
             acc.rows = d.kept_rows()
         return acc
@@ -297,6 +306,7 @@ class Prepared:
     conc: tuple | None
     rates: tuple | None
     shift: int
+    names: tuple[str, ...] | None = None  # request names of the rows' ``name`` codes (None: no names)
 
     def partial(self) -> Partial:
         return Partial(str(self.path), self.fmt, self.n_steps,

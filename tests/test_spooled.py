@@ -275,7 +275,7 @@ def test_step_quartiles_equal_numpys_inverted_cdf(seed, monkeypatch):
     start = 1_795_430_000 * 10**9 + rng.integers(0, 10**12, n) // rng.choice([1, 10**6, 10**9])
     key = rng.integers(-1, 3, n)
     key = np.where((key >= 0) & (rng.random(n) < 0.1), -2 - key, key)  # some failed rows
-    raw, keys = spool.Spool(RAW), spool.Spool(KEYS)
+    raw, keys = spool.Spool(RAW, zeros=("name",)), spool.Spool(KEYS)
     z = np.zeros(n, np.int64)
     raw.append(start_ns=start, latency_s=z / 1.0, status=z, ok=z.astype(bool), key=z, line=z)
     keys.append(step=key.astype(np.int32))
@@ -317,7 +317,7 @@ def _judge_spooled(start, lat):
     from headroom.spooled import KEYS, RAW, StartQuartiles, StepStats, plausible_step
 
     n = len(start)
-    raw, keys = spool.Spool(RAW), spool.Spool(KEYS)
+    raw, keys = spool.Spool(RAW, zeros=("name",)), spool.Spool(KEYS)
     z = np.zeros(n, np.int64)
     raw.append(start_ns=start, latency_s=lat, status=z, ok=z.astype(bool), key=z, line=z + 2)
     keys.append(step=np.zeros(n, np.int32))

@@ -34,7 +34,8 @@ class Batch:
     none), ``ok`` bool success (None: judged by ``status``), ``key`` int64 per
     row: the load level (JMeter ``allThreads``) or the code of a label
     (:attr:`Scan.labels`: vegeta's attack, k6's scenario), None without one;
-    ``line`` int64 file line of every row (for messages).
+    ``line`` int64 file line of every row (for messages); ``name`` int32 code of the request's name
+    (:attr:`Scan.names`: an endpoint), None when the format or file names none.
     """
 
     start_ns: np.ndarray
@@ -43,6 +44,7 @@ class Batch:
     ok: np.ndarray | None = None
     key: np.ndarray | None = None
     line: np.ndarray | None = None
+    name: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -51,7 +53,7 @@ class Batch:
         """The rows where ``keep`` (a bool mask or indices)."""
         pick = lambda a: None if a is None else a[keep]  # noqa: E731
         return Batch(self.start_ns[keep], self.latency_s[keep], pick(self.status), pick(self.ok),
-                     pick(self.key), pick(self.line))  # fmt: skip
+                     pick(self.key), pick(self.line), pick(self.name))  # fmt: skip
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Scan:
     key_kind: str | None = None
     relative: bool = False
     labels: list[str] = field(default_factory=list)
+    #: request names (endpoints) of :attr:`Batch.name` codes, in order of first sight
+    names: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     side: dict = field(default_factory=dict)
     rows: int = 0

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..endpoints import NameCodes
 from ..model import HeadroomError
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import blocks, read_block_csv, row_lines
@@ -115,6 +116,13 @@ def _indices(col) -> np.ndarray:
     return np.frombuffer(ind.buffers()[1], np.int32, count=len(ind), offset=ind.offset * 4)
 
 
+def _name_codes(codes: NameCodes, col) -> np.ndarray:
+    """Every row's request-name code (:class:`headroom.endpoints.NameCodes`) from the name column."""
+    if col.null_count:
+        return codes.of_dictionary(col)
+    return codes.of_values(col.dictionary.to_pylist())[_indices(col)]
+
+
 def _column(t, col: str) -> tuple[np.ndarray, np.ndarray | None]:
     """An int64 column as a numpy view of its Arrow values, and its validity (None: no nulls); pyarrow's
     fill_null would import pandas for its scalar."""
@@ -133,8 +141,8 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None, worker: bool):
     path = s.path
     types = {"event": pa.dictionary(pa.int32(), pa.string())}
     types.update({c: pa.int64() for c in _NUMERIC})
-    if name is not None:
-        types["name"] = pa.dictionary(pa.int32(), pa.string())
+    types["name"] = pa.dictionary(pa.int32(), pa.string())  # every request's name: an endpoint
+    codes = NameCodes(s.names)
     side, total, kept = _Side(), 0, 0
     side.worker = worker
     for blk in blocks(path, chunk_bytes, s.warnings, header=True):
@@ -176,18 +184,16 @@ def _batches(s: Scan, chunk_bytes: int, name: str | None, worker: bool):
             got[c] = pick(v)
         line = pick(lines)
         _check_requests(path, got, line)
+        got["name"] = pick(_name_codes(codes, t.column("name").combine_chunks()))
         if name is not None:
-            names = t.column("name").combine_chunks()
-            vals = names.dictionary.to_pylist()
-            m = pick(_indices(names)) == (vals.index(name) if name in vals else -1)
+            m = got["name"] == (s.names.index(name) if name in s.names else -1)
             got, line = {c: v[m] for c, v in got.items()}, line[m]
         side.count_pairs(got["stage"], got["users"])
         kept += len(line)
         if not len(line):
             continue
-        yield Batch(
-            got["time_us"] * 1000, got["latency_us"] / 1e6, got["status"], got["ok"] == 1, got["stage"], line
-        )
+        yield Batch(got["time_us"] * 1000, got["latency_us"] / 1e6, got["status"], got["ok"] == 1, got["stage"],
+                    line, got["name"])  # fmt: skip
     s.side["locust"] = side
     if total == 0:
         raise fail(path, None, "no requests (the file has a header but no request rows)")

@@ -1,0 +1,166 @@
+"""Request names (endpoints) of a run: what every step's requests of each name did.
+
+Generators that drive several endpoints name each request (Locust ``name``, k6's ``name`` tag
+else ``url``, JMeter ``label``, Gatling's request name, vegeta's ``method url``).  A reader that
+has names gives every row a small integer code into its scan's names (a dictionary column: a
+format or file without names stores nothing, see :class:`NameCodes`), and the spooled reduction
+counts, in one more pass over the rows it already holds, every (step, name): its kept requests'
+exact latency histogram and its failed requests (:func:`count_endpoints`).  Those counts add up
+over the files of a run like its steps do (:meth:`EndpointCounts.remapped`, :func:`add_counts`).
+
+This module is the reduction's side; :mod:`headroom.endpoint_view` analyses the counts
+(per-endpoint step tables, throughput at an objective) and :mod:`headroom.compare.endpoints`
+judges them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .binning import encode_latency
+
+
+class NameCodes:
+    """Request names met while a file is read, and every row's code into them.
+
+    A pyarrow dictionary column gives each parsed block its own dictionary; :meth:`codes` maps a
+    block's dictionary onto the file's names (new ones appended), so a row's code costs one take.
+    """
+
+    def __init__(self, names: list[str]):
+        self.names = names  # the scan's list: appended to in place
+        self._index = {n: i for i, n in enumerate(names)}
+
+    def of_values(self, values: Iterable) -> np.ndarray:
+        """Codes of a block's dictionary values (None or "" as the name "")."""
+        out = []
+        for v in values:
+            v = "" if v is None else str(v)
+            i = self._index.get(v)
+            if i is None:
+                i = self._index[v] = len(self.names)
+                self.names.append(v)
+            out.append(i)
+        return np.asarray(out, np.int32)
+
+    def of_dictionary(self, column) -> np.ndarray:
+        """Every row's code from a pyarrow (chunked) dictionary or string column."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if column.null_count:
+            plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
+            column = pc.fill_null(plain, "")
+        if not pa.types.is_dictionary(column.type):
+            column = pc.dictionary_encode(column)
+        lut = self.of_values(column.dictionary.to_pylist())
+        idx = column.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        return lut[idx] if len(lut) else np.zeros(len(idx), np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class EndpointCounts:
+    """Every (step, name)'s kept requests as an exact latency histogram, and its failed requests.
+
+    ``group = step * len(names) + name``; entries ``(group, index, count)`` sorted by group, then
+    index, into ``values`` (seconds, ascending, distinct); ``failed`` is (n_steps, names) int64.
+    """
+
+    names: tuple[str, ...]
+    n_steps: int
+    group: np.ndarray
+    index: np.ndarray
+    count: np.ndarray
+    values: np.ndarray
+    failed: np.ndarray
+
+    @property
+    def requests(self) -> np.ndarray:
+        """Kept requests per (step, name), (n_steps, names) int64."""
+        m = len(self.names)
+        n = np.bincount(self.group, weights=self.count, minlength=self.n_steps * m)
+        return n.astype(np.int64).reshape(self.n_steps, m)
+
+    def remapped(
+        self, steps: dict[int, int], n_steps: int, names: tuple[str, ...], drop: np.ndarray | None = None
+    ) -> EndpointCounts:
+        """These counts on another run's steps (``steps``: this step -> that one; steps not in it are
+        dropped) and names (``names`` holds every one of these but those ``drop`` marks: names of no
+        request)."""
+        m, m2 = len(self.names), len(names)
+        gone = np.zeros(m, bool) if drop is None else drop
+        to_name = np.array([-1 if g else names.index(n) for n, g in zip(self.names, gone)], np.int64)
+        to_step = np.full(self.n_steps, -1, np.int64)
+        for k, j in steps.items():
+            if k < self.n_steps:
+                to_step[k] = j
+        st, nm = self.group // max(m, 1), self.group % max(m, 1)
+        new_step = to_step[st] if len(st) else st
+        keep = new_step >= 0
+        failed = np.zeros((n_steps, m2), np.int64)
+        for k in range(self.n_steps):
+            if to_step[k] >= 0:
+                failed[to_step[k], to_name[~gone]] += self.failed[k][~gone]
+        return _counted(names, n_steps, new_step[keep] * m2 + to_name[nm[keep]], self.values[self.index[keep]],
+                        self.count[keep], failed)  # fmt: skip
+
+
+def _counted(names, n_steps, group, latency_s, count, failed) -> EndpointCounts:
+    """Counts of (group, latency) pairs with weights ``count``, duplicates added, sorted."""
+    codes = encode_latency(np.asarray(latency_s, np.float64))
+    values = codes.values
+    g = np.asarray(group, np.int64)
+    key = g * max(len(values), 1) + codes.codes.astype(np.int64)
+    uk, inv = np.unique(key, return_inverse=True)
+    c = np.bincount(inv, weights=np.asarray(count, np.float64), minlength=len(uk)).astype(np.int64)
+    nv = max(len(values), 1)
+    return EndpointCounts(tuple(names), int(n_steps), (uk // nv).astype(np.int64), (uk % nv).astype(np.int64), c,
+                          values, np.asarray(failed, np.int64))  # fmt: skip
+
+
+def count_endpoints(rows, names: list[str], n_steps: int) -> EndpointCounts:
+    """One pass over a file's rows and their step keys (``rows``: ``(chunk, key)`` pairs with the chunk's
+    ``latency_s`` and ``name``; key ``k`` a kept request of step k, ``-2 - k`` a failed one)."""
+    m = max(len(names), 1)
+    groups, lats, failed = [], [], np.zeros((n_steps, m), np.int64)
+    for c, key in rows:
+        key = np.asarray(key, np.int64)
+        name = np.asarray(c["name"], np.int64)
+        kept = key >= 0
+        groups.append(key[kept] * m + name[kept])
+        lats.append(c["latency_s"][kept])
+        bad = key <= -2
+        if bad.any():
+            np.add.at(failed, (-2 - key[bad], name[bad]), 1)
+    g = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+    lat = np.concatenate(lats) if lats else np.zeros(0)
+    out = _counted(names, n_steps, g, lat, np.ones(len(g), np.int64), failed)
+    used = (out.requests.sum(axis=0) + failed.sum(axis=0)) > 0  # a dictionary also holds other rows' names
+    if used.all():
+        return out
+    kept = tuple(n for n, u in zip(names, used) if u)
+    return out.remapped({k: k for k in range(n_steps)}, n_steps, kept, drop=~used)
+
+
+def add_counts(
+    parts: list[EndpointCounts | None], maps: list[dict[int, int]], n_steps: int
+) -> EndpointCounts | None:
+    """Counts of several files on one run's steps (``maps[i]``: file i's step -> the run's); None unless
+    every file had names."""
+    if not parts or any(p is None for p in parts):
+        return None
+    names: list[str] = []
+    for p in parts:
+        names += [n for n in p.names if n not in names]
+    names_t = tuple(names)
+    moved = [p.remapped(mp, n_steps, names_t) for p, mp in zip(parts, maps)]
+    return _counted(names_t, n_steps,
+                    np.concatenate([q.group for q in moved]),
+                    np.concatenate([q.values[q.index] for q in moved]),
+                    np.concatenate([q.count for q in moved]),
+                    sum(q.failed for q in moved))  # fmt: skip
