@@ -335,6 +335,12 @@ def _summary_parser(sub) -> None:
         "--target-load", type=_positive_float, metavar="RPS", help="load to size the number of instances for"
     )
     s.add_argument("--label", help="label for the run (default: metadata sha, else folder name)")
+    s.add_argument(
+        "--endpoints",
+        action="store_true",
+        help="every request name (endpoint) step by step: requests, share, errors, req/s, exact "
+        "percentiles (runs of Locust, k6, JMeter, Gatling, vegeta; the JSON has them always)",
+    )
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
 
 
@@ -701,8 +707,20 @@ def _summary(args) -> int:
         current_load_rps=args.current_load,
         target_load_rps=args.target_load,
     )
-    emit(format_summary(s), to_json(s), s.warnings, args.json)
+    if args.endpoints and s.endpoints is None:
+        raise HeadroomError(
+            f"{run.meta.source}: --endpoints: its requests carry no names ({_named_formats()})"
+        )
+    emit(format_summary(s, endpoints=args.endpoints), to_json(s), s.warnings, args.json)
     return 0
+
+
+def _named_formats() -> str:
+    from .formats import FORMATS
+
+    return "formats that name requests: " + ", ".join(
+        r.name for r in FORMATS.values() if "name" in r.scan_options
+    )
 
 
 TELEMETRY_EPILOG = """examples:

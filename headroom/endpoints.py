@@ -47,19 +47,24 @@ class NameCodes:
         return np.asarray(out, np.int32)
 
     def of_dictionary(self, column) -> np.ndarray:
-        """Every row's code from a pyarrow (chunked) dictionary or string column."""
+        """Every row's code from a pyarrow (chunked) dictionary or string column (pyarrow.compute only
+        for a string column or one with nulls)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
-        if column.null_count:
-            plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
-            column = pc.fill_null(plain, "")
-        if not pa.types.is_dictionary(column.type):
-            column = pc.dictionary_encode(column)
+        if column.null_count or not pa.types.is_dictionary(column.type):
+            import pyarrow.compute as pc
+
+            if column.null_count:
+                plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
+                column = pc.fill_null(plain, "")
+            if not pa.types.is_dictionary(column.type):
+                column = pc.dictionary_encode(column)
         lut = self.of_values(column.dictionary.to_pylist())
-        idx = column.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        ind = column.indices  # a numpy view of the codes (to_numpy would import pandas)
+        width = ind.type.bit_width // 8
+        idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
         return lut[idx] if len(lut) else np.zeros(len(idx), np.int32)
 
 
@@ -164,3 +169,30 @@ def add_counts(
                     np.concatenate([q.values[q.index] for q in moved]),
                     np.concatenate([q.count for q in moved]),
                     sum(q.failed for q in moved))  # fmt: skip
+
+
+def only_name(scan, name: str | None):
+    """A scan's batches of one request name only (``--name``): a filter on the rows' name codes, for a
+    reader whose batches carry them; the kept share said in a warning, none kept an error."""
+    if name is None:
+        return scan
+    from .formats._common import fail, short
+
+    gen = scan._gen
+
+    def kept_only():
+        total = kept = 0
+        for b in gen:
+            total += len(b)
+            code = scan.names.index(name) if name in scan.names else -1
+            m = b.name == code if b.name is not None else np.zeros(len(b), bool)
+            if m.any():
+                kept += int(m.sum())
+                yield b if m.all() else b.take(m)
+        if total and not kept:
+            raise fail(scan.path, None, f"--name {short(name, 60)}: no request of that name in this file")
+        if total:
+            scan.warnings.append(f"{scan.path}: --name {short(name, 60)}: {kept:,} of its {total:,} requests")
+
+    scan._gen = kept_only()
+    return scan

@@ -66,6 +66,9 @@ class Summary:
     memory: StepMemory | None = None
     #: the load generator as the ceiling (:class:`headroom.generator_limit.GeneratorLimit`), None when not
     generator: object | None = None
+    #: every request name's steps (:class:`headroom.endpoint_view.Endpoints`), None when the requests
+    #: carry no names
+    endpoints: object | None = None
 
     @property
     def label(self) -> str:
@@ -169,7 +172,12 @@ def analyze(
     gen = generator_limit(run, table)
     if gen is not None:  # said first among the warnings too (compare and the report show them)
         warnings.insert(0, gen.sentence())
-    return Summary(run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings), memory, gen)
+    from .endpoint_view import endpoint_table
+
+    eps = endpoint_table(run, objective, steps)
+    return Summary(
+        run, steps, step_lat, table, buckets, hist, b, overlap, cap, tuple(warnings), memory, gen, eps
+    )
 
 
 def _memory_warnings(m: StepMemory, requests) -> list[str]:
@@ -520,7 +528,15 @@ def to_json(s: Summary) -> dict:
         **_stopped_doc(s),
         # added within the schema: CPU profiles per step (absent when the run has none)
         **_profiles_doc(s),
+        # added within the schema: every request name's steps (absent when the requests carry no names)
+        **_endpoints_doc(s),
     }
+
+
+def _endpoints_doc(s: Summary) -> dict:
+    from .endpoint_view import endpoints_doc
+
+    return {} if s.endpoints is None else {"endpoints": endpoints_doc(s.endpoints)}
 
 
 def _stopped_doc(s: Summary) -> dict:

@@ -332,8 +332,9 @@ def source_tool(run) -> str:
     return fmt
 
 
-def format_summary(s: Summary) -> str:
-    """The human-readable report of ``headroom summary`` (fits 100 columns)."""
+def format_summary(s: Summary, *, endpoints: bool = False) -> str:
+    """The human-readable report of ``headroom summary`` (fits 100 columns); ``endpoints``: every
+    request name's step table too (the overview of the names is there whenever the run has names)."""
     run, t = s.run, s.table
     steps = s.steps
     lines = [f"headroom summary: {run.label}"]
@@ -391,6 +392,9 @@ def format_summary(s: Summary) -> str:
         "rrrrrrrrrrrrl",
     )
     lines += memory_lines(s)
+    from .endpoint_text import endpoint_lines
+
+    lines += endpoint_lines(s.endpoints, steps=endpoints)
     lines += _bins_lines(s)
     lines += ["", "capacity (from the steps; [interval] from a bootstrap of the model's residuals)"]
     kv = capacity_rows(s)

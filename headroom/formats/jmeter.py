@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..endpoints import NameCodes, only_name
 from ._batch import CHUNK_BYTES, Batch, Scan, join
 from ._blocks import TextBlocks, raw_chunks
 from ._common import COARSE_MS, fail, first_line, is_int, short
@@ -72,7 +73,7 @@ def _csv_types(cols: list[str]) -> dict:
     if _DICT is None:
         _DICT = pa.dictionary(pa.int32(), pa.string())
     types = {"timeStamp": pa.int64(), "elapsed": pa.int64()}
-    for c in ("success", "responseCode", "responseMessage"):
+    for c in ("success", "responseCode", "responseMessage", "label"):
         if c in cols:
             types[c] = _DICT  # few distinct values: judged once per value, not once per row
     if "allThreads" in cols:
@@ -242,7 +243,7 @@ def _int_column(col, first_null: list, name: str, base: int) -> np.ndarray:
     return out if out.flags.owndata else out.copy()  # (several chunks: already a copy)
 
 
-def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
     """One pass over a CSV JTL (plain or gzip) in blocks of about ``chunk_bytes``: batches of its samples.
 
     Transaction-controller parents are left out (counted in a warning); ``key`` is
@@ -250,7 +251,7 @@ def scan_csv(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     then :attr:`Scan.key_kind` is None after the pass and a warning says so).  Errors that
     need the whole file (an empty or negative value, no samples) are raised at the end of the pass.
     """
-    return _scan_csv(Path(path), chunk_bytes, None)
+    return only_name(_scan_csv(Path(path), chunk_bytes, None), name)
 
 
 def _scan_csv(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
@@ -271,6 +272,7 @@ class _CsvPass:
         self.el_min, self.el_min_row = 0, -1
         self.threads_ok = True
         self.memo: dict = {"rc": {}, "ok": {}, "tc": {}}
+        self.names = NameCodes(scan.names)
 
     def header(self, buf, start: int, end: int) -> int:
         """Read the header line of the first block; returns where the block's text starts."""
@@ -333,7 +335,10 @@ class _CsvPass:
             else:
                 key = _int_column(c, [None], "allThreads", rows)
         self.rows += n
-        b = Batch(ts * 1_000_000, el / 1e3, code, ok, key, np.arange(rows + 2, rows + 2 + n, dtype=np.int64))
+        name = self.names.of_dictionary(t.column("label")) if "label" in types else None
+        b = Batch(
+            ts * 1_000_000, el / 1e3, code, ok, key, np.arange(rows + 2, rows + 2 + n, dtype=np.int64), name
+        )
         if "responseMessage" in types:
             tc = _by_value(t.column("responseMessage"), _TCP, self.memo["tc"], bool)
             if tc.any():
@@ -391,7 +396,7 @@ def _csv_batches(scan: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[B
 _SAMPLES = ("httpSample", "sample")
 
 
-def scan_xml(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+def scan_xml(path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
     """One pass over an XML JTL (plain or gzip), fed to expat in blocks of about ``chunk_bytes``.
 
     The top-level samples (``httpSample`` or ``sample``) of ``testResults``; a
@@ -400,7 +405,7 @@ def scan_xml(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
     :attr:`Scan.key_kind` is None after the pass).  A file with a DOCTYPE (entity
     definitions) is refused rather than expanded: no block holding ``<!ENTITY`` is parsed.
     """
-    return _scan_xml(Path(path), chunk_bytes, None)
+    return only_name(_scan_xml(Path(path), chunk_bytes, None), name)
 
 
 def _scan_xml(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
@@ -454,7 +459,8 @@ def _xml_rows(path: Path, attrs: list[dict], lines: list[int], state: dict) -> B
         i = int(np.argmin(el_a))
         if el_a[i] < state["el_min"][0]:
             state["el_min"] = (int(el_a[i]), int(line[i]))
-    return Batch(ts_a * 1_000_000, el_a / 1e3, code, ok, key, line)
+    name = state["names"].of_values([a.get("lb", "") for a in attrs])
+    return Batch(ts_a * 1_000_000, el_a / 1e3, code, ok, key, line, name)
 
 
 class _XmlPass:
@@ -474,7 +480,12 @@ class _XmlPass:
         self.top: dict | None = None  # the attributes of the open top-level sample
         self.tc = False  # ... a transaction-controller parent: its child samples are the rows
         self.children: list[dict] = []
-        self.state = {"memo": {"rc": {}, "na": {}}, "threads": True, "el_min": (0, 0)}
+        self.state = {
+            "memo": {"rc": {}, "na": {}},
+            "threads": True,
+            "el_min": (0, 0),
+            "names": NameCodes(scan.names),
+        }
 
     def _start(self, name, a):
         self.depth += 1
@@ -621,10 +632,10 @@ class JMeterPlan:
 
 CSV_READER = Reader(
     "jmeter-csv", "JMeter", COARSE_MS, "jmeter -n -t plan.jmx -l results.jtl (CSV with header, thread_counts=true)",
-    "a JTL header with timeStamp and elapsed", guess_csv, scan_csv, JMeterPlan,
+    "a JTL header with timeStamp and elapsed", guess_csv, scan_csv, JMeterPlan, scan_options=("name",),
 )  # fmt: skip
 XML_READER = Reader(
     "jmeter-xml", "JMeter", COARSE_MS,
     "jmeter -n -t plan.jmx -l results.jtl -Jjmeter.save.saveservice.output_format=xml",
-    "an XML <testResults> document", guess_xml, scan_xml, JMeterPlan,
+    "an XML <testResults> document", guess_xml, scan_xml, JMeterPlan, scan_options=("name",),
 )  # fmt: skip

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..endpoints import NameCodes, only_name
 from ..model import HeadroomError
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import (
@@ -216,7 +217,7 @@ class _Side:
         scan.side["expected_response"] = self.expected
 
 
-def _request_batch(path, end_ns, dur_ms, codes, ok, key, lines) -> Batch:
+def _request_batch(path, end_ns, dur_ms, codes, ok, key, lines, name=None) -> Batch:
     """Request rows from k6's end times and durations (ms); a bad duration is named at its line."""
     lat = np.asarray(dur_ms, np.float64) / 1e3
     if len(lat) and not (np.isfinite(lat.max()) and lat.min() >= 0):
@@ -228,7 +229,7 @@ def _request_batch(path, end_ns, dur_ms, codes, ok, key, lines) -> Batch:
             f"bad http_req_duration {float(dur_ms[i])!r} ms (must be a finite number >= 0)",
         )
     start = end_ns - np.rint(lat * 1e9).astype(np.int64)
-    return Batch(start, lat, codes, ok, key, np.asarray(lines, np.int64))
+    return Batch(start, lat, codes, ok, key, np.asarray(lines, np.int64), name)
 
 
 def _new_scan(path: Path, fmt: str) -> Scan:
@@ -311,7 +312,18 @@ def finish(scan: Scan, rows: Batch) -> Table:
 _METRICS = ("http_req_duration", "vus", "dropped_iterations")
 
 
-def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int]) -> Batch | None:
+def request_names(name, url):
+    """k6's request name: the ``name`` tag (k6 sets it to the URL unless the script names the request),
+    else ``url``; pyarrow string columns."""
+    import pyarrow.compute as pc
+
+    name, url = pc.fill_null(name, ""), pc.fill_null(url, "")
+    return pc.if_else(pc.equal(name, ""), url, name)
+
+
+def _json_fast(
+    blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int], names
+) -> Batch | None:
     """A block of NDJSON parsed by pyarrow (only the needed fields); None when anything is off, so
     that the block is read line by line to name the bad line."""
     import pyarrow as pa
@@ -320,7 +332,8 @@ def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
 
     if blk.blank_line():  # rows would not match lines
         return None
-    tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string())])
+    tags = pa.struct([("status", pa.string()), ("expected_response", pa.string()), ("scenario", pa.string()),
+                      ("name", pa.string()), ("url", pa.string())])  # fmt: skip
     data_t = pa.struct([("time", pa.string()), ("value", pa.float64()), ("tags", tags)])
     schema = pa.schema([("type", pa.string()), ("metric", pa.string()), ("data", data_t)])
     try:
@@ -353,12 +366,13 @@ def _json_fast(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
     codes, ok, given = _codes_ok(status, expected)
     side.expected = side.expected or given
     key = label_codes(scen, labels)
-    return _request_batch(path, end_ns, col_np(req.field("value"), np.float64), codes, ok, key, lines)
+    name = names.of_dictionary(request_names(tg.field("name"), tg.field("url")))
+    return _request_batch(path, end_ns, col_np(req.field("value"), np.float64), codes, ok, key, lines, name)
 
 
-def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int]) -> Batch:
+def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[str, int], names) -> Batch:
     """A block line by line with the json module: the first bad line is named."""
-    ts, durs, status, expected, keys, lines = [], [], [], [], [], []
+    ts, durs, status, expected, keys, lines, named = [], [], [], [], [], [], []
     other = {m: ([], [], []) for m in _METRICS[1:]}
     for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
@@ -394,30 +408,32 @@ def _json_slow(blk: Block, path: Path, times: _Times, side: _Side, labels: dict[
         status.append(str(tags.get("status", "")))
         expected.append(str(tags.get("expected_response", "")))
         keys.append(labels.setdefault(str(tags.get("scenario", "")), len(labels)))
+        named.append(str(tags.get("name") or tags.get("url") or ""))
         lines.append(ln)
     end_ns = times.strings("http_req_duration", ts, lines)
     for metric, (t, v, ls) in other.items():
         side.add(metric, times.strings(metric, t, ls), np.asarray(v, np.float64))
     codes, ok, given = _codes_ok(status, expected)
     side.expected = side.expected or given
-    return _request_batch(
-        path, end_ns, np.asarray(durs, np.float64), codes, ok, np.array(keys, np.int64), lines
-    )
+    return _request_batch(path, end_ns, np.asarray(durs, np.float64), codes, ok, np.array(keys, np.int64), lines,
+                          names.of_values(named))  # fmt: skip
 
 
-def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
-    """One pass over k6 NDJSON in blocks (pyarrow per block; the json module for a block it refuses)."""
+def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
+    """One pass over k6 NDJSON in blocks (pyarrow per block; the json module for a block it refuses);
+    ``name``: the requests of that name only (``--name``)."""
     scan = _new_scan(path, "k6-json")
     scan._gen = _json_batches(scan, chunk_bytes)
-    return scan
+    return only_name(scan, name)
 
 
 def _json_batches(scan: Scan, chunk_bytes: int):
     path, times, side, labels, rows = scan.path, _Times(scan.path), _Side(), {}, 0
+    names = NameCodes(scan.names)
     for blk in blocks(path, chunk_bytes, scan.warnings):
-        b = _json_fast(blk, path, times, side, labels)
+        b = _json_fast(blk, path, times, side, labels, names)
         if b is None:  # pyarrow refused the block, or its rows are not its lines
-            b = _json_slow(blk, path, times, side, labels)
+            b = _json_slow(blk, path, times, side, labels, names)
         scan.labels[:] = list(labels)
         if len(b):
             rows += len(b)
@@ -487,7 +503,7 @@ def _read_block(blk, path: Path, cols: list[str], types: dict):
     return read_block_csv(blk, path, columns=cols, types=types, row_problem=_csv_problem)
 
 
-def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
     """One pass over a k6 CSV in blocks: the http_req_duration rows, the vus and dropped_iterations samples."""
     path = Path(path)
     header = first_line(strip_bom(head_bytes(path))).decode("utf-8", "replace")
@@ -497,7 +513,7 @@ def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
         raise fail(path, 1, f"a k6 CSV header without {', '.join(missing)}: '{short(header, 60)}'")
     scan = _new_scan(path, "k6-csv")
     scan._gen = _csv_batches(scan, chunk_bytes, cols)
-    return scan
+    return only_name(scan, name)
 
 
 def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
@@ -508,7 +524,8 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
     # metric_name as a dictionary: a dozen names repeated, parsed and compared once per block
     types = {"metric_name": pa.dictionary(pa.int32(), pa.string()), "timestamp": pa.string(),
              "metric_value": pa.string()}  # fmt: skip
-    for opt in ("status", "expected_response", "scenario"):
+    names = NameCodes(scan.names)
+    for opt in ("status", "expected_response", "scenario", "name", "url"):
         if opt in cols:
             types[opt] = pa.string()
 
@@ -546,7 +563,8 @@ def _csv_batches(scan: Scan, chunk_bytes: int, cols: list[str]):
         key = label_codes(col(rt, "scenario"), labels)
         scan.labels[:] = list(labels)
         rows += len(req_lines)
-        yield _request_batch(path, end_ns, durs, codes, ok, key, req_lines)
+        name = names.of_dictionary(request_names(col(rt, "name"), col(rt, "url")))
+        yield _request_batch(path, end_ns, durs, codes, ok, key, req_lines, name)
     _end(scan, side, labels, rows)
 
 
@@ -631,9 +649,9 @@ class K6Plan:
 
 JSON_READER = Reader(
     "k6-json", "k6", EXACT, "k6 run --out json=results.json script.js", "JSON lines with type Metric or Point",
-    guess_json, scan_json, K6Plan,
+    guess_json, scan_json, K6Plan, scan_options=("name",),
 )  # fmt: skip
 CSV_READER = Reader(
     "k6-csv", "k6", EXACT, "k6 run --out csv=fileName=results.csv,timeFormat=rfc3339_nano script.js",
-    "a header 'metric_name,timestamp,metric_value,...'", guess_csv, scan_csv, K6Plan,
+    "a header 'metric_name,timestamp,metric_value,...'", guess_csv, scan_csv, K6Plan, scan_options=("name",),
 )  # fmt: skip
