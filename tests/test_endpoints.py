@@ -1,0 +1,145 @@
+"""Request names (endpoints) kept by the readers and shown per step (issue 51).
+
+Every figure is recomputed from the raw files with the csv/json/xml modules of the standard library
+(nearest-rank percentiles in integer microseconds or milliseconds), and against the generators' own
+per-name statistics (Locust's --csv stats, written by Locust itself at the end of the run).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+import pytest
+from conftest import ROOT
+
+REAL = ROOT / "tests" / "data" / "formats" / "real"
+LOCUST = [REAL / "locust" / "nginx-single", REAL / "locust" / "nginx-distributed"]
+
+
+def _headroom(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headroom", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def _summary_json(*args: str) -> dict:
+    out = _headroom("summary", *args, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout[out.stdout.index("{") :])
+
+
+def _nearest_rank(sorted_values: list, q: float):
+    return sorted_values[max(1, math.ceil(len(sorted_values) * q)) - 1]
+
+
+def _locust_rows(run_dir):
+    """(stage, name, ok, latency_us) of every request row of every file of a headroom.locust run."""
+    out = []
+    for f in sorted(run_dir.glob("locust*.csv.gz")):
+        with gzip.open(f, "rt", newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r["event"] == "request":
+                    out.append((int(r["stage"]), r["name"], r["ok"] == "1", int(r["latency_us"])))
+    return out
+
+
+@pytest.mark.parametrize("case", LOCUST, ids=lambda p: p.name)
+def test_locust_endpoints_equal_the_raw_rows_and_locusts_own_statistics(case):
+    rows = _locust_rows(case / "run")
+    doc = _summary_json(str(case / "run"))
+    eps = {e["name"]: e for e in doc["endpoints"]}
+    stages = sorted({s for s, *_ in rows})
+    # Locust's own per-name statistics (its --csv stats file): requests and failures of each name
+    with open(case / "locust-own" / "run_stats.csv", newline="") as fh:
+        own = {r["Name"]: r for r in csv.DictReader(fh) if r["Name"] != "Aggregated"}
+    assert set(eps) == set(own)
+    for name, r in own.items():
+        assert eps[name]["requests"] + eps[name]["errors"] == int(r["Request Count"])
+        assert eps[name]["errors"] == int(r["Failure Count"])
+    # per step: kept requests, failures, exact nearest-rank percentiles, share of the step
+    for name, e in eps.items():
+        for k, stage in enumerate(stages):
+            mine = [lat for s, n, ok, lat in rows if s == stage and n == name and ok]
+            bad = sum(1 for s, n, ok, _ in rows if s == stage and n == name and not ok)
+            every = sum(1 for s, *_ in rows if s == stage)
+            st = e["steps"][k]
+            assert (st["requests"], st["errors"]) == (len(mine), bad)
+            assert st["share"] == pytest.approx((len(mine) + bad) / every)
+            mine.sort()
+            for key, q in (("p50_s", 0.5), ("p90_s", 0.9), ("p99_s", 0.99)):
+                want = _nearest_rank(mine, q) / 1e6 if mine else None
+                assert st[key] == (pytest.approx(want, abs=1e-9) if want is not None else None)
+
+
+def _k6_points(path):
+    with gzip.open(path, "rt") as fh:
+        for line in fh:
+            d = json.loads(line)
+            if d.get("type") == "Point" and d.get("metric") == "http_req_duration":
+                yield d["data"]
+
+
+def test_k6_names_are_the_name_tag_else_the_url_and_name_keeps_one():
+    path = REAL / "k6-ramping-vus.json.gz"
+    by_name = defaultdict(list)
+    for d in _k6_points(path):
+        tags = d.get("tags", {})
+        by_name[tags.get("name") or tags.get("url") or ""].append(d["value"])
+    doc = _summary_json(str(path))
+    got = {e["name"]: e["requests"] + e["errors"] for e in doc["endpoints"]}
+    assert got == {n: len(v) for n, v in by_name.items()}
+    # the CSV output of the same run names the same requests
+    csv_doc = _summary_json(str(REAL / "k6-ramping-vus.csv.gz"))
+    assert {e["name"]: e["requests"] + e["errors"] for e in csv_doc["endpoints"]} == got
+    # --name keeps that name's requests only: the run's requests are then the endpoint's
+    name = max(by_name, key=lambda n: len(by_name[n]))
+    one = _summary_json(str(path), "--name", name)
+    assert one["requests"]["total"] == len(by_name[name])
+    assert [e["name"] for e in one["endpoints"]] == [name]
+
+
+def test_jmeter_labels_are_names_in_csv_and_xml():
+    fmt = ROOT / "tests" / "data" / "formats"
+    with open(fmt / "jmeter.csv", newline="") as fh:
+        csv_labels = {r["label"] for r in csv.DictReader(fh)}
+    xml_labels = {
+        s.get("lb")
+        for s in ET.parse(fmt / "jmeter.xml").getroot().iter()
+        if s.tag in ("httpSample", "sample")
+    }
+    for f, labels in (("jmeter.csv", csv_labels), ("jmeter.xml", xml_labels)):
+        doc = _summary_json(str(fmt / f))
+        got = {e["name"]: e["requests"] + e["errors"] for e in doc["endpoints"]}
+        # every request under one of the file's labels (transaction-controller parents are not requests)
+        assert sum(got.values()) == doc["requests"]["total"]
+        assert set(got) <= labels
+
+
+def test_runs_without_names_have_no_endpoints_and_endpoints_is_refused_in_one_line():
+    run = ROOT / "data" / "runs" / "nginx-keepalive"
+    doc = _summary_json(str(run))
+    assert "endpoints" not in doc
+    out = _headroom("summary", str(run), "--endpoints")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "--endpoints: its requests carry no names" in out.stderr
+
+
+def test_summary_text_names_every_endpoint_with_its_step_table():
+    case = LOCUST[0] / "run"
+    out = _headroom("summary", str(case), "--endpoints", "--objective", "p99<=5ms")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    rows = _locust_rows(case)
+    kept = defaultdict(int)
+    for _s, n, ok, _lat in rows:
+        kept[n] += ok
+    overview = text[text.index("endpoints (") : text.index("endpoint home by step")]
+    for name, n in kept.items():
+        assert f"endpoint {name} by step" in text
+        line = next(ln for ln in overview.splitlines() if ln.strip().startswith(name + " "))
+        assert f"{n:,}" in line.split()
