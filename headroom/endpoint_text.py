@@ -96,3 +96,54 @@ def endpoint_lines(eps: Endpoints | None, *, steps: bool) -> list[str]:
     else:
         out.append("  (--endpoints: every endpoint step by step)")
     return out
+
+
+_CALL = {"regressed": "! REGRESSED", "improved": "+ improved", "no change shown": "= no change shown",
+         "not judged": "not judged"}  # fmt: skip
+
+
+def _change(m) -> str:
+    if m.change is None:
+        return "-"
+    if m.key == "error_rate":
+        return f"{m.change * 100:+.2f} pt"
+    return f"{m.change:+.1%}"
+
+
+def _value(m, v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.2%}" if m.key == "error_rate" else f"{v * 1e3:.3f} ms"
+
+
+def comparison_lines(c) -> list[str]:
+    """Every endpoint's verdict and metrics (``headroom compare`` of runs whose requests carry names)."""
+    eps = getattr(c, "endpoints", None) or []
+    if not eps:
+        return []
+    level = next((m.level for e in eps for m in e.metrics if m.p is not None), None)
+    units = max((m.units for e in eps for m in e.metrics if m.key != "error_rate"), default=0)
+    lines = ["", *_wrap_plain(
+        f"endpoints ({len(eps)} request names, judged at matched load: {units} units "
+        f"({'A/B step pairs' if c.design == 'interleaved steps' else 'matched levels'}); Holm over every endpoint "
+        f"and metric at {c.confidence:.0%}"
+        + (f", intervals {level:.1%} two-sided" if level else "")
+        + "; CPU per request is the whole server's)"
+    )]  # fmt: skip
+    rows = []
+    for e in eps:
+        for i, m in enumerate(e.metrics):
+            iv = f"[{m.interval[0]:+.1%}, {m.interval[1]:+.1%}]" if m.interval else ""
+            rows.append([
+                e.name if i == 0 else "", f"{e.share:.0%}" if i == 0 else "", m.label, _value(m, m.baseline),
+                _value(m, m.candidate), _change(m), iv, _CALL[m.call] if m.call != "not judged" else f"not judged: {m.why}",
+            ])  # fmt: skip
+    lines += table(["endpoint", "share", "metric", "baseline", "candidate", "change", "interval", ""], rows,
+                   "lrlrrrll")  # fmt: skip
+    return lines
+
+
+def _wrap_plain(text: str, width: int = 100) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent="  ", subsequent_indent="    ")

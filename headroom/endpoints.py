@@ -64,7 +64,9 @@ class NameCodes:
         lut = self.of_values(column.dictionary.to_pylist())
         ind = column.indices  # a numpy view of the codes (to_numpy would import pandas)
         width = ind.type.bit_width // 8
-        idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
+        idx = np.frombuffer(
+            ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width
+        )
         return lut[idx] if len(lut) else np.zeros(len(idx), np.int32)
 
 

@@ -562,6 +562,9 @@ def format_comparison(c) -> str:
             ]
         )
     lines += _table(["metric", "baseline", "candidate", "change", "interval", ""], rows, "lrrrll")
+    from .endpoint_text import comparison_lines
+
+    lines += comparison_lines(c)
     lines += across_load_lines(c)
     lines += _noise_rows(c)
     lines += _pair_lines(c)

@@ -15,6 +15,7 @@ from . import learned as learn
 from .budget import planned_se, power_weights, weighted_holm
 from .capacity import capacity_spec, capacity_test
 from .decision import base_fields, decision, error_metric, not_judged, ratio_metric
+from .endpoints import EndpointSettings, judge_endpoints, with_endpoints
 from .joint import (
     CAPACITY_SHARE,
     ERROR_SHARE,
@@ -118,8 +119,18 @@ def compare_runs(
         metrics, primary, threshold, runs, opts.alpha, int(np.sum(plan.mask)), plan.design.paired
     )
     verdict, reason, needed = _with_stops(plan.sides, plan.side_stops, verdict, reason, needed)
-    c = _assemble(plan, opts, metrics, weights, primary, (verdict, reason, needed))
+    eps = _endpoints(plan, opts)
+    verdict, reason = with_endpoints(verdict, reason, eps)
+    c = replace(_assemble(plan, opts, metrics, weights, primary, (verdict, reason, needed)), endpoints=eps)
     return c if accept_mismatch else _cannot_answer(c)
+
+
+def _endpoints(plan: _Plan, opts: CompareOptions) -> list:
+    """Every request name both sides carry, judged at matched load (:mod:`headroom.compare.endpoints`)."""
+    obj = opts.objective
+    tail = (obj.name, obj.q) if obj is not None and obj.q is not None else ("p99", (99, 100))
+    st = EndpointSettings(tail, opts.threshold, opts.error_threshold, opts.confidence)
+    return judge_endpoints(plan.sides, plan.pairs, plan.design.recordings, st)
 
 
 def _cannot_answer(c: Comparison) -> Comparison:

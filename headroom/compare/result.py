@@ -176,6 +176,9 @@ class Comparison:
     stopped: list = field(default_factory=list)  # headroom.stopped.Stop of every run that stopped answering
     # where the CPU went: headroom.profiles.diff.ProfileDiff when both sides have step profiles
     profile_diff: object = None
+    #: every request name both sides carry, judged (headroom.compare.endpoints.EndpointVerdict), the most
+    #: requested first; empty when a side's requests carry fewer than two names
+    endpoints: list = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

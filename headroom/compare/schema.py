@@ -103,6 +103,8 @@ def to_json(c: Comparison) -> dict:
         **({"stopped": [x.to_dict() for x in c.stopped]} if c.stopped else {}),
         # added within schema 3: where the CPU went (absent when the runs have no step profiles)
         **(_profile_docs(c.profile_diff) if c.profile_diff is not None else {}),
+        # added within schema 3: every request name judged (absent unless both sides carry two or more)
+        **({"endpoints": [e.to_dict() for e in c.endpoints]} if getattr(c, "endpoints", None) else {}),
     }
 
 
