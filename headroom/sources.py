@@ -116,10 +116,12 @@ class CsvSource:
                        warnings=list(f.warnings) if last else [],
                        rows={} if self.settings.keep_requests else None)  # fmt: skip
 
-    def _accepted(self, chunks, k: int, acc: Partial, record: bool):
+    def _accepted(self, chunks, k: int, acc: Partial, record: bool, names: NameTally | None = None):
         for c in chunks:
             if record:
                 acc.skipped.extend(c.bad_rows)
+            if names is not None and c.name is not None:
+                names.add(k, c)
             yield accept(acc, k, c.start_ns, c.latency_s, c.status, None, c.line_of, record=record)
 
     def _batches(self, f: CsvFile, k: int, acc: Partial, record: bool):
@@ -188,9 +190,10 @@ class CsvSource:
             prog = Progress(self.path, len(f.buf.data), s.progress)
             ks = [k for k in self._steps(f) if not f.is_empty(k) and (frames is None or k in frames)]
             steps = self._parsed(f, ks)
+            names = NameTally() if frames is None and f.layout.name_col else None
             try:
                 for k, pieces, chunks in steps:
-                    batches = self._accepted(chunks, k, acc, frames is None)
+                    batches = self._accepted(chunks, k, acc, frames is None, names)
                     if acc.rows is not None:
                         batches = kept_rows(acc.rows.setdefault(k, []), batches)
                     if frames is not None:
@@ -212,6 +215,8 @@ class CsvSource:
             prog.close()
             if frames is not None:
                 acc.step_errors, acc.warnings = None, []
+            if names is not None:
+                acc.endpoints = names.counts(len(f.sections))
             return acc
 
     def close(self) -> None:
@@ -227,6 +232,29 @@ class CsvSource:
             raise
         kept.kind, kept.n_steps = acc.kind, acc.n_steps
         return acc, kept
+
+
+class NameTally:
+    """Every step's rows by request name as a CSV of headroom ramp is read (its request-name column)."""
+
+    def __init__(self):
+        self.codes = NameCodes([])
+        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, k: int, c) -> None:
+        code = self.codes.of_values(c.name) if isinstance(c.name, list) else self.codes.of_dictionary(c.name)
+        s = c.status
+        failed = np.zeros(len(code), bool) if s is None else (s < 200) | (s > 299)
+        self.parts.append((np.full(len(code), k, np.int64), code.astype(np.int64), c.latency_s, failed))
+
+    def counts(self, n_steps: int):
+        from .endpoints import count_endpoints
+
+        rows = (
+            ({"latency_s": lat, "name": code}, np.where(bad, -2 - step, step))
+            for step, code, lat, bad in self.parts
+        )
+        return count_endpoints(rows, self.codes.names, n_steps)
 
 
 def kept_rows(into: list, batches):

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +61,8 @@ result is sent in the X-Work-Sum header so the work cannot be optimised away.
 
 Endpoints:
   /               the work above (any method; other paths are 404)
+  /api/...        the same work (endpoints of a multi-endpoint workload); with
+                  -slow-prefix, the paths under it do -slow-work more rounds
   /metrics        Prometheus metrics (Go runtime, process, testserver_*)
   /debug/pprof/   net/http/pprof, e.g. /debug/pprof/profile?seconds=5
   /healthz        200 "ok"
@@ -85,6 +88,7 @@ Examples:
   testserver -alloc 1048576                      # 1 MiB of garbage per request
   testserver -alloc 262144 -pool                 # the same buffer reused through a sync.Pool
   testserver -regexp-per-request                 # compiles its route regexp on every request
+  testserver -work 3000 -slow-prefix /api/v2/ -slow-work 3000   # /api/v2/* twice the CPU of the rest
   testserver -crash-at-concurrency 8             # exits with 3 when 8 requests are in flight
   testserver -hang-at-concurrency 8              # stops answering / when 8 requests are in flight
   testserver -crash-after-requests 400           # answers 400 requests to /, exits with 3 at the 401st
@@ -111,6 +115,8 @@ type config struct {
 	shutdownTimeout time.Duration
 	regexpPerReq    bool
 	pool            bool
+	slowPrefix      string
+	slowWork        int
 }
 
 // routePattern is matched against every request's User-Agent and path: a
@@ -135,6 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.failAt, "fail-at-concurrency", 0, "answer 503 Service Unavailable at once to a request to / that makes `C` or more in flight: load shedding (0: off)")
 	fs.DurationVar(&c.maxLifetime, "max-lifetime", 30*time.Minute, "exit by itself (code 4) after this `duration` (0: never)")
 	fs.BoolVar(&c.regexpPerReq, "regexp-per-request", false, "compile the route regexp on every request (a known regression) instead of once")
+	fs.StringVar(&c.slowPrefix, "slow-prefix", "", "requests whose path starts with this `prefix` (e.g. /api/v2/) do -slow-work more rounds: one endpoint made slower")
+	fs.IntVar(&c.slowWork, "slow-work", 0, "extra SHA-256 `rounds` of a -slow-prefix request")
 	fs.BoolVar(&c.pool, "pool", false, "take the -alloc buffer from a sync.Pool instead of allocating a fresh one per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, wait this `duration` for requests in flight, then close connections")
 	fs.Usage = func() {
@@ -150,8 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	switch {
-	case c.work < 0, c.alloc < 0, c.body < 0, c.crashAt < 0, c.hangAt < 0:
-		return c, errors.New("-work, -alloc, -body, -crash-at-concurrency and -hang-at-concurrency must be >= 0")
+	case c.work < 0, c.alloc < 0, c.body < 0, c.crashAt < 0, c.hangAt < 0, c.slowWork < 0:
+		return c, errors.New("-work, -alloc, -body, -crash-at-concurrency, -hang-at-concurrency and -slow-work must be >= 0")
 	case c.crashAfter < 0, c.hangAfter < 0, c.failAfter < 0, c.failAt < 0:
 		return c, errors.New("-crash-after-requests, -hang-after-requests, -fail-after-requests and -fail-at-concurrency must be >= 0")
 	case c.delay < 0, c.maxLifetime < 0, c.shutdownTimeout < 0:
@@ -323,7 +331,11 @@ func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	sum := work(s.cfg.work)
+	rounds := s.cfg.work
+	if s.cfg.slowPrefix != "" && strings.HasPrefix(r.URL.Path, s.cfg.slowPrefix) {
+		rounds += s.cfg.slowWork
+	}
+	sum := work(rounds)
 	if s.cfg.delay > 0 {
 		time.Sleep(s.cfg.delay)
 	}
@@ -348,6 +360,7 @@ func (s *server) serveRoot(w http.ResponseWriter, r *http.Request) {
 func (s *server) routes(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/{$}", s.serveRoot)
+	mux.HandleFunc("/api/", s.serveRoot) // endpoints of a multi-endpoint workload: the same work
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")

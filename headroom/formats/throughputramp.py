@@ -68,6 +68,11 @@ class Layout:
     columns: list[str]
     time_col: str  # "start-time" or "offset"
     status_col: str | None
+    name_col: str | None = None  # "request-name": headroom ramp's requests of a generator that names them
+
+
+#: the column of a request's name (an endpoint) that headroom ramp adds when its generator names requests
+NAME_COL = "request-name"
 
 
 def layout(header: bytes, path: Path) -> Layout:
@@ -82,7 +87,7 @@ def layout(header: bytes, path: Path) -> Layout:
     if cols == ["start-time", "response-time"]:
         return Layout("throughputramp", cols, "start-time", None)
     if "start-time" in cols:
-        return Layout("hey-fork", cols, "start-time", status)
+        return Layout("hey-fork", cols, "start-time", status, NAME_COL if NAME_COL in cols else None)
     if "offset" in cols:
         return Layout("hey", cols, "offset", status)
     raise HeadroomError(
@@ -105,6 +110,9 @@ def _csv_options(lay: Layout):
         types[lay.status_col] = pa.int64()
         checks[lay.status_col] = "int"
         include.append(lay.status_col)
+    if lay.name_col:
+        types[lay.name_col] = pa.dictionary(pa.int32(), pa.string())
+        include.append(lay.name_col)
     opts = (
         pacsv.ReadOptions(column_names=lay.columns, skip_rows=1, use_threads=True, block_size=BLOCK_BYTES),
         pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
@@ -128,6 +136,7 @@ class Chunk:
     status: np.ndarray | None
     bad_rows: list  # (line, problem) of rows dropped by --skip-bad-rows
     line_of: object  # row -> line number (lazy; None when rows no longer match lines)
+    name: object = None  # request names: a pyarrow dictionary column, or a list of str (None: no names)
 
 
 class CsvFile:
@@ -220,13 +229,13 @@ class CsvFile:
             arrow = self.buf.arrow_slice(cs, ce, prefix=self.header + b"\n")
         data = memoryview(arrow)  # the same bytes, for the line-by-line diagnosis
         try:
-            st, lat, code = self._parse_fast(data, line0, arrow)
+            st, lat, code, name = self._parse_fast(data, line0, arrow)
         except HeadroomError:
             if not self.skip_bad_rows:
                 raise
-            st, lat, code, bad = self._parse_slow(data, line0())
-            return Chunk(st, lat, code, bad, lambda i: None)
-        return Chunk(st, lat, code, [], lambda i: line0() + 1 + i)
+            st, lat, code, bad, name = self._parse_slow(data, line0())
+            return Chunk(st, lat, code, bad, lambda i: None, name)
+        return Chunk(st, lat, code, [], lambda i: line0() + 1 + i, name)
 
     def _parse_fast(self, data, header_line, arrow: pa.Buffer):
         """One pyarrow read of CSV bytes that start with a header line (``arrow``: the same bytes,
@@ -256,14 +265,15 @@ class CsvFile:
         lat = np_column(table.column("response-time"), np.float64)
         check_finite(lat, path, header_line, "response-time", HINT)
         code = np_column(table.column(lay.status_col), np.int64) if lay.status_col else None
-        return st, lat, code
+        return st, lat, code, table.column(lay.name_col) if lay.name_col else None
 
     def _parse_slow(self, data, line_no: int):
         """Line-by-line parse keeping good rows: (start, latency, status, bad rows)."""
         lay = self.layout
-        times, lats, codes, bad = [], [], [], []
+        times, lats, codes, bad, names = [], [], [], [], []
         ti, li = lay.columns.index(lay.time_col), lay.columns.index("response-time")
         si = lay.columns.index(lay.status_col) if lay.status_col else None
+        ni = lay.columns.index(lay.name_col) if lay.name_col else None
         for ln, fields, problem in scan_lines(data, 0, len(data), line_no, lay.columns, self.checks):
             if problem is None:
                 lat = float(fields[li])
@@ -278,6 +288,8 @@ class CsvFile:
             lats.append(lat)
             if si is not None:
                 codes.append(int(fields[si]))
+            if ni is not None:
+                names.append(fields[ni] if ni < len(fields) else "")
         if lay.time_col == "start-time":
             st = np_column(
                 pa.chunked_array([pa.array(times, pa.string()).cast(TS_UTC)], type=TS_UTC), np.int64
@@ -285,7 +297,7 @@ class CsvFile:
         else:
             st = np.rint(np.array([float(t) for t in times]) * 1e9).astype(np.int64)
         code = np.array(codes, dtype=np.int64) if si is not None else None
-        return st, np.array(lats, dtype=np.float64), code, bad
+        return st, np.array(lats, dtype=np.float64), code, bad, names if ni is not None else None
 
 
 def _offsets_ns(off: np.ndarray, path: Path, header_line) -> np.ndarray:

@@ -88,6 +88,7 @@ class StepRows:
     start_ns: list[int] = field(default_factory=list)
     response_time: list[str] = field(default_factory=list)  # seconds, as text
     status: list[int] = field(default_factory=list)
+    name: list[str] | None = None  # every row's request name, for a generator that names requests (Locust)
     transport_errors: int | None = None  # failed requests the generator wrote no row for, when known
     error_kinds: dict[str, int] | None = None  # failed requests by kind (refused, reset, timeout, ...)
     warnings: list[str] = field(default_factory=list)
@@ -480,7 +481,7 @@ class Locust(Engine):
     def parse(self, workdir: Path, launch_ns: int, plan: StepPlan) -> StepRows:
         from ..formats import locust
 
-        rows, failed_2xx = StepRows(), 0
+        rows, failed_2xx = StepRows(name=[]), 0
         files = sorted((workdir / "locust").glob("locust*.csv"))
         if not files or not any(_has_request(f) for f in files):
             raise HeadroomError(f"Locust recorded no request{_task_error(workdir / 'err')}")
@@ -496,6 +497,7 @@ class Locust(Engine):
                 rows.start_ns += b.start_ns.tolist()
                 rows.response_time += [f"{x:.6f}" for x in b.latency_s.tolist()]
                 rows.status += status.tolist()
+                rows.name += [scan.names[i] for i in b.name.tolist()] if b.name is not None else [""] * len(b)
             rows.warnings += [w for w in scan.warnings if "truncated" in w]
             for text, n in _locust_errors(f).items():
                 kinds[text] = kinds.get(text, 0) + n

@@ -72,6 +72,15 @@ OUTPUT_FILES = (
     "metadata.yml",
 )
 PERF_HEADER = "start-time,response-time,status-code\n"
+#: the header of a run whose generator names its requests (Locust): every row's name last
+PERF_HEADER_NAMED = "start-time,response-time,status-code,request-name\n"
+
+
+def csv_field(text: str) -> str:
+    """A request name as one CSV field: quoted when it holds a comma or a quote; line breaks as spaces
+    (a row is one line)."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if ("," in text or '"' in text) else text
 
 
 # --------------------------------------------------------------------------
@@ -406,6 +415,7 @@ class Recorder:
         self._step_cpu_s: float | None = None
         self._step_sched: tuple[float, float] | None = None
         self._perf = None
+        self._named = False  # perfResults.csv carries request names (set by its first section)
         self.progress = sys.stderr if (args.progress or sys.stderr.isatty()) else None
         # CPU profiles per step (--pprof, --perf-pid); an A/B job sets each side's own
         self.profile_opts = ProfileOptions() if getattr(args, "ab", None) else options_from_args(args)
@@ -630,13 +640,24 @@ class Recorder:
     # ---- writing
 
     def write_section(self, rows: StepRows) -> None:
+        """One step's rows as a section of perfResults.csv; with a generator that names its requests
+        (Locust), every row's name in a fourth column, request-name (every section alike)."""
         if self._perf is None:
-            self._perf = open(self.out / "perfResults.csv", "w", encoding="ascii", newline="")
+            self._named = rows.name is not None
+            self._perf = open(self.out / "perfResults.csv", "w", encoding="utf-8" if self._named else "ascii",
+                              newline="")  # fmt: skip
         f = self._perf
-        f.write(PERF_HEADER)
-        f.writelines(
-            f"{rfc3339_ns(s)},{r},{c}\n" for s, r, c in zip(rows.start_ns, rows.response_time, rows.status)
-        )
+        if not self._named:
+            f.write(PERF_HEADER)
+            f.writelines(
+                f"{rfc3339_ns(s)},{r},{c}\n"
+                for s, r, c in zip(rows.start_ns, rows.response_time, rows.status)
+            )
+        else:
+            names = rows.name if rows.name is not None else [""] * len(rows)
+            f.write(PERF_HEADER_NAMED)
+            f.writelines(f"{rfc3339_ns(s)},{r},{c},{csv_field(n)}\n"
+                         for s, r, c, n in zip(rows.start_ns, rows.response_time, rows.status, names))  # fmt: skip
         f.flush()
 
     def write_cpu(self) -> None:
