@@ -73,7 +73,7 @@ class Endpoints:
         return f"<Endpoints {self.label!r}: " + ", ".join(f"{e.name} ({e.total:,})" for e in self) + ">"
 
     def _repr_html_(self) -> str:
-        from .html import endpoints_table
+        from .endpoint_html import endpoints_table
 
         return endpoints_table(self)
 

@@ -192,6 +192,14 @@ def _latency(name, key, q, units, split, threshold) -> tuple[dict, np.ndarray | 
     return base, np.asarray(d) if len(d) >= MIN_UNITS else None
 
 
+def smallest_p(units: int) -> float:
+    """The smallest two-sided flip p-value ``units`` can give: 2 of 2**units patterns, or one draw in
+    DRAWS + 1 beyond :data:`~headroom.compare.joint.ENUMERATE` units."""
+    from .joint import DRAWS, ENUMERATE
+
+    return 2.0 / 2**units if units <= ENUMERATE else 1.0 / (DRAWS + 1)
+
+
 def flip_p(d: np.ndarray) -> float:
     """Two-sided sign-flip p-value of the units' mean (every pattern up to 14 units, else seeded draws)."""
     s = patterns(len(d))
@@ -279,6 +287,13 @@ def judge_endpoints(
     ps = [flip_p(rows[i][4]) if rows[i][4] is not None else _error_p(*rows[i][5]) for i in judged]
     rejected = dict(zip(judged, _holm(ps, alpha)))
     pvals = dict(zip(judged, ps))
+    floor = alpha / max(
+        len(judged), 1
+    )  # the first Holm step: a latency test that cannot reach it is not judged
+    for i in judged:
+        if rows[i][4] is not None and smallest_p(len(rows[i][4])) > floor:
+            del pvals[i]
+            rows[i][3]["short"] = f"{len(rows[i][4])} units cannot reach the family's p {floor:.2g}"
     level = 1.0 - alpha / max(len(judged), 1)
     out = []
     for name in names:
@@ -291,7 +306,7 @@ def judge_endpoints(
 def _metric(i, r, rejected, pvals, level, st: EndpointSettings) -> EndpointMetric:
     name, key, label, base, d, errs = r
     if i not in pvals:
-        why = (f"{base['units']} units with {base['need']}+ requests a side, needs {MIN_UNITS}"
+        why = (base.get("short") or f"{base['units']} units with {base['need']}+ requests a side, needs {MIN_UNITS}"
                if errs is None else "no requests on a side")  # fmt: skip
         return EndpointMetric(key, label, None, None, level, None, base.get("units", 0), base.get("baseline"),
                               base.get("candidate"), "not judged", why)  # fmt: skip
@@ -318,8 +333,8 @@ def _verdict(name: str, metrics, units, split) -> EndpointVerdict:
         v = "regressed"
     elif "improved" in calls:
         v = "improved"
-    elif calls == {"not judged"}:
-        v = "not judged"
+    elif all(m.call == "not judged" for m in metrics if m.key != "error_rate"):
+        v = "not judged"  # no latency judged: an error rate alone (often 0 against 0) says little
     else:
         v = "no change"
     nb = nc = 0
