@@ -87,6 +87,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
         metavar="N",
         help="cores that 100%% in a single-column cpuStats.csv stands for (default: metadata cpu_cores, else 1)",
     )
+    p.add_argument(
+        "--name",
+        dest="request_name",
+        metavar="NAME",
+        help="follow one endpoint: only the requests of this name in every run (Locust, k6, JMeter ... "
+        "and headroom ramp --engine locust runs), e.g. --name /api/v2/cart",
+    )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     from .cli_args import telemetry_options
 
@@ -147,6 +154,7 @@ def run(args) -> int:
         dask=args.dask,
         cpu_cores=args.cpu_cores,
         telemetry=telemetry_sources(args, 1)[0],
+        name=args.request_name,
     )
     emit(format_history(h), to_json(h), h.warnings, args.json)
     if args.output:

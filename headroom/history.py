@@ -573,8 +573,9 @@ def history(
     dask=None,
     cpu_cores: float | None = None,
     telemetry=None,
+    name: str | None = None,
 ) -> History:
-    """Capacity across releases and its change points.
+    """Capacity across releases and its change points (of one endpoint's requests with ``name``).
 
     Parameters
     ----------
@@ -603,7 +604,7 @@ def history(
     import dataclasses
 
     tel = tuple(dataclasses.asdict(telemetry).items()) if telemetry is not None else ()
-    settings = Settings(str(objective) if objective else "", float(cpu_cores or 0.0), tel)
+    settings = Settings(str(objective) if objective else "", float(cpu_cores or 0.0), tel, name or "")
     docs, read = summaries(paths, settings, cache=cache, jobs=jobs, dask=dask)
     return analyse(
         docs,

@@ -32,11 +32,15 @@ class Settings:
     cpu_cores: float = 0.0
     #: a Prometheus source (headroom.telemetry.PromSource as a dict's items) to read CPU and memory from
     telemetry: tuple = ()
+    #: only the requests of this name (an endpoint: ``--name``); "" for all
+    name: str = ""
 
     def as_dict(self) -> dict:
         d = {"objective": self.objective, "cpu_cores": self.cpu_cores}
         if self.telemetry:  # only then: the cache keys of runs read without it stay what they were
             d["telemetry"] = [list(kv) for kv in self.telemetry]
+        if self.name:  # likewise
+            d["name"] = self.name
         return d
 
 
@@ -75,7 +79,12 @@ def summarize(path: str, settings: Settings) -> dict:
     from .telemetry import PromSource
 
     source = PromSource(**dict(settings.telemetry)) if settings.telemetry else None
-    run = reduce_run(path, cpu_cores=settings.cpu_cores or None, progress=False, telemetry=source)
+    from .options import ReadOptions
+
+    opts = ReadOptions(name=settings.name or None)
+    run = reduce_run(
+        path, cpu_cores=settings.cpu_cores or None, progress=False, telemetry=source, options=opts
+    )
     obj = parse_objective(settings.objective) if settings.objective else None
     s = analyze(run, objective=obj)
     doc = to_json(s)

@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from .endpoints import NameCodes
+from .formats._common import short
 from .formats._scan import Progress
 from .formats.hey import relative_offsets
-from .formats.throughputramp import CsvFile
+from .formats.throughputramp import Chunk, CsvFile
 from .model import HeadroomError
 from .options import ReadOptions
 from .reduce import (
@@ -98,6 +99,7 @@ class CsvSource:
 
     def __init__(self, path: Path, settings: ReadSettings, sections: tuple[int, int] | None = None):
         self.path, self.settings, self.range = Path(path), settings, sections
+        self.named_seen = [0, 0]  # --name: rows read and kept
 
     def _open(self, progress=None) -> CsvFile:
         return CsvFile(self.path, skip_bad_rows=self.settings.skip_bad_rows, stream=True, progress=progress)
@@ -117,12 +119,36 @@ class CsvSource:
                        rows={} if self.settings.keep_requests else None)  # fmt: skip
 
     def _accepted(self, chunks, k: int, acc: Partial, record: bool, names: NameTally | None = None):
+        if self.settings.name is not None:
+            chunks = self._named(chunks)
         for c in chunks:
             if record:
                 acc.skipped.extend(c.bad_rows)
             if names is not None and c.name is not None:
                 names.add(k, c)
             yield accept(acc, k, c.start_ns, c.latency_s, c.status, None, c.line_of, record=record)
+
+    def _named(self, chunks):
+        """``--name``: the rows of one request name (headroom ramp's request-name column) only."""
+        name = self.settings.name
+        for c in chunks:
+            if c.name is None:
+                raise HeadroomError(
+                    f"{self.path}: --name: this CSV has no request-name column (headroom ramp writes one "
+                    "for a generator that names its requests: --engine locust)"
+                )
+            if isinstance(c.name, list):
+                keep = np.array([n == name for n in c.name], bool)
+            else:
+                col = c.name.combine_chunks() if hasattr(c.name, "combine_chunks") else c.name
+                vals = col.dictionary.to_pylist()
+                keep = (NameCodes(list(vals)).of_dictionary(col) == vals.index(name)) if name in vals else \
+                    np.zeros(len(col), bool)  # fmt: skip
+            self.named_seen[0] += len(keep)
+            self.named_seen[1] += int(keep.sum())
+            if keep.any():
+                yield Chunk(c.start_ns[keep], c.latency_s[keep], None if c.status is None else c.status[keep],
+                            c.bad_rows, lambda i: None, None)  # fmt: skip
 
     def _batches(self, f: CsvFile, k: int, acc: Partial, record: bool):
         """Step ``k`` parsed again, piece by piece (a second pass)."""
@@ -199,7 +225,10 @@ class CsvSource:
                     if frames is not None:
                         part = bucket_step(lambda b=batches: b, frames[k], step=k, **opts)
                     elif pieces == 1:
-                        (st, lat), *_ = batches
+                        got = list(batches)
+                        if not got:  # --name: no request of that name in the step
+                            continue
+                        st, lat = got[0]
                         part = bucket_batch(st, lat, step=k, **opts)
                     else:  # one pass; again in the frame found when the first piece did not hold the start
                         part, fr = bucket_stream(batches, step=k, **opts)
@@ -213,11 +242,22 @@ class CsvSource:
             finally:
                 steps.close()  # its parsing threads end before the file closes
             prog.close()
+            if self.settings.name is not None:
+                self._name_said(acc)
             if frames is not None:
                 acc.step_errors, acc.warnings = None, []
             if names is not None:
                 acc.endpoints = names.counts(len(f.sections))
             return acc
+
+    def _name_said(self, acc: Partial) -> None:
+        seen, kept = self.named_seen
+        name = self.settings.name
+        if seen and not kept:
+            raise HeadroomError(
+                f"{self.path}: --name {short(name, 60)}: no request of that name in this file"
+            )
+        acc.warnings.append(f"{self.path}: --name {short(name, 60)}: {kept:,} of its {seen:,} requests")
 
     def close(self) -> None:
         """Nothing to free: a streamed file keeps nothing between its passes."""
@@ -539,12 +579,16 @@ def source_for(files: RunFiles, path: Path, s: ReadSettings):
     from .formats import reader_for
 
     reader = reader_for(path, s.format)
-    if s.name is not None and "name" not in reader.scan_options:
+    if s.name is not None and "name" not in reader.scan_options and reader.layout != "sections":
         raise _no_names(path, reader)
     if reader.layout == "sections":
         if s.steps:
             raise _steps_of_their_own(path)
-        return HeySource(path, s, reader) if relative_offsets(path) else CsvSource(path, s)
+        if relative_offsets(path):
+            if s.name is not None:
+                raise _no_names(path, reader)
+            return HeySource(path, s, reader)
+        return CsvSource(path, s)
     return SpoolSource(path, s, reader)
 
 
