@@ -143,3 +143,44 @@ def test_summary_text_names_every_endpoint_with_its_step_table():
         assert f"endpoint {name} by step" in text
         line = next(ln for ln in overview.splitlines() if ln.strip().startswith(name + " "))
         assert f"{n:,}" in line.split()
+
+
+def test_ramp_engine_locust_keeps_every_requests_name_and_name_follows_one(tmp_path):
+    """headroom ramp --engine locust with a three-endpoint locustfile (scripts/locust/endpoints.py) against
+    the Go test server: perfResults.csv carries a request-name column; the endpoints' counts per step are
+    the file's rows of each name in each section (read with the csv module); --name keeps one name."""
+    from test_locust_live import need_locust
+
+    need_locust()
+    from goserver import GoMissing, GoServer
+
+    try:
+        srv = GoServer(work=500, delay=0.001).start()
+    except GoMissing as e:
+        pytest.skip(str(e))
+    out = tmp_path / "run"
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "headroom", "ramp", srv.url, "-o", str(out), "--engine", "locust",
+             "--locustfile", str(ROOT / "scripts" / "locust" / "endpoints.py"), "--concurrency", "1:3:2",
+             "--step-duration", "2s", "--pause", "0"],
+            capture_output=True, text=True, timeout=180, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stderr
+    sections, counts = [], defaultdict(int)
+    with open(out / "perfResults.csv", newline="", encoding="utf-8") as fh:
+        for row in csv.reader(fh):
+            if row[0] == "start-time":
+                assert row == ["start-time", "response-time", "status-code", "request-name"]
+                sections.append(defaultdict(int))
+                continue
+            sections[-1][row[3]] += 1
+            counts[row[3]] += 1
+    assert set(counts) == {"/api/v1/items", "/api/v2/cart", "/api/v1/search"}
+    doc = _summary_json(str(out))
+    for e in doc["endpoints"]:
+        assert [s["requests"] + s["errors"] for s in e["steps"]] == [sec[e["name"]] for sec in sections]
+    one = _summary_json(str(out), "--name", "/api/v2/cart")
+    assert one["requests"]["total"] == counts["/api/v2/cart"]
