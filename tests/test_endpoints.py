@@ -16,6 +16,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from conftest import ROOT
 
@@ -184,3 +185,39 @@ def test_ramp_engine_locust_keeps_every_requests_name_and_name_follows_one(tmp_p
         assert [s["requests"] + s["errors"] for s in e["steps"]] == [sec[e["name"]] for sec in sections]
     one = _summary_json(str(out), "--name", "/api/v2/cart")
     assert one["requests"]["total"] == counts["/api/v2/cart"]
+
+
+def test_report_sections_and_the_grid_in_process():
+    """The report's per-endpoint sections and the small multiples, drawn in this process: every endpoint's
+    row with its counts from the raw rows, one visible panel per endpoint with its own throughput."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import headroom
+    from headroom import endpoint_html
+    from headroom.compare import compare_runs
+    from headroom.plot.endpoints import endpoint_grid
+
+    single, dist = (headroom.analyze(headroom.reduce_run(str(c / "run"))) for c in LOCUST)
+    page = endpoint_html.run_section(single, fmt="svg")
+    kept = defaultdict(int)
+    for _s, n, ok, _lat in _locust_rows(LOCUST[0] / "run"):
+        kept[n] += ok
+    assert "<h2>Endpoints</h2>" in page and page.count("<svg") == 1
+    for name, n in kept.items():
+        assert f"<td>{name}</td><td>{n:,}</td>" in page
+    axes = endpoint_grid([single, dist])
+    shown = [ax for ax in axes.flat if ax.get_visible()]
+    assert [ax.get_title().split()[0] for ax in shown] == [e.name for e in single.endpoints]
+    steps = [st for st, n, ok, _lat in _locust_rows(LOCUST[0] / "run") if n == "home" and ok]
+    per_step = [steps.count(k) for k in sorted(set(steps))]  # home's kept requests of every stage
+    points = shown[0].lines[0].get_xdata()  # the first run's steps (p50 points): req/s of home alone
+    dur = (single.steps.end_ns - single.steps.start_ns) / 1e9
+    assert points == pytest.approx(np.array(per_step) / dur, rel=1e-9)
+    c = compare_runs(single.run, dist.run, accept_mismatch=True)
+    assert [e.name for e in c.endpoints] == ["home", "missing", "refused"]
+    section = endpoint_html.comparison_section(c, [single, dist], fmt="svg")
+    assert "<h2>Which endpoint</h2>" in section and "No endpoint regressed" in section
+    # a run without names has no section
+    plain = headroom.analyze(headroom.reduce_run(str(ROOT / "data" / "runs" / "nginx-keepalive")))
+    assert endpoint_html.run_section(plain) == ""
