@@ -152,6 +152,43 @@ def first_screens(exe: str, out: Path) -> list[Path]:
     return done
 
 
+#: issue 51: the per-endpoint section of a comparison of a run whose B made /api/v2/cart slower
+ENDPOINTS = ["data/endpoints/ep-go-cart2x-45/a-01", "data/endpoints/ep-go-cart2x-45/b-01"]
+
+
+def endpoint_section(exe: str, out: Path) -> Path:
+    """The comparison report's "Which endpoint" section alone (the page cut to it, its style kept)."""
+    from PIL import Image
+
+    with tempfile.TemporaryDirectory(prefix="headroom-ep-") as tmp:
+        page = Path(tmp) / "endpoints.html"
+        cmd = [
+            sys.executable,
+            "-m",
+            "headroom",
+            "report",
+            *ENDPOINTS,
+            "--objective",
+            "p99<=20ms",
+            "-o",
+            str(page),
+        ]
+        subprocess.run(cmd, cwd=ROOT, capture_output=True)  # exit 1: the candidate regressed
+        text = page.read_text()
+        a = text.index("<h2>Which endpoint</h2>")
+        b = text.index("<h2", a + 10)
+        main = text.index("<main")
+        main = text.index(">", main) + 1
+        cut = Path(tmp) / "section.html"
+        cut.write_text(text[:main] + text[a:b] + "</main></body></html>")
+        png = out / "endpoints-report.png"
+        shoot(exe, cut, png, 1280, 1300)
+        Image.open(png).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(
+            png, optimize=True
+        )
+    return png
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="folder for the PNGs")
@@ -181,6 +218,8 @@ def main() -> int:
                 shutil.copy(page, out / page.name)
     for path in first_screens(exe, out):
         print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: first screen, 1400 x 900")
+    ep = endpoint_section(exe, out)
+    print(f"{ep.relative_to(ROOT) if ep.is_relative_to(ROOT) else ep}: the per-endpoint section")
     fig = headroom_figure(out)
     print(
         f"{fig.relative_to(ROOT) if fig.is_relative_to(ROOT) else fig}: {fig.stat().st_size / 1024:,.0f} KB"
