@@ -37,10 +37,10 @@ STEP = "2s"
 WORK = 3000
 #: set -> (extra rounds of B's /api/v2/ paths, recordings, foreign load target %, hog seed)
 SETS = {
-    "ep-go-aa-45": (0, 6, 45.0, 5101),
-    "ep-go-cart2x-45": (WORK, 4, 45.0, 5102),
-    "ep-go-aa-95": (0, 4, 95.0, 5111),
-    "ep-go-cart2x-95": (WORK, 3, 95.0, 5112),
+    "ep-go-aa-45": (0, 4, 45.0, 5101),
+    "ep-go-cart2x-45": (WORK, 3, 45.0, 5102),
+    "ep-go-aa-95": (0, 3, 95.0, 5111),
+    "ep-go-cart2x-95": (WORK, 2, 95.0, 5112),
 }
 
 
