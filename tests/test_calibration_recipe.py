@@ -61,17 +61,17 @@ def counts():
 
 def test_the_published_table_is_what_the_recordings_give(counts):
     rows, got = counts
-    assert len(rows) >= 32, "docs/ci.md: the recipe table lost its rows"
+    assert len(rows) >= 64, "docs/ci.md: the recipe table lost its rows"
     for key, want in rows.items():
         c = collections.Counter(got[key])
         assert (len(got[key]), *(c[v] for v in VERDICTS)) == want, key
 
 
 def test_the_published_rates_against_issue_48s_targets(counts):
-    """What docs/ci.md publishes for the held-out r7 sets, held: A/A false alarms at most 1 in 10 each
-    way (the recipe: none; issue 48's target of 1 in 20 needs more recordings than one load gave), exit 0
-    with the CPU in at least 90 %, 2x, +25-30 % CPU a request and the 2 ms wait caught every time, every
-    way, and never the wrong direction."""
+    """What docs/ci.md publishes for the held-out r7 sets (two servers, about 30 % and 50-65 % foreign
+    load), held against issue 48's targets: A/A false alarms at most 1 in 20 each way (the recipe: none),
+    exit 0 with the CPU in at least 90 %, 2x, +25-30 % CPU a request and the 2 ms wait caught every time,
+    every way, and never the wrong direction."""
     rows, _ = counts
     by = collections.defaultdict(lambda: collections.Counter())
     for (name, way, cpu), (n, *vs) in rows.items():
@@ -82,7 +82,8 @@ def test_the_published_rates_against_issue_48s_targets(counts):
     for way in ("plain", "recipe"):
         for cpu in ("with", "without"):
             aa = by[("aa", way, cpu)]
-            assert aa["n"] >= 10 and aa["regressed"] + aa["improved"] <= (1 if way == "plain" else 0), (way, cpu, aa)
+            assert aa["n"] >= 20 and (aa["regressed"] + aa["improved"]) * 20 <= aa["n"], (way, cpu, aa)
+            assert way == "plain" or aa["regressed"] + aa["improved"] == 0, (way, cpu, aa)
             for kind in ("x2", "latency2ms", "cpu30", "cpu25"):
                 ch = by[(kind, way, cpu)]
                 assert ch["n"] and ch["regressed"] == ch["n"], (kind, way, cpu, ch)
