@@ -103,11 +103,9 @@ _CALL = {"regressed": "! REGRESSED", "improved": "+ improved", "no change shown"
 
 
 def _change(m) -> str:
-    if m.change is None:
-        return "-"
-    if m.key == "error_rate":
-        return f"{m.change * 100:+.2f} pt"
-    return f"{m.change:+.1%}"
+    from .text import change_text
+
+    return change_text(m)
 
 
 def _value(m, v) -> str:

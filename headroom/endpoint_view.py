@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binning import PERCENTILES, LatencyStats, stats_from_entries
-from .model import Objective, Run
+from .binning import LatencyStats, stats_from_entries
+from .model import Objective, Run, extra_percentiles
 
 NS = 1e9
 
@@ -89,13 +89,7 @@ def endpoint_table(run: Run, objective: Objective | None = None, steps=None) -> 
         return None
     steps = steps if steps is not None else run.reduced.steps
     n, m = ep.n_steps, len(ep.names)
-    extra = ()
-    if (
-        objective is not None
-        and objective.q is not None
-        and objective.name not in {p[0] for p in PERCENTILES}
-    ):
-        extra = ((objective.name, *objective.q),)
+    extra = extra_percentiles(objective)
     sums = np.bincount(ep.group, weights=ep.values[ep.index] * ep.count, minlength=n * m)
     lat = stats_from_entries((ep.group, ep.index, ep.count), n * m, sums, ep.values, extra=extra)
     k = min(n, len(steps))

@@ -27,6 +27,14 @@ PERCENTILES: tuple[tuple[str, int, int], ...] = (
     ("p999", 999, 1000),
 )
 
+
+def extra_percentiles(objective) -> tuple[tuple[str, int, int], ...]:
+    """The objective's percentile when it is not one of :data:`PERCENTILES` (``p97``): computed besides them."""
+    if objective is None or objective.q is None or objective.name in {p[0] for p in PERCENTILES}:
+        return ()
+    return ((objective.name, *objective.q),)
+
+
 #: A percentile is called "thin" when fewer requests than this lie above it.
 MIN_TAIL_REQUESTS = 10
 

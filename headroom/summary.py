@@ -27,6 +27,7 @@ from .model import (
     HeadroomError,
     Objective,
     Run,
+    extra_percentiles,
     parse_duration,
     parse_objective,
     render_html,
@@ -136,13 +137,7 @@ def analyze(
     if dying is not None:  # the server stopped answering in a step that got no response: a step too
         run = with_dying_step(run, dying)
     run, steps, buckets, hist, overlap, warnings = _time_view(run, bucket_s)
-    extra = ()
-    if (
-        objective is not None
-        and objective.q is not None
-        and objective.name not in {p[0] for p in PERCENTILES}
-    ):
-        extra = ((objective.name, *objective.q),)
+    extra = extra_percentiles(objective)
     step_lat = step_stats(hist, buckets, len(steps), extra=extra)
     cores = run.cpu.cores if run.cpu else 1.0
     b = by_throughput(buckets, hist, bins=bins, width=bin_width, cpu_cores=cores, extra=extra)
