@@ -209,8 +209,8 @@ def _input_options(p: argparse.ArgumentParser) -> None:
         "--name",
         dest="request_name",
         metavar="NAME",
-        help="only the requests of this name, e.g. --name /api/cart (an endpoint: the request name "
-        "of a Locust run recorded by headroom.locust)",
+        help="only the requests of this name, e.g. --name /api/cart (an endpoint: Locust's name, k6's name "
+        "tag else url, JMeter's label, the request-name of headroom ramp --engine locust)",
     )
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     telemetry_options(p)
@@ -339,7 +339,7 @@ def _summary_parser(sub) -> None:
         "--endpoints",
         action="store_true",
         help="every request name (endpoint) step by step: requests, share, errors, req/s, exact "
-        "percentiles (runs of Locust, k6, JMeter, Gatling, vegeta; the JSON has them always)",
+        "percentiles (runs of Locust, k6, JMeter and headroom ramp --engine locust; the JSON has them always)",
     )
     s.add_argument("--json", metavar="FILE", help="also write the summary as JSON (- for stdout)")
 
