@@ -55,3 +55,27 @@ def test_module_list_is_the_package():
     assert "headroom" in mods and "headroom.formats" in mods and "headroom.formats.hey" in mods
     assert "headroom.helptext" in mods and all(m.startswith("headroom") for m in mods)
     assert len(mods) == len(list((ROOT / "headroom").rglob("*.py")))
+
+
+def test_the_tier_figures_in_the_docs_are_the_scripts_lines():
+    """docs/testing.md's measured tier lines are written by scripts/tier_figures.py: each line in its
+    marker block has the script's form, and the script's summary reader takes pytest's last line."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import tier_figures
+
+    doc = (ROOT / "docs" / "testing.md").read_text()
+    block = doc[doc.index("<!-- tier-figures -->") : doc.index("<!-- /tier-figures -->")].splitlines()[1:]
+    form = re.compile(
+        r"^- (fast|full) tier, \d{4}-\d\d-\d\d \d\d:\d\d UTC: [\d,]+ passed(, [\d,]+ deselected)? in "
+        r"\d+ min \d\d s \((\d+) s\) on \d+ CPUs, load average [\d.]+ before and [\d.]+ after$"
+    )
+    assert block and all(form.match(ln) for ln in block), block
+    for ln in block:
+        m = form.match(ln)
+        mins, secs = re.search(r"in (\d+) min (\d\d) s", ln).groups()
+        assert int(mins) * 60 + int(secs) == int(m.group(3))
+    last = tier_figures.LAST.search("==== 847 passed, 1176 deselected in 334.51s (0:05:34) ====")
+    assert last.group(1) == "847 passed, 1176 deselected" and last.group(2) == "334.51"
