@@ -13,7 +13,8 @@ on the same matched steps as the whole run (:mod:`headroom.compare.pairing`):
   units' mean (every pattern up to 14 units, else 4,999 seeded draws): exact under "no change"
   whatever the noise's shape, each unit's two halves exchangeable;
 * **error rate**: the endpoint's failed requests of the units, the candidate's share of them
-  against its share of the requests (the exact conditional binomial test);
+  against its share of the requests (the exact conditional binomial test); with no failed request
+  on either side there is nothing to test, and it takes no share of the family;
 * the family-wise error over every endpoint and metric is held at ``1 - confidence`` by Holm's
   step-down; a metric is called **regressed** (or improved) when Holm rejects it *and* its change is
   beyond the threshold the worse (better) way: at least ``threshold`` for a latency, at least
@@ -282,7 +283,8 @@ def judge_endpoints(
         rows.append(
             (name, "error_rate", "error rate", {"key": "error_rate"}, None, _errors(name, units, split))
         )
-    judged = [i for i, r in enumerate(rows) if r[4] is not None or (r[5] is not None and r[5][1] and r[5][3])]
+    # an error rate with no failed request on either side cannot be called changed: not in the family
+    judged = [i for i, r in enumerate(rows) if r[4] is not None or (r[5] is not None and _testable(r[5]))]
     alpha = 1.0 - settings.confidence
     ps = [flip_p(rows[i][4]) if rows[i][4] is not None else _error_p(*rows[i][5]) for i in judged]
     rejected = dict(zip(judged, _holm(ps, alpha)))
@@ -298,13 +300,22 @@ def judge_endpoints(
     out = []
     for name in names:
         mine = [(i, r) for i, r in enumerate(rows) if r[0] == name]
-        metrics = tuple(_metric(i, r, rejected, pvals, level, settings) for i, r in mine)
+        metrics = tuple(_metric(i, r, rejected, pvals, level, settings, len(units)) for i, r in mine)
         out.append(_verdict(name, metrics, units, split))
     return out
 
 
-def _metric(i, r, rejected, pvals, level, st: EndpointSettings) -> EndpointMetric:
+def _testable(errs: tuple[int, int, int, int]) -> bool:
+    """Failed requests on some side, and requests on both: an error rate that a test can call changed."""
+    fb, nb, fc, nc = errs
+    return nb > 0 and nc > 0 and fb + fc > 0
+
+
+def _metric(i, r, rejected, pvals, level, st: EndpointSettings, units: int) -> EndpointMetric:
     name, key, label, base, d, errs = r
+    if errs is not None and i not in pvals and errs[1] and errs[3]:  # no failure on either side
+        return EndpointMetric(key, label, 0.0, None, level, None, units, 0.0, 0.0, "no change shown",
+                              "no failed request on either side")  # fmt: skip
     if i not in pvals:
         why = (base.get("short") or f"{base['units']} units with {base['need']}+ requests a side, needs {MIN_UNITS}"
                if errs is None else "no requests on a side")  # fmt: skip
@@ -318,7 +329,7 @@ def _metric(i, r, rejected, pvals, level, st: EndpointSettings) -> EndpointMetri
         call = (
             "no change shown" if not (rejected[i] and beyond) else ("regressed" if change > 0 else "improved")
         )
-        return EndpointMetric(key, label, change, None, level, pvals[i], len(errs), rb, rc, call,
+        return EndpointMetric(key, label, change, None, level, pvals[i], units, rb, rc, call,
                               f"{fb:,} of {nb:,} failed, {fc:,} of {nc:,}")  # fmt: skip
     change = math.expm1(float(d.mean()))
     beyond = abs(change) >= st.threshold
@@ -373,6 +384,6 @@ def with_endpoints(verdict: str, reason: str, eps: list[EndpointVerdict]) -> tup
         return verdict, reason
     worst = sorted(bad, key=lambda e: -(e.worst().change if e.worst() else 0.0))
     said = "; ".join(sentence(e) for e in worst[:2]) + (
-        f"; {len(worst) - 2} more endpoints" if len(worst) > 2 else ""
+        f"; {len(worst) - 2} more endpoint{'s' if len(worst) > 3 else ''}" if len(worst) > 2 else ""
     )
     return "regressed", f"{said} (the whole run: {verdict.upper()}: {reason})"
