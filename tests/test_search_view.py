@@ -83,3 +83,21 @@ def test_the_report_header_and_plot_show_a_search(meta):
     texts = [t.get_text() for t in ax.texts]
     assert not any(t.strip().isdigit() for t in texts), texts  # no probe numbers over the points
     assert any(f"{at.rps:,.0f} req/s" in t for t in texts)  # the answer's label
+
+
+def test_an_ab_search_refuses_the_options_it_cannot_honour():
+    """headroom.ramp.search_ab's checks, in process (the fast tier imports the A/B search here): --find
+    with --ab needs --interleave steps, and refuses the options of repeated recordings by name."""
+    from argparse import Namespace
+
+    from headroom.model import HeadroomError
+    from headroom.ramp.search_ab import _ab_checks
+
+    ok = dict(interleave="steps", until_decided=False, pairs_per_level=None, repeats=None, max_repeats=None)
+    _ab_checks(Namespace(**ok))
+    with pytest.raises(HeadroomError, match="give --interleave steps"):
+        _ab_checks(Namespace(**{**ok, "interleave": None}))
+    for opt, key, value in (("--repeats", "repeats", 3), ("--until-decided", "until_decided", True),
+                            ("--pairs-per-level", "pairs_per_level", 2), ("--max-repeats", "max_repeats", 4)):  # fmt: skip
+        with pytest.raises(HeadroomError, match=f"^{opt} is not for --find"):
+            _ab_checks(Namespace(**{**ok, key: value}))
