@@ -7,7 +7,8 @@ section i of B (A and B alternate within every level); each endpoint's nearest-r
 2xx requests per unit (at least 10 and 100 requests a side), their log ratios, the exact two-sided
 sign-flip p-value of their mean (every one of the 2**units patterns, by two halves), the exact
 binomial test of the error counts, Holm over every endpoint and metric at 5 %, and a call beyond the
-threshold (10 %; errors 0.1 points).  compare's JSON must agree: the change exactly, the p-value
+threshold (10 %; errors 0.1 points) with the printed interval (Student's t at the family's level)
+clear of no change.  compare's JSON must agree: the change exactly, the p-value
 within the Monte Carlo error of its 4,999 draws, every call.  Then the rates over the whole sets:
 the slower endpoint REGRESSED in every A/B recording, at most 1 endpoint-level false alarm in 20
 over the A/A recordings.
@@ -70,6 +71,7 @@ def _exact_flip_p(d: np.ndarray) -> float:
 def _independent(rec_a, rec_b) -> dict:
     """{(name, metric): (change, p, judged)} and the calls, from the raw files."""
     from scipy.stats import binomtest
+    from scipy.stats import t as t_dist
 
     sa, sb = _sections(rec_a), _sections(rec_b)
     assert len(sa) == len(sb)
@@ -120,6 +122,14 @@ def _independent(rec_a, rec_b) -> dict:
             continue
         limit = ERR_THRESHOLD if k[1] == "error_rate" else THRESHOLD
         beyond = abs(v[0]) >= limit
+        if k[1] != "error_rate":  # and the interval printed beside it (Student's t, family level) clear of 0
+            d = v[2]
+            half = (
+                t_dist.ppf(0.5 + (1 - ALPHA / len(judged)) / 2, len(d) - 1)
+                * d.std(ddof=1)
+                / math.sqrt(len(d))
+            )
+            beyond = beyond and (d.mean() - half > 0 or d.mean() + half < 0)
         calls[k] = (
             ("regressed" if v[0] > 0 else "improved") if k in rejected and beyond else "no change shown"
         )

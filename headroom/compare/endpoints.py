@@ -16,7 +16,8 @@ on the same matched steps as the whole run (:mod:`headroom.compare.pairing`):
   against its share of the requests (the exact conditional binomial test); with no failed request
   on either side there is nothing to test, and it takes no share of the family;
 * the family-wise error over every endpoint and metric is held at ``1 - confidence`` by Holm's
-  step-down; a metric is called **regressed** (or improved) when Holm rejects it *and* its change is
+  step-down; a metric is called **regressed** (or improved) when Holm rejects it, its interval is
+  clear of no change *and* its change is
   beyond the threshold the worse (better) way: at least ``threshold`` for a latency, at least
   ``error_threshold`` points for the error rate.  An endpoint with too few units (fewer than
   :data:`MIN_UNITS`) is said, not judged.
@@ -75,9 +76,10 @@ class EndpointVerdict:
     share: float  # of the candidate's requests of the matched steps
 
     def worst(self) -> EndpointMetric | None:
-        """The metric that made it regressed (the largest change the worse way), else None."""
+        """The metric that made it regressed, else None: the surest change the worse way (the highest
+        bottom of its interval; an error rate, which has none, by its change)."""
         bad = [m for m in self.metrics if m.call == "regressed"]
-        return max(bad, key=lambda m: m.change, default=None)
+        return max(bad, key=_surest, default=None)
 
     def to_dict(self) -> dict:
         return {
@@ -332,7 +334,10 @@ def _metric(i, r, rejected, pvals, level, st: EndpointSettings, units: int) -> E
         return EndpointMetric(key, label, change, None, level, pvals[i], units, rb, rc, call,
                               f"{fb:,} of {nb:,} failed, {fc:,} of {nc:,}")  # fmt: skip
     change = math.expm1(float(d.mean()))
-    beyond = abs(change) >= st.threshold
+    lo, hi = _t_interval(d, level)
+    # called when Holm rejects it, its change is beyond the threshold and the interval printed beside it
+    # is clear of no change (a call never stands beside an interval that holds 0)
+    beyond = abs(change) >= st.threshold and (lo > 0 or hi < 0)
     call = "no change shown" if not (rejected[i] and beyond) else ("regressed" if change > 0 else "improved")
     return EndpointMetric(key, label, change, _t_interval(d, level), level, pvals[i], len(d), base["baseline"],
                           base["candidate"], call)  # fmt: skip
@@ -377,12 +382,16 @@ def sentence(e: EndpointVerdict) -> str:
             f"{m.level:.1%} two-sided)")  # fmt: skip
 
 
+def _surest(m: EndpointMetric) -> float:
+    return m.interval[0] if m.interval else m.change
+
+
 def with_endpoints(verdict: str, reason: str, eps: list[EndpointVerdict]) -> tuple[str, str]:
     """The whole verdict with the endpoints': REGRESSED when an endpoint regressed, its sentence first."""
     bad = [e for e in eps if e.verdict == "regressed"]
     if not bad:
         return verdict, reason
-    worst = sorted(bad, key=lambda e: -(e.worst().change if e.worst() else 0.0))
+    worst = sorted(bad, key=lambda e: -_surest(e.worst()))  # the surest regression first
     said = "; ".join(sentence(e) for e in worst[:2]) + (
         f"; {len(worst) - 2} more endpoint{'s' if len(worst) > 3 else ''}" if len(worst) > 2 else ""
     )
