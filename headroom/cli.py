@@ -23,6 +23,7 @@ examples:
   headroom summary data/runs/nginx-keepalive --objective 'p99<=5ms' --json out.json
   headroom summary runs/old_perfResults.csv --bucket 500ms --bin-width 1000
   headroom summary hey.csv --objective 'p99.9<=50ms' --current-load 8000 --target-load 50000
+  headroom summary data/endpoints/ep-go-cart2x-45/b-01 --endpoints --objective 'p99<=20ms'
 
 exit codes: 0 success, 2 bad usage or bad input (one line on stderr naming the file and line)
 """
@@ -93,6 +94,7 @@ examples:
   headroom compare old/ new/ --noise-from aa/run-*        # noise learned from A/A runs
   headroom compare old/ new/ --noise-from history.json    # ... or from 'headroom history --json'
   headroom compare --baseline a-01/ a-02/ a-03/ --candidate b-01/ b-02/ b-03/   # interleaved repeats
+  headroom compare data/endpoints/ep-go-cart2x-45/a-01 data/endpoints/ep-go-cart2x-45/b-01   # per endpoint
   headroom ramp --ab URL_A URL_B --repeats 3 -o ab/ ...   # records such repeats (see ramp --help)
 """
 

@@ -12,6 +12,7 @@ examples:
   headroom history runs/* --order time --json history.json -o history.html
   headroom history runs/* --objective 'p99<=20ms' --threshold 5% --jobs 2
   headroom history runs/* --dask tcp://scheduler:8786               # reduce on a Dask cluster
+  headroom history data/endpoints/ep-go-aa-45/a-0* --name /api/v2/cart --cache none   # one endpoint
 
 Runs with the same label (metadata sha) are repeats of one release. Per release:
 plateau throughput, USL capacity, throughput at the objective, p50/p99 and CPU per
