@@ -69,11 +69,12 @@ def verdict_table(c) -> Fragment:
 
 
 def _answer(c) -> str:
-    from .compare.endpoints import sentence
+    from .compare.endpoints import _surest, sentence
 
-    bad = [e for e in c.endpoints if e.verdict == "regressed"]
-    if bad:
-        return "Regressed: " + "; ".join(_E(sentence(e)) for e in bad) + "."
+    bad = sorted((e for e in c.endpoints if e.verdict == "regressed"), key=lambda e: -_surest(e.worst()))
+    if bad:  # the surest regression first, as the verdict names it
+        also = f" Also regressed: {'; '.join(_E(sentence(e)) for e in bad[1:])}." if bad[1:] else ""
+        return f"Regressed most surely: {_E(sentence(bad[0]))}.{also}"
     judged = [e for e in c.endpoints if e.verdict != "not judged"]
     better = [e.name for e in c.endpoints if e.verdict == "improved"]
     text = f"No endpoint regressed ({len(judged)} of {len(c.endpoints)} judged on latency)."

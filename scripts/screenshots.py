@@ -182,10 +182,12 @@ def endpoint_section(exe: str, out: Path) -> Path:
         cut = Path(tmp) / "section.html"
         cut.write_text(text[:main] + text[a:b] + "</main></body></html>")
         png = out / "endpoints-report.png"
-        shoot(exe, cut, png, 1280, 1300)
-        Image.open(png).convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(
-            png, optimize=True
-        )
+        shoot(exe, cut, png, 1280, 1600)
+        im = Image.open(png).convert("RGB")
+        gray = im.convert("L")
+        ink = [y for y in range(gray.height) if min(gray.crop((0, y, gray.width, y + 1)).getdata()) < 250]
+        im = im.crop((0, 0, im.width, min(im.height, (ink[-1] if ink else im.height) + 40)))
+        im.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(png, optimize=True)
     return png
 
 
