@@ -18,3 +18,12 @@ def big_pct(v, fmt: str = "+.0%") -> str:
     if v is None:
         return "-"
     return ">+999%" if v > 9.99 else format(v, fmt)
+
+
+def change_text(m) -> str:
+    """A metric's change as the tables print it: relative (+12.3%), an error rate's in points."""
+    if m.change is None:
+        return "-"
+    if m.key == "error_rate":
+        return f"{m.change * 100:+.2f} pt"
+    return f"{m.change * 100:+.1f}%"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._fmt import table
+from ._fmt import change_text, table
 from .endpoint_view import Endpoint, Endpoints
 
 
@@ -103,8 +103,6 @@ _CALL = {"regressed": "! REGRESSED", "improved": "+ improved", "no change shown"
 
 
 def _change(m) -> str:
-    from .text import change_text
-
     return change_text(m)
 
 

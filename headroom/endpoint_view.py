@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .binning import LatencyStats, stats_from_entries
-from .model import Objective, Run, extra_percentiles
+from .model import Objective, Run, extra_percentiles, render_html
 
 NS = 1e9
 
@@ -73,9 +73,7 @@ class Endpoints:
         return f"<Endpoints {self.label!r}: " + ", ".join(f"{e.name} ({e.total:,})" for e in self) + ">"
 
     def _repr_html_(self) -> str:
-        from .endpoint_html import endpoints_table
-
-        return endpoints_table(self)
+        return render_html("Endpoints", self)
 
 
 def endpoint_table(run: Run, objective: Objective | None = None, steps=None) -> Endpoints | None:

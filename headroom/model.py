@@ -50,6 +50,7 @@ HTML_RENDERERS: dict[str, tuple[str, str]] = {
     "Summary": ("headroom.html", "capacity_table"),
     "Comparison": ("headroom.html", "verdict"),
     "History": ("headroom.history_view", "history_table"),
+    "Endpoints": ("headroom.endpoint_html", "endpoints_table"),
     "ProfileSet": ("headroom.profiles.html", "profile_set_html"),
     "ProfileDiff": ("headroom.profiles.html", "diff_html"),
 }

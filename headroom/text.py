@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._fmt import big_pct
+from ._fmt import big_pct, change_text
 from ._fmt import table as _table
 from .compare import wording
 from .scalability import MIN_R2
@@ -634,14 +634,6 @@ def _wrap(line: str, width: int = 100, indent: str = "  ") -> list[str]:
 
 def _pct(v) -> str:
     return "-" if v is None else f"{v * 100:+.1f}%"
-
-
-def change_text(m) -> str:
-    if m.change is None:
-        return "-"
-    if m.key == "error_rate":
-        return f"{m.change * 100:+.2f} pt"
-    return _pct(m.change)
 
 
 def interval_text(m) -> str:
