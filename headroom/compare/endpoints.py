@@ -175,7 +175,7 @@ def names_of(sides) -> list[str] | None:
     return sorted(shared, key=lambda n: (-total[n], n))
 
 
-def _latency(name, key, q, units, split, threshold) -> tuple[dict, np.ndarray | None]:
+def _latency(name, key, q, units, split) -> tuple[dict, np.ndarray | None]:
     """A latency metric's units: the log ratios, and the medians of both sides' values."""
     need = MIN_TAIL_REQUESTS if q[0] / q[1] > 0.5 else MIN_REQUESTS
     d, vb, vc = [], [], []
@@ -280,7 +280,7 @@ def judge_endpoints(
     rows = []  # (name, key, label, fields, d or None, error counts or None)
     for name in names:
         for key, label, q in lat:
-            base, d = _latency(name, key, q, units, split, settings.threshold)
+            base, d = _latency(name, key, q, units, split)
             rows.append((name, key, label, base, d, None))
         rows.append(
             (name, "error_rate", "error rate", {"key": "error_rate"}, None, _errors(name, units, split))
