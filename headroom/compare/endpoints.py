@@ -392,7 +392,6 @@ def with_endpoints(verdict: str, reason: str, eps: list[EndpointVerdict]) -> tup
     if not bad:
         return verdict, reason
     worst = sorted(bad, key=lambda e: -_surest(e.worst()))  # the surest regression first
-    said = "; ".join(sentence(e) for e in worst[:2]) + (
-        f"; {len(worst) - 2} more endpoint{'s' if len(worst) > 3 else ''}" if len(worst) > 2 else ""
-    )
+    more = len(worst) - 1
+    said = sentence(worst[0]) + (f"; {more} more endpoint{'s' if more > 1 else ''} regressed" if more else "")
     return "regressed", f"{said} (the whole run: {verdict.upper()}: {reason})"
