@@ -87,13 +87,14 @@ def by_concurrency(
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
-    axes[0, 0].set_title("Throughput by concurrency", fontsize=10, y=_TITLE_Y)
-    axes[0, 1].set_title("Latency by concurrency", fontsize=10, y=_TITLE_Y)
+    by = "concurrency" if known else "load step"
+    axes[0, 0].set_title(f"Throughput by {by}", fontsize=10, y=_TITLE_Y)
+    axes[0, 1].set_title(f"Latency by {by}", fontsize=10, y=_TITLE_Y)
     axes[0, 0].set_ylim(bottom=0)
     _latency_axis(axes[0, 1], log=log_latency)
     if objective:
         _objective_line(axes[0, 1], runs)
-    xlabel = "concurrency (clients)" if known else "step (concurrency unknown)"
+    xlabel = "concurrency (clients)" if known else _step_label(runs)
     top = max((float(np.nanmax(_xs(s, known))) for s in runs if len(_xs(s, known))), default=1.0)
     for ax in axes[0]:
         ax.set_xlim(left=0, right=top * 1.04 + 0.5)  # the last level's points inside the axes
@@ -109,6 +110,14 @@ def by_concurrency(
         return axes
     _pair_changes(axes[1], comparison, xlabel)
     return axes
+
+
+def _step_label(runs) -> str:
+    """The x label of runs placed by step index: rate steps say their intended rates."""
+    rates = [float(r) for s in runs if s.table.kind == "rate" for r in s.table.intended_rps if np.isfinite(r)]
+    if rates:
+        return f"step (open loop: intended rates {min(rates):,.0f} to {max(rates):,.0f} req/s)"
+    return "step (concurrency unknown)"
 
 
 def _xs(s, known: bool) -> np.ndarray:
