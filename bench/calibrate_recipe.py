@@ -75,10 +75,20 @@ def noise_for(k: int, own: list, aa: list, same: bool) -> list:
     return [p for i in picks for p in aa[i]]
 
 
+_READ: dict[str, object] = {}  # this process's reductions, by folder: a recording is read once, not six times
+
+
+def _reduced(p) -> object:
+    key = str(p)
+    if key not in _READ:
+        _READ[key] = reduce_run(key)
+    return _READ[key]
+
+
 def judge(job):
     """One recording, one way: (set, way, cpu, k, verdict, reason)."""
     name, way, cpu, k, pair, noise, objective = job
-    load = lambda p: reduce_run(str(p)) if cpu else no_cpu(reduce_run(str(p)))  # noqa: E731
+    load = lambda p: _reduced(p) if cpu else no_cpu(_reduced(p))  # noqa: E731
     a, b = load(pair[0]), load(pair[1])
     if way == "plain":
         c = compare_runs(a, b)

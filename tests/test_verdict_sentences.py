@@ -40,13 +40,13 @@ VALUES = re.compile(PCT + r" \(([\d,]+(?:\.\d+)?) req/s to ([\d,]+(?:\.\d+)?) re
 
 def _text(name: str, aa: str, k: int, recipe: bool, cpu: bool) -> tuple[str, object]:
     from calibrate_paired import no_cpu
+    from calibrate_recipe import _reduced  # each recording read once in this process
 
-    from headroom import reduce_run
     from headroom.compare import compare_runs
     from headroom.text import format_comparison
 
     def load(p: Path):
-        r = reduce_run(str(p))
+        r = _reduced(p)
         return r if cpu else no_cpu(r)
 
     a, b = load(IL / name / f"a-{k:02d}"), load(IL / name / f"b-{k:02d}")
