@@ -53,10 +53,16 @@ def _without_server(run):
 
 
 @functools.cache
+def _reduced(path) -> object:
+    """A recording's half, read once for both ways it is judged (with and without the server's CPU)."""
+    return reduce_run(str(path))
+
+
+@functools.cache
 def _verdicts(name: str, cpu: bool) -> tuple[str, ...]:
     out = []
     for a, b in _recordings(name):
-        ra, rb = reduce_run(str(a)), reduce_run(str(b))
+        ra, rb = _reduced(a), _reduced(b)
         if not cpu:
             ra, rb = _without_server(ra), _without_server(rb)
         c = compare_runs(ra, rb)

@@ -189,8 +189,11 @@ def test_one_run_report_of_each_format(rendered, name):
     page, doc = rendered[name]
     assert "Traceback" not in page and "<script" not in page
     figs = decoded_figures(page)
-    # seven figures, the memory one only when the run has memory telemetry (none of these has)
-    assert len(figs) == 6 and all(w > 50 and h > 50 for _, w, h in figs), figs
+    # seven figures, the memory one only when the run has memory telemetry (none of these has), and the
+    # endpoints' small multiples when the run's requests carry two or more names (its JSON lists them)
+    named = len(doc.get("endpoints", [])) >= 2
+    assert len(figs) == 6 + named and all(w > 50 and h > 50 for _, w, h in figs), figs
+    assert ("<h2>Endpoints</h2>" in page) == named
     assert "No memory telemetry for" in page
     assert f"<title>Capacity report: {html.escape(doc['label'], quote=False)}" in page
     steps = table(page, "step")
@@ -229,7 +232,9 @@ def test_a_rate_ramp_names_its_level_a_rate(rendered):
 def test_two_run_report(rendered, tool):
     page, doc = rendered[f"two-{tool}"]
     figs = decoded_figures(page)
-    assert len(figs) == 6 and all(w > 50 and h > 50 for _, w, h in figs), figs
+    named = bool(doc.get("endpoints"))  # both sides' requests carry two or more names: judged per endpoint
+    assert len(figs) == 6 + named and all(w > 50 and h > 50 for _, w, h in figs), figs
+    assert ("<h2>Which endpoint</h2>" in page) == named
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert all(sentence in text for sentence in doc["headline"])  # the answer, in the JSON's words
     assert doc["headline"][0].startswith(f"{doc['verdict'].upper()} (exit {doc['exit_code']}): ")
