@@ -49,25 +49,53 @@ class NameCodes:
     def of_dictionary(self, column) -> np.ndarray:
         """Every row's code from a pyarrow (chunked) dictionary or string column (pyarrow.compute only
         for a string column or one with nulls)."""
-        import pyarrow as pa
-
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks()
-        if column.null_count or not pa.types.is_dictionary(column.type):
-            import pyarrow.compute as pc
-
-            if column.null_count:
-                plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
-                column = pc.fill_null(plain, "")
-            if not pa.types.is_dictionary(column.type):
-                column = pc.dictionary_encode(column)
-        lut = self.of_values(column.dictionary.to_pylist())
-        ind = column.indices  # a numpy view of the codes (to_numpy would import pandas)
-        width = ind.type.bit_width // 8
-        idx = np.frombuffer(
-            ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width
-        )
+        values, idx = _dictionary_parts(_encoded(column))
+        lut = self.of_values(values)
         return lut[idx] if len(lut) else np.zeros(len(idx), np.int32)
+
+    def of_pairs(self, first, second, sep: str = " ") -> np.ndarray:
+        """Every row's code of the name ``first + sep + second`` from two string or dictionary columns
+        (vegeta's method and url): the strings joined once per distinct pair present, not per row."""
+        (v1, i1), (v2, i2) = (_dictionary_parts(_encoded(c)) for c in (first, second))
+        if not len(i1):
+            return np.zeros(0, np.int32)
+        pair = i1.astype(np.int64) * max(len(v2), 1) + i2
+        present = np.unique(pair)
+        lut = np.zeros(int(present[-1]) + 1, np.int32)
+        n2 = max(len(v2), 1)
+        lut[present] = self.of_values([joined(v1[p // n2], v2[p % n2], sep) for p in present.tolist()])
+        return lut[pair]
+
+
+def joined(first, second, sep: str = " ") -> str:
+    """``first sep second`` of two name parts, an empty part left out (a file without them: "")."""
+    return sep.join(str(x) for x in (first, second) if x)
+
+
+def _encoded(column):
+    """A pyarrow (chunked) string or dictionary column as one dictionary array, nulls as "" (pyarrow.compute
+    only for a string column or one with nulls)."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not column.null_count and pa.types.is_dictionary(column.type):
+        return column
+    import pyarrow.compute as pc
+
+    if column.null_count:
+        plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
+        column = pc.fill_null(plain, "")
+    return column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+
+
+def _dictionary_parts(column) -> tuple[list, np.ndarray]:
+    """A pyarrow dictionary array's values (a list) and its indices (a numpy view: to_numpy would
+    import pandas)."""
+    ind = column.indices
+    width = ind.type.bit_width // 8
+    idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
+    return column.dictionary.to_pylist(), idx
 
 
 @dataclass(frozen=True, eq=False)

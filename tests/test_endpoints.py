@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, need_tool
 
 REAL = ROOT / "tests" / "data" / "formats" / "real"
 LOCUST = [REAL / "locust" / "nginx-single", REAL / "locust" / "nginx-distributed"]
@@ -102,6 +102,51 @@ def test_k6_names_are_the_name_tag_else_the_url_and_name_keeps_one():
     one = _summary_json(str(path), "--name", name)
     assert one["requests"]["total"] == len(by_name[name])
     assert [e["name"] for e in one["endpoints"]] == [name]
+
+
+def _vegeta_names(rows) -> dict[str, list[int]]:
+    """Latencies (ns) per vegeta request name, "METHOD url", from rows of its CSV columns."""
+    by_name = defaultdict(list)
+    for r in rows:
+        by_name[f"{r[9]} {r[10]}"].append(int(r[2]))
+    return by_name
+
+
+def test_vegeta_names_are_method_and_url_in_csv_and_json(tmp_path):
+    """The real vegeta rate ramp (94 % GET /, 404s, 503s, a refused port): every name's requests and
+    errors equal a count of its rows by the csv module, p99 by nearest rank; the JSON lines vegeta
+    itself encodes from it (vegeta encode -to json) give the same; --name keeps one."""
+    path = REAL / "vegeta-rates.csv.gz"
+    with gzip.open(path, "rt", newline="") as fh:
+        rows = list(csv.reader(fh))
+    by_name = _vegeta_names(rows)
+    failed = defaultdict(int)
+    for r in rows:
+        failed[f"{r[9]} {r[10]}"] += not 200 <= int(r[1]) < 400
+    doc = _summary_json(str(path))
+    assert len(doc["endpoints"]) == 4
+    for e in doc["endpoints"]:
+        assert e["requests"] + e["errors"] == len(by_name[e["name"]])
+        assert e["errors"] == failed[e["name"]]
+    vegeta = need_tool("vegeta")
+    plain = tmp_path / "rates.csv"
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    js = tmp_path / "rates.json"
+    with open(js, "wb") as out:
+        subprocess.run([vegeta, "encode", "-to", "json", str(plain)], stdout=out, check=True, timeout=60)
+    jdoc = _summary_json(str(js))
+    assert {e["name"]: (e["requests"], e["errors"]) for e in jdoc["endpoints"]} == {
+        e["name"]: (e["requests"], e["errors"]) for e in doc["endpoints"]
+    }
+    name = max(by_name, key=lambda n: len(by_name[n]))
+    one = _summary_json(str(js), "--name", name)
+    assert one["requests"]["total"] == len(by_name[name])
+    # its requests all succeeded: the last step's p99 is the nearest rank of its rows' latencies
+    last = [int(r[2]) for r in rows if f"{r[9]} {r[10]}" == name and r[7] == "rate4000"]
+    want_s = _nearest_rank(sorted(last), 0.99) / 1e9
+    assert one["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-4)  # the run's steps: 4 digits
+    top = next(e for e in doc["endpoints"] if e["name"] == name)
+    assert top["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-6)
 
 
 def test_jmeter_labels_are_names_in_csv_and_xml():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..endpoints import NameCodes, joined, only_name
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import (  # noqa: F401 - all importable from here, as before the move to _blocks
     Block,
@@ -84,18 +85,21 @@ def _new_scan(path: Path, fmt: str) -> Scan:
     return Scan(path=Path(path), fmt=fmt, fidelity=EXACT, key_kind="label")
 
 
-def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
-    """One pass over a vegeta CSV in blocks: start, latency, code and the attack's code per row."""
+def scan_csv(path: Path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
+    """One pass over a vegeta CSV in blocks: start, latency, code, the attack's code and the request's
+    name (``METHOD url``) per row; ``name``: the requests of that name only (``--name``)."""
     scan = _new_scan(path, "vegeta-csv")
     scan._gen = _csv_batches(scan, chunk_bytes)
-    return scan
+    return only_name(scan, name)
 
 
 def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
     import pyarrow as pa
 
-    path, labels, rows = scan.path, {}, 0
-    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string()}
+    path, labels, rows, names = scan.path, {}, 0, NameCodes(scan.names)
+    words = pa.dictionary(pa.int32(), pa.string())  # method and url: a few distinct values each
+    types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string(),
+             "method": words, "url": words}  # fmt: skip
     any_text = False
     for blk in blocks(path, chunk_bytes, scan.warnings, quotes=True):
         if not any_text and is_blank(blk.data):
@@ -116,7 +120,7 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         key = label_codes(t.column("attack"), labels)
         scan.labels[:] = list(labels)
         rows += len(start)
-        yield Batch(start, lat / 1e9, code, None, key, lines)
+        yield Batch(start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url")))
     if not any_text:
         raise fail(path, None, "the file is empty")
 
@@ -125,7 +129,7 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
 # JSON lines
 
 
-def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
+def _json_fast(blk: Block, path: Path, labels: dict[str, int], names: NameCodes) -> Batch | None:
     """A block of JSON lines parsed by pyarrow (only the needed fields); None when anything is off,
     so that the block is read line by line to name the bad line."""
     import pyarrow as pa
@@ -133,7 +137,7 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
     import pyarrow.json as pajson
 
     schema = pa.schema([("timestamp", pa.string()), ("code", pa.int64()), ("latency", pa.int64()),
-                        ("attack", pa.string())])  # fmt: skip
+                        ("attack", pa.string()), ("method", pa.string()), ("url", pa.string())])  # fmt: skip
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
         t = pajson.read_json(
@@ -151,12 +155,12 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int]) -> Batch | None:
     if lines is None:  # several results on one line, or one over several: the slow path knows
         return None
     key = label_codes(pc.fill_null(t.column("attack"), ""), labels)
-    return Batch(start, lat / 1e9, code, None, key, lines)
+    return Batch(start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url")))
 
 
-def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
+def _json_slow(blk: Block, path: Path, labels: dict[str, int], names: NameCodes) -> Batch:
     """A block line by line with the json module: the first bad line is named."""
-    starts, lats, codes, keys, lines = [], [], [], [], []
+    starts, lats, codes, keys, lines, named = [], [], [], [], [], []
     for ln, line in enumerate(blk.text().split(b"\n"), start=blk.line0):
         if not line.strip():
             continue
@@ -177,6 +181,7 @@ def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
         lats.append(lat)
         codes.append(code)
         keys.append(labels.setdefault(str(rec.get("attack") or ""), len(labels)))
+        named.append(joined(rec.get("method") or "", rec.get("url") or ""))
         lines.append(ln)
     start = rfc3339_ns(starts, path, lambda i: lines[i])
     try:
@@ -185,22 +190,24 @@ def _json_slow(blk: Block, path: Path, labels: dict[str, int]) -> Batch:
     except OverflowError:
         i = next(i for i in range(len(lats)) if max(lats[i], codes[i]) > 2**63 - 1)
         raise fail(path, lines[i], f"value out of range: latency {lats[i]}, code {codes[i]}") from None
-    return Batch(start, lat_ns / 1e9, code_a, None, np.array(keys, np.int64), np.array(lines, np.int64))
+    keys_a, lines_a = np.array(keys, np.int64), np.array(lines, np.int64)
+    return Batch(start, lat_ns / 1e9, code_a, None, keys_a, lines_a, names.of_values(named))
 
 
-def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
-    """One pass over vegeta JSON lines in blocks (pyarrow per block; the json module for a block it refuses)."""
+def scan_json(path: Path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
+    """One pass over vegeta JSON lines in blocks (pyarrow per block; the json module for a block it refuses);
+    ``name``: the requests of that name (``METHOD url``) only (``--name``)."""
     scan = _new_scan(path, "vegeta-json")
     scan._gen = _json_batches(scan, chunk_bytes)
-    return scan
+    return only_name(scan, name)
 
 
 def _json_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
-    path, labels, rows = scan.path, {}, 0
+    path, labels, rows, names = scan.path, {}, 0, NameCodes(scan.names)
     for blk in blocks(path, chunk_bytes, scan.warnings):
-        b = _json_fast(blk, path, labels)
+        b = _json_fast(blk, path, labels, names)
         if b is None:  # pyarrow refused the block, or its rows are not its lines
-            b = _json_slow(blk, path, labels)
+            b = _json_slow(blk, path, labels, names)
         scan.labels[:] = list(labels)
         if len(b):
             rows += len(b)
@@ -246,8 +253,10 @@ class VegetaPlan:
 CSV_READER = Reader(
     "vegeta-csv", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to csv > results.csv",
     "headerless rows 'unix-ns,code,latency-ns,bytes-out,bytes-in,...'", guess_csv, scan_csv, VegetaPlan,
+    scan_options=("name",),
 )  # fmt: skip
 JSON_READER = Reader(
     "vegeta-json", "vegeta", EXACT, "vegeta attack ... | vegeta encode -to json > results.json",
     "JSON lines with attack, seq, code, timestamp and latency", guess_json, scan_json, VegetaPlan,
+    scan_options=("name",),
 )  # fmt: skip
