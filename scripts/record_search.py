@@ -403,6 +403,8 @@ def evaluate_ref(name: str) -> list[dict]:
                 "time_ratio": _span_s(meta["search"])
                 / (_to_past(meta["dense"], dense[0].load) if name in DEFAULTS else dense_s),
                 "within_15": ok and abs(s.rps / ref - 1) <= 0.15,
+                # a dense ramp that never broke the objective gives its top, not a crossing: no reference
+                "ref_crossed": all(d.status == "crossed" for d in dense),
                 "reached": meta["search"]["search"].get("precision_reached"),
                 "probes": len(meta["search"]["search"]["probes"]),
                 "stopped": meta["search"]["search"]["stopped"],
@@ -518,7 +520,7 @@ def evaluate(names: list[str]) -> int:
                         if reached
                         else "unknown"
                     )
-                    + f"; stopped: {stops}"
+                    + f"; stopped: {stops}; the reference crossed in {sum(x['ref_crossed'] for x in rows)}/{len(rows)}"
                 )
             near = sum(x["difference"] is not None and abs(x["difference"]) <= 0.10 for x in rows)
             cov = sum(bool(x["covers"]) for x in rows)
