@@ -149,6 +149,52 @@ def test_vegeta_names_are_method_and_url_in_csv_and_json(tmp_path):
     assert top["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-6)
 
 
+def _gatling_report(path) -> dict:
+    """Gatling's own console report (3.11's and 3.16's layouts): its request count, and each error
+    message's count."""
+    import re
+
+    text = path.read_text()
+    line = next(x for x in text.splitlines() if x.startswith("> request count"))
+    total = int(re.findall(r"[\d,]+", line.split("|")[1] if "|" in line else line)[0].replace(",", ""))
+    errors = {}
+    for line in text.split("---- Errors")[1].splitlines()[1:]:
+        m = re.match(r"> (.*?)\s+([\d,]+)\s+\(\s*[\d.]+%\)$", line)
+        if m:
+            errors[m.group(1)] = int(m.group(2).replace(",", ""))
+    return {"total": total, "errors": errors}
+
+
+@pytest.mark.parametrize("log", ["gatling-ClosedRampSimulation", "gatling3_16_0-ClosedRampSimulation"])
+def test_gatling_request_names_in_text_and_binary_logs_equal_gatlings_own_counts(log):
+    """The real Gatling runs (3.11's text log, 3.16's binary one) request "home" and three failing names:
+    each name's requests as Gatling's own report counts them (its request count, and each error
+    message's count: 404 = missing, 503 = busy, connection refused = refused); the text log's names also
+    as a count of its REQUEST records by the str methods; --name keeps one."""
+    path = REAL / f"{log}.log.gz"
+    doc = _summary_json(str(path))
+    got = {e["name"]: (e["requests"], e["errors"]) for e in doc["endpoints"]}
+    rep = _gatling_report(REAL / f"{log}-report.txt")
+    assert sum(a + b for a, b in got.values()) == rep["total"]
+    by_msg = {"missing": "found 404", "busy": "found 503", "refused": "Connection ref"}
+    for name, part in by_msg.items():
+        want = [v for k, v in rep["errors"].items() if part in k]
+        assert got[name] == (0, want[0])
+    assert got["home"][1] == 0
+    if not log.startswith("gatling3_1"):  # the text log: its REQUEST records counted by name
+        counts = defaultdict(int)
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                f = line.rstrip("\n").split("\t")
+                if f[0] == "REQUEST":
+                    k = next(i for i in range(3, len(f)) if f[i] in ("OK", "KO"))
+                    counts[f[k - 3]] += 1
+        assert {n: a + b for n, (a, b) in got.items()} == dict(counts)
+    one = _summary_json(str(path), "--name", "home")
+    assert one["requests"]["total"] == got["home"][0]
+    assert [e["name"] for e in one["endpoints"]] == ["home"]
+
+
 def test_jmeter_labels_are_names_in_csv_and_xml():
     fmt = ROOT / "tests" / "data" / "formats"
     with open(fmt / "jmeter.csv", newline="") as fh:

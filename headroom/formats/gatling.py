@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..endpoints import NameCodes, only_name
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import TextBlocks, blocks, raw_chunks
 from ._common import COARSE_MS, Table, fail, short
@@ -89,7 +90,7 @@ _POW10 = 10 ** np.arange(17, -1, -1, dtype=np.int64)  # 10**17 ... 1
 
 
 def _line(path: Path, ln: int, raw: bytes):
-    """One record the slow way: ("req", start, end, ok), ("user", is_start, time), or None (skipped)."""
+    """One record the slow way: ("req", start, end, ok, name), ("user", is_start, time), or None (skipped)."""
     raw = raw.rstrip(b"\r")
     if not raw:
         return None
@@ -107,7 +108,7 @@ def _line(path: Path, ln: int, raw: bytes):
             raise fail(
                 path, ln, f"a REQUEST record without start, end (ms) and OK/KO: '{short(raw)}'"
             ) from None
-        return ("req", s, e, f[k] == b"OK")
+        return ("req", s, e, f[k] == b"OK", f[k - 3].decode("utf-8", "replace") if k > 3 else "")
     if kind == b"USER":
         what = _user(path, ln, f, raw)
         t = int(f[-1])
@@ -181,9 +182,9 @@ class _Block:
         return out
 
 
-def _slow_lines(path: Path, b, slow: np.ndarray, line0: int, req: tuple, usr: tuple):
+def _slow_lines(path: Path, b, slow: np.ndarray, line0: int, req: tuple, usr: tuple, names: NameCodes):
     """The lines the vectorized pass could not read, read one by one and merged in line order."""
-    req_lines, st_ms, en_ms, req_ok = req
+    req_lines, st_ms, en_ms, req_ok, req_name = req
     u_lines, u_start, u_ms = usr
     if len(slow):
         sr, su = [], []
@@ -194,17 +195,31 @@ def _slow_lines(path: Path, b, slow: np.ndarray, line0: int, req: tuple, usr: tu
                 continue
             (sr if r[0] == "req" else su).append((i, *r[1:]))
         if sr:
-            li, s2, e2, ok2 = zip(*sr)
+            li, s2, e2, ok2, n2 = zip(*sr)
             order = np.argsort(np.concatenate([req_lines, li]), kind="stable")
             cat = lambda x, y, dt: np.concatenate([x, np.asarray(y, dt)])[order]  # noqa: E731
             req_lines, st_ms, en_ms, req_ok = (cat(req_lines, li, np.int64), cat(st_ms, s2, np.int64),
                                                cat(en_ms, e2, np.int64), cat(req_ok, ok2, bool))  # fmt: skip
+            req_name = cat(req_name, names.of_values(n2), np.int32)
         if su:
             li, us2, t2 = zip(*su)
             order = np.argsort(np.concatenate([u_lines, li]), kind="stable")
             u_start = np.concatenate([u_start, np.asarray(us2, bool)])[order]
             u_ms = np.concatenate([u_ms, np.asarray(t2, np.int64)])[order]
-    return (req_lines, st_ms, en_ms, req_ok), (u_lines, u_start, u_ms)
+    return (req_lines, st_ms, en_ms, req_ok, req_name), (u_lines, u_start, u_ms)
+
+
+def _name_codes(b: _Block, s: np.ndarray, e: np.ndarray, names: NameCodes) -> np.ndarray:
+    """Codes of the names in fields (``s``, ``e``) of a block: each distinct name decoded once."""
+    raw, seen = b.a.tobytes(), {}
+    out = np.empty(len(s), np.int32)
+    for i, (x, y) in enumerate(zip(s.tolist(), e.tolist())):
+        v = raw[x:y]
+        c = seen.get(v)
+        if c is None:
+            c = seen[v] = int(names.of_values([v.decode("utf-8", "replace")])[0])
+        out[i] = c
+    return out
 
 
 def _status_fields(b: _Block, req: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -228,8 +243,9 @@ def _status_fields(b: _Block, req: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return status, k_of
 
 
-def _parse_block(path: Path, buf, start: int, end: int, line0: int):
-    """The REQUEST rows (start ms, end ms, OK, line) and USER records (line, is start, ms) of a block."""
+def _parse_block(path: Path, buf, start: int, end: int, line0: int, names: NameCodes):
+    """The REQUEST rows (start ms, end ms, OK, line) and USER records (line, is start, ms) of a block, and
+    the REQUEST rows' name codes (the field before the two times: ``names``)."""
     b = _Block(buf, start, end)
     n = len(b.nl)
     flen = np.where(b.ntab > 0, b.tp[np.minimum(b.t0, len(b.tp) - 1)], b.nl) - b.ls
@@ -252,6 +268,7 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     found = k_of > 0
     st_ms = np.zeros(len(req), np.int64)
     en_ms = np.zeros(len(req), np.int64)
+    name_s, name_e = np.zeros(len(req), np.int64), np.zeros(len(req), np.int64)  # empty: no name field
     good = found.copy()
     for k in np.flatnonzero(np.bincount(k_of[found])).tolist():
         c = np.flatnonzero(k_of == k) if k_of[0] != k or not (k_of == k).all() else slice(None)
@@ -259,10 +276,13 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
         v2, g2 = b.digits(*b.field(req[c], k - 1))
         st_ms[c], en_ms[c] = v1, v2
         good[c] &= g1 & g2 & (v2 >= v1)
+        if k > 3:
+            name_s[c], name_e[c] = b.field(req[c], k - 3)
     kind[req[~good]] = 0
     req_ok = status[good] == 1
     req_lines = req[good]
     st_ms, en_ms = st_ms[good], en_ms[good]
+    req_name = _name_codes(b, name_s[good], name_e[good], names)
     # USER: START or END in field 1, 2 or 3 (the first), the time (digits) last
     usr = np.flatnonzero(kind == 2)
     what = np.zeros(len(usr), np.int8)  # 1 START, 2 END
@@ -279,11 +299,11 @@ def _parse_block(path: Path, buf, start: int, end: int, line0: int):
     kind[usr[~ugood]] = 0
     u_lines, u_start, u_ms = usr[ugood], what[ugood] == 1, u_ms[ugood]
     # everything else line by line (and bad lines named, the first of the block first)
-    req = (req_lines, st_ms, en_ms, req_ok)
-    (req_lines, st_ms, en_ms, req_ok), (u_lines, u_start, u_ms) = _slow_lines(
-        path, b, np.flatnonzero(kind == 0), line0, req, (u_lines, u_start, u_ms)
+    req = (req_lines, st_ms, en_ms, req_ok, req_name)
+    (req_lines, st_ms, en_ms, req_ok, req_name), (u_lines, u_start, u_ms) = _slow_lines(
+        path, b, np.flatnonzero(kind == 0), line0, req, (u_lines, u_start, u_ms), names
     )
-    return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms
+    return st_ms, en_ms, req_ok, req_lines + line0, u_start, u_ms, req_name
 
 
 # --------------------------------------------------------------------------
@@ -352,12 +372,14 @@ def _same_width_values(d: np.ndarray, n: int, w: int) -> np.ndarray:
     return high.view(np.int64)
 
 
-def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(start ms, end ms, OK) of rows that are all ``REQUEST`` records with OK/KO in field 5 and
-    start <= end (ms, digits) in fields 3 and 4 (what :func:`_line` reads of them); else None."""
+def _request_columns(t, names: NameCodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(start ms, end ms, OK, name code) of rows that are all ``REQUEST`` records with OK/KO in field 5
+    and start <= end (ms, digits) in fields 3 and 4 (what :func:`_line` reads of them); else None."""
+    import pyarrow as pa
+
     if t.num_rows == 0:
         z = np.zeros(0, np.int64)
-        return z, z.copy(), np.zeros(0, bool)
+        return z, z.copy(), np.zeros(0, bool), np.zeros(0, np.int32)
     t = t.combine_chunks()
     width, d = _strings(t.column("c0").chunks[0])
     if (width != 7).any() or d.tobytes() != b"REQUEST" * len(width):
@@ -369,7 +391,7 @@ def _request_columns(t) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     st, en = _ms_values(t.column("c3").chunks[0]), _ms_values(t.column("c4").chunks[0])
     if st is None or en is None or st.min() < 0 or (en < st).any():
         return None
-    return st, en, v == _OK
+    return st, en, v == _OK, names.of_dictionary(t.column("c2").chunks[0].view(pa.string()))
 
 
 def _arrow_parse(data, limit: int):
@@ -387,7 +409,7 @@ def _arrow_parse(data, limit: int):
         other.append((row.number - 1, row.text))
         return "skip"
 
-    types = dict.fromkeys(("c0", "c3", "c4", "c5"), pa.binary())
+    types = dict.fromkeys(("c0", "c2", "c3", "c4", "c5"), pa.binary())
     size = min(len(data) + 1, 1 << 30)  # the block in one piece: one chunk per column
     try:
         t = pacsv.read_csv(
@@ -404,20 +426,20 @@ def _arrow_parse(data, limit: int):
     return t, sorted(other)
 
 
-def _other_records(path: Path, other: list) -> tuple | None:
+def _other_records(path: Path, other: list, names: NameCodes) -> tuple | None:
     """:func:`_parse_block` of the records pyarrow left out, as a block of their own, their lines
     mapped back to the block's; None when one is bad (the block is read again to name its line)."""
     from ..model import HeadroomError
 
     if not other:
         z = np.zeros(0, np.int64)
-        return z, z, np.zeros(0, bool), z, np.zeros(0, bool), z
+        return z, z, np.zeros(0, bool), z, np.zeros(0, bool), z, np.zeros(0, np.int32)
     mini = ("\n".join(text for _, text in other) + "\n").encode()
     try:
-        st, en, ok, li, u_start, u_ms = _parse_block(path, mini, 0, len(mini), 0)
+        st, en, ok, li, u_start, u_ms, nm = _parse_block(path, mini, 0, len(mini), 0, names)
     except HeadroomError:
         return None
-    return st, en, ok, np.array([i for i, _ in other], np.int64)[li], u_start, u_ms
+    return st, en, ok, np.array([i for i, _ in other], np.int64)[li], u_start, u_ms, nm
 
 
 def _plain_text(data) -> bool:
@@ -437,7 +459,7 @@ def _plain_text(data) -> bool:
     return True
 
 
-def _arrow_block(path: Path, data, line0: int, nlines: int):
+def _arrow_block(path: Path, data, line0: int, nlines: int, names: NameCodes):
     """:func:`_parse_block`'s result for a block (an Arrow buffer) from one pyarrow pass, or None where
     it may differ (a lone CR, an empty line, a record it cannot read: the numpy pass reads the block)
     and ``"off"`` when too many records are of another shape (the numpy pass is faster for the file)."""
@@ -448,11 +470,11 @@ def _arrow_block(path: Path, data, line0: int, nlines: int):
     if parsed is None or isinstance(parsed, str):
         return parsed
     t, other = parsed
-    cols = _request_columns(t) if t.num_rows + len(other) == nlines else None  # else: empty lines
-    more = _other_records(path, other) if cols is not None else None
+    cols = _request_columns(t, names) if t.num_rows + len(other) == nlines else None  # else: empty lines
+    more = _other_records(path, other, names) if cols is not None else None
     if more is None:
         return None
-    st, en, ok = cols
+    st, en, ok, nm = cols
     if other:
         keep = np.ones(nlines, bool)
         keep[[i for i, _ in other]] = False
@@ -461,8 +483,10 @@ def _arrow_block(path: Path, data, line0: int, nlines: int):
         lines = np.arange(nlines, dtype=np.int64)
     if len(more[0]):  # REQUEST records of other shapes (3.0-3.3, a tab in the message): in line order
         order = np.argsort(np.concatenate([lines, more[3]]), kind="stable")
-        st, en, ok, lines = (np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines), more[:4]))
-    return st, en, ok, lines + line0, more[4], more[5]
+        st, en, ok, lines, nm = (
+            np.concatenate([x, y])[order] for x, y in zip((st, en, ok, lines, nm), (*more[:4], more[6]))
+        )
+    return st, en, ok, lines + line0, more[4], more[5], nm
 
 
 def _line_blocks(path: Path, data: bytes | None, chunk_bytes: int, warnings: list[str]):
@@ -481,18 +505,19 @@ def _line_blocks(path: Path, data: bytes | None, chunk_bytes: int, warnings: lis
         warnings.append(tb.truncated)
 
 
-def scan(path, *, chunk_bytes: int = CHUNK_BYTES) -> Scan:
+def scan(path, *, chunk_bytes: int = CHUNK_BYTES, name: str | None = None) -> Scan:
     """One pass over a simulation.log (plain or gzip) in blocks of about ``chunk_bytes``.
 
     Batches of its REQUEST records (``ok``; no status, no key); the USER records' times
     are collected on the side: ``side["user_start_ms"]``, ``side["user_end_ms"]`` (int64,
     in file order).  A bad record is named at its line; "no REQUEST records" at the end.
     A binary log (Gatling 3.13+) is read by :func:`.gatling_bin.scan` (``line``: record number).
+    Every request is named by its request name (``name``: that name's requests only, ``--name``).
     """
     path = Path(path)
     if looks_binary(head_bytes(path)[:64]):
-        return scan_binary(path, chunk_bytes=chunk_bytes)
-    return _scan(path, chunk_bytes, None)
+        return only_name(scan_binary(path, chunk_bytes=chunk_bytes), name)
+    return only_name(_scan(path, chunk_bytes, None), name)
 
 
 def _scan(path: Path, chunk_bytes: int, data: bytes | None) -> Scan:
@@ -507,19 +532,20 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     ue: list[np.ndarray] = []
     n = 0
     arrow = True  # pyarrow reads the blocks, until one has many records of other shapes
+    names = NameCodes(sc.names)
     for buf, line0, nlines in _line_blocks(path, data, chunk_bytes, sc.warnings):
-        got = _arrow_block(path, buf, line0, nlines) if arrow else None
+        got = _arrow_block(path, buf, line0, nlines, names) if arrow else None
         if isinstance(got, str):  # "off"
             arrow, got = False, None
         if got is None:
-            got = _parse_block(path, buf, 0, len(buf), line0)
-        st, en, ok, lines, u_start, u_ms = got
+            got = _parse_block(path, buf, 0, len(buf), line0, names)
+        st, en, ok, lines, u_start, u_ms, nm = got
         if len(u_ms):
             us.append(u_ms[u_start])
             ue.append(u_ms[~u_start])
         if len(st):
             n += len(st)
-            yield Batch(st * 1_000_000, (en - st) / 1e3, None, ok, None, lines)
+            yield Batch(st * 1_000_000, (en - st) / 1e3, None, ok, None, lines, nm)
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
     sc.side = {"user_start_ms": cat(us), "user_end_ms": cat(ue)}
     if n == 0:
@@ -619,5 +645,5 @@ class GatlingPlan:
 READER = Reader(
     "gatling", "Gatling", COARSE_MS, "simulation.log of Gatling (3.0-3.12: text; 3.13-3.16: binary)",
     "tab-separated RUN/USER/REQUEST records, or a binary log starting with a RUN record", guess, scan,
-    GatlingPlan,
+    GatlingPlan, scan_options=("name",),
 )  # fmt: skip

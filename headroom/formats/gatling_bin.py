@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..endpoints import NameCodes
 from ._batch import CHUNK_BYTES, Batch, Scan
 from ._blocks import raw_chunks
 from ._common import COARSE_MS, fail
@@ -68,6 +69,7 @@ class _Reader:
     def __init__(self, path: Path):
         self.path = path
         self.next_string = 1  # the index the next string defined must have
+        self.strings: dict[int, str] = {}  # the strings defined so far, by index (request names among them)
         self.record = 0  # records read so far (the RUN record is record 1)
         self.scenarios = 0
 
@@ -90,8 +92,12 @@ class _Reader:
         if i > 0:
             if i != self.next_string:
                 raise self.bad(f"string {i} defined where string {self.next_string} was expected")
+            end = self.string(b, p + 4)  # cut off: read again whole with the next bytes
+            n = self._i32(b, p + 4)
+            raw = bytes(b[p + 8 : p + 8 + n])
+            self.strings[i] = raw.decode("utf-16-le" if n and b[p + 8 + n] == 1 else "latin-1", "replace")
             self.next_string += 1
-            return self.string(b, p + 4)
+            return end
         if i == 0 or -i >= self.next_string:
             raise self.bad(f"a reference to string {-i}, which was not defined before")
         return p + 4
@@ -102,7 +108,8 @@ class _Reader:
         )
 
     def one(self, b, p: int):
-        """(end, record) of the record at ``p``: ("req", start, end, ok), ("user", is_start, t) or None."""
+        """(end, record) of the record at ``p``: ("req", start, end, ok, name's string index), ("user",
+        is_start, t) or None."""
         if p >= len(b):
             raise _Cut
         h = b[p]
@@ -118,6 +125,7 @@ class _Reader:
                 if q + 13 > len(b):
                     raise _Cut
                 return q + 13, None
+            name = abs(self._i32(b, q))
             q = self.cached(b, q)
             if q + 9 > len(b):
                 raise _Cut
@@ -126,7 +134,7 @@ class _Reader:
             if ok > 1:
                 raise self.bad(f"status byte {ok}")
             q = self.cached(b, q + 9)
-            return q, ("req", s, e, ok == 1)
+            return q, ("req", s, e, ok == 1, name)
         if h == USER:
             if q + 9 > len(b):
                 raise _Cut
@@ -255,7 +263,7 @@ class _Block:
     """The records of one block: requests (start, end ms relative, ok), users (is start, time)."""
 
     def __init__(self):
-        self.req: list[tuple] = []  # (position, start, end, ok) from the slow path
+        self.req: list[tuple] = []  # (position, start, end, ok, name's string index) from the slow path
         self.usr: list[tuple] = []  # (position, is_start, time)
         self.positions: list[int] = []  # every record's position, slow ones
         self.numbers: list[int] = []  # and its record number
@@ -273,7 +281,7 @@ def _slow_walk(r: _Reader, b, p: int, stop: int, blk: _Block) -> int:
         blk.numbers.append(r.record + 1)
         if rec is not None:
             if rec[0] == "req":
-                blk.req.append((p, rec[1], rec[2], rec[3]))
+                blk.req.append((p, *rec[1:]))
             else:
                 blk.usr.append((p, rec[1], rec[2]))
         r.record += 1
@@ -283,7 +291,7 @@ def _slow_walk(r: _Reader, b, p: int, stop: int, blk: _Block) -> int:
 
 def _parse(r: _Reader, b: bytes, p0: int, final: bool):
     """The records of ``b[p0:]`` that are whole: (end of the last whole record, request columns in record
-    order (start, end, ok, record number), user columns (is_start, time))."""
+    order (start, end, ok, record number, name's string index), user columns (is_start, time))."""
     a = np.frombuffer(b, np.uint8)
     pos, ln, kind, toff = _candidates(a, r.scenarios)
     m = pos >= p0
@@ -335,16 +343,18 @@ def _parse(r: _Reader, b: bytes, p0: int, final: bool):
     if len(refs) and -int(refs.min()) >= r.next_string:
         raise r.bad(f"a reference to string {-int(refs.min())}, which was not defined before")
     rno = nums[req]
+    nidx = -refs.astype(np.int64)
     us = ck == USER
     up = cpos[us]
     u_start = a[up + 5] == 1
     u_t = _be32(a, up + 6).astype(np.int64)
     u_pos = up
     if blk.req:
-        sp, s2, e2, o2 = (np.array(x) for x in zip(*blk.req))
+        sp, s2, e2, o2, n2 = (np.array(x) for x in zip(*blk.req))
         allp = np.concatenate([rp, sp])
         order = np.argsort(allp, kind="stable")
         slow_no = np.array(blk.numbers, np.int64)[np.searchsorted(blk.positions, sp)]
+        nidx = np.concatenate([nidx, n2.astype(np.int64)])[order]
         st = np.concatenate([st, s2.astype(np.int64)])[order]
         en = np.concatenate([en, e2.astype(np.int64)])[order]
         ok = np.concatenate([ok, o2.astype(bool)])[order]
@@ -355,7 +365,7 @@ def _parse(r: _Reader, b: bytes, p0: int, final: bool):
         order = np.argsort(allp, kind="stable")
         u_start = np.concatenate([u_start, s2.astype(bool)])[order]
         u_t = np.concatenate([u_t, t2.astype(np.int64)])[order]
-    return p, (st, en, ok, rno), (u_start, u_t)
+    return p, (st, en, ok, rno, nidx), (u_start, u_t)
 
 
 def _parse_slow(r: _Reader, b: bytes, p0: int, final: bool):
@@ -367,18 +377,26 @@ def _parse_slow(r: _Reader, b: bytes, p0: int, final: bool):
         raise _Cut
     nums = {q: base + 1 + i for i, q in enumerate(blk.positions)}
     if blk.req:
-        sp, s2, e2, o2 = zip(*blk.req)
+        sp, s2, e2, o2, n2 = zip(*blk.req)
         req = (np.array(s2, np.int64), np.array(e2, np.int64), np.array(o2, bool),
-               np.array([nums[q] for q in sp], np.int64))  # fmt: skip
+               np.array([nums[q] for q in sp], np.int64), np.array(n2, np.int64))  # fmt: skip
     else:
         z = np.zeros(0, np.int64)
-        req = (z, z, np.zeros(0, bool), z)
+        req = (z, z, np.zeros(0, bool), z, z)
     if blk.usr:
         _, s2, t2 = zip(*blk.usr)
         usr = (np.array(s2, bool), np.array(t2, np.int64))
     else:
         usr = (np.zeros(0, bool), np.zeros(0, np.int64))
     return p, req, usr
+
+
+def _name_codes(r: _Reader, idx: np.ndarray, names: NameCodes) -> np.ndarray:
+    """Every request's name code from its name's string index: each distinct name looked up once."""
+    if not len(idx):
+        return np.zeros(0, np.int32)
+    u, inv = np.unique(idx, return_inverse=True)
+    return names.of_values([r.strings.get(int(i), "") for i in u])[inv]
 
 
 def _joined(parts: list) -> np.ndarray:
@@ -416,6 +434,7 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
     run_start = None
     n = 0
     chunks = raw_chunks(path, data, max(int(chunk_bytes), 1 << 16))
+    names = NameCodes(sc.names)
     done = False
     while not done:
         chunk = next(chunks, None)
@@ -451,7 +470,7 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
                 f"record {r.record + 1:,} is cut off: the log is truncated (Gatling stopped before "
                 "closing it?)",
             ) from None
-        p, (st, en, ok, rno), (u_start, u_t) = got
+        p, (st, en, ok, rno, nidx), (u_start, u_t) = got
         carry = b[p:]
         if len(u_t):  # kept as the log's own 4-byte offsets (a user per request: 8 B)
             us.append(u_t[u_start].astype(np.int32))
@@ -461,7 +480,7 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
                 i = int(np.argmax(en < st))
                 raise fail(path, None, f"record {int(rno[i]):,}: a REQUEST that ends before it starts")
             n += len(st)
-            yield Batch((st + run_start) * 1_000_000, (en - st) / 1e3, None, ok, None, rno)
+            yield Batch((st + run_start) * 1_000_000, (en - st) / 1e3, None, ok, None, rno, _name_codes(r, nidx, names))
     sc.side["user_start_ms"], sc.side["user_end_ms"] = _joined(us), _joined(ue)
     sc.side["user_base_ms"] = int(run_start or 0)
     if n == 0:
