@@ -53,9 +53,24 @@ class NameCodes:
         lut = self.of_values(values)
         return lut[idx] if len(lut) else np.zeros(len(idx), np.int32)
 
+    def of_column(self, column) -> np.ndarray:
+        """:meth:`of_dictionary` of a string or binary column, a block of one value (a run of one
+        endpoint) found by a compare of its bytes instead of a dictionary's hashing."""
+        one = _only_value(column)
+        if one is None:
+            return self.of_dictionary(column)
+        return np.full(len(column), self.of_values([one])[0], np.int32)
+
     def of_pairs(self, first, second, sep: str = " ") -> np.ndarray:
-        """Every row's code of the name ``first + sep + second`` from two string or dictionary columns
-        (vegeta's method and url): the strings joined once per distinct pair present, not per row."""
+        """Every row's code of the name ``first + sep + second`` from two string, binary or dictionary
+        columns (vegeta's method and url): the strings joined once per distinct pair present, not per
+        row; a block whose rows all hold one pair (a run of one endpoint) costs a compare of its bytes."""
+        one = [_only_value(c) for c in (first, second)]
+        if all(v is not None for v in one):
+            n = len(first)
+            return (
+                np.full(n, self.of_values([joined(*one, sep)])[0], np.int32) if n else np.zeros(0, np.int32)
+            )
         (v1, i1), (v2, i2) = (_dictionary_parts(_encoded(c)) for c in (first, second))
         if not len(i1):
             return np.zeros(0, np.int32)
@@ -65,6 +80,30 @@ class NameCodes:
         n2 = max(len(v2), 1)
         lut[present] = self.of_values([joined(v1[p // n2], v2[p % n2], sep) for p in present.tolist()])
         return lut[pair]
+
+
+def _only_value(column) -> str | None:
+    """The one value of a pyarrow (chunked) binary or string column whose every row holds it (no nulls),
+    found by comparing its bytes (no hashing); None otherwise."""
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        vals = {_only_value(c) for c in column.chunks}
+        return vals.pop() if len(vals) == 1 else None
+    if column.null_count or not (pa.types.is_binary(column.type) or pa.types.is_string(column.type)):
+        return None
+    n = len(column)
+    if n == 0:
+        return ""
+    off = np.frombuffer(column.buffers()[1], np.int32, count=n + 1, offset=column.offset * 4)
+    width = int(off[1] - off[0])
+    if off[-1] - off[0] != width * n or (width and (np.diff(off) != width).any()):
+        return None
+    data = column.buffers()[2]
+    raw = np.frombuffer(data, np.uint8, count=int(off[-1] - off[0]), offset=int(off[0])) if width else None
+    if width and not (raw.reshape(n, width) == raw[:width]).all():
+        return None
+    return bytes(raw[:width]).decode("utf-8", "replace") if width else ""
 
 
 def joined(first, second, sep: str = " ") -> str:
@@ -83,6 +122,8 @@ def _encoded(column):
         return column
     import pyarrow.compute as pc
 
+    if pa.types.is_binary(column.type):
+        column = column.cast(pa.string())  # bytes that are not UTF-8: an error pyarrow names
     if column.null_count:
         plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
         column = pc.fill_null(plain, "")
@@ -180,6 +221,26 @@ def count_endpoints(rows, names: list[str], n_steps: int) -> EndpointCounts:
         return out
     kept = tuple(n for n, u in zip(names, used) if u)
     return out.remapped({k: k for k in range(n_steps)}, n_steps, kept, drop=~used)
+
+
+def counts_of_steps(name: str, steps: dict, n_steps: int, failed: np.ndarray | None) -> EndpointCounts:
+    """The counts of a file whose every request has one name, from its reduced steps (``steps``: step ->
+    :class:`headroom.reduce.StepPart`, whose bucket histograms hold the same kept requests): no pass
+    over the rows of its own, so a run of one name costs what a run without names does."""
+    groups, lats, counts = [], [], []
+    for k, p in steps.items():
+        for h in (p.hist, p.loose):
+            if h is not None and len(h.count):
+                groups.append(np.full(len(h.count), k, np.int64))
+                lats.append(h.values[h.index])
+                counts.append(h.count)
+    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
+    fail = np.zeros((n_steps, 1), np.int64)
+    if failed is not None:
+        fail[: len(failed), 0] = failed[:n_steps]
+    return _counted(
+        (name,), n_steps, cat(groups, np.int64), cat(lats, np.float64), cat(counts, np.int64), fail
+    )
 
 
 def add_counts(

@@ -267,7 +267,11 @@ class SpoolSource:
         else:
             acc.step_errors, acc.warnings = None, []
         acc.steps = bucket_spooled(d, frames, self.settings)
-        if d.names:  # one more pass over the rows: every (step, name)'s requests
+        if d.names and len(d.names) == 1:  # every request of one name: its steps are the name's
+            from .endpoints import counts_of_steps
+
+            acc.endpoints = counts_of_steps(d.names[0], acc.steps, d.n_steps, d.step_errors)
+        elif d.names:  # one more pass over the rows: every (step, name)'s requests
             from .endpoints import count_endpoints
 
             acc.endpoints = count_endpoints(d.rows(("latency_s", "name")), list(d.names), d.n_steps)

@@ -117,7 +117,9 @@ def record(name: str) -> int:
 def main(argv: list[str]) -> int:
     if argv == ["list"]:
         for k, (slow, n, target, seed) in SETS.items():
-            print(f"{k:18s} B /api/v2/ +{slow} rounds, {n} ABBA rounds, foreign load {target:g} %, seed {seed}")
+            print(
+                f"{k:18s} B /api/v2/ +{slow} rounds, {n} ABBA rounds, foreign load {target:g} %, seed {seed}"
+            )
         return 0
     if len(argv) == 2 and argv[0] == "record" and argv[1] in SETS:
         return record(argv[1])

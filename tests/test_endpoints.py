@@ -147,6 +147,9 @@ def test_vegeta_names_are_method_and_url_in_csv_and_json(tmp_path):
     assert one["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-4)  # the run's steps: 4 digits
     top = next(e for e in doc["endpoints"] if e["name"] == name)
     assert top["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-6)
+    # a file of one name counts it from its reduced steps (no pass of its own): the same exact figures
+    assert one["endpoints"][0]["steps"][-1]["p99_s"] == pytest.approx(want_s, rel=1e-6)
+    assert [x["requests"] for x in one["endpoints"][0]["steps"]] == [x["requests"] for x in top["steps"]]
 
 
 def _gatling_report(path) -> dict:

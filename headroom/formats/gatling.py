@@ -375,8 +375,6 @@ def _same_width_values(d: np.ndarray, n: int, w: int) -> np.ndarray:
 def _request_columns(t, names: NameCodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(start ms, end ms, OK, name code) of rows that are all ``REQUEST`` records with OK/KO in field 5
     and start <= end (ms, digits) in fields 3 and 4 (what :func:`_line` reads of them); else None."""
-    import pyarrow as pa
-
     if t.num_rows == 0:
         z = np.zeros(0, np.int64)
         return z, z.copy(), np.zeros(0, bool), np.zeros(0, np.int32)
@@ -391,7 +389,7 @@ def _request_columns(t, names: NameCodes) -> tuple[np.ndarray, np.ndarray, np.nd
     st, en = _ms_values(t.column("c3").chunks[0]), _ms_values(t.column("c4").chunks[0])
     if st is None or en is None or st.min() < 0 or (en < st).any():
         return None
-    return st, en, v == _OK, names.of_dictionary(t.column("c2").chunks[0].view(pa.string()))
+    return st, en, v == _OK, names.of_column(t.column("c2").chunks[0])
 
 
 def _arrow_parse(data, limit: int):

@@ -480,7 +480,15 @@ def _batches(sc: Scan, chunk_bytes: int, data: bytes | None) -> Iterator[Batch]:
                 i = int(np.argmax(en < st))
                 raise fail(path, None, f"record {int(rno[i]):,}: a REQUEST that ends before it starts")
             n += len(st)
-            yield Batch((st + run_start) * 1_000_000, (en - st) / 1e3, None, ok, None, rno, _name_codes(r, nidx, names))
+            yield Batch(
+                (st + run_start) * 1_000_000,
+                (en - st) / 1e3,
+                None,
+                ok,
+                None,
+                rno,
+                _name_codes(r, nidx, names),
+            )
     sc.side["user_start_ms"], sc.side["user_end_ms"] = _joined(us), _joined(ue)
     sc.side["user_base_ms"] = int(run_start or 0)
     if n == 0:

@@ -97,9 +97,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
     import pyarrow as pa
 
     path, labels, rows, names = scan.path, {}, 0, NameCodes(scan.names)
-    words = pa.dictionary(pa.int32(), pa.string())  # method and url: a few distinct values each
+    # method and url as bytes: most runs have one of each, found by a compare (names.of_pairs)
     types = {"timestamp": pa.int64(), "code": pa.int64(), "latency": pa.int64(), "attack": pa.string(),
-             "method": words, "url": words}  # fmt: skip
+             "method": pa.binary(), "url": pa.binary()}  # fmt: skip
     any_text = False
     for blk in blocks(path, chunk_bytes, scan.warnings, quotes=True):
         if not any_text and is_blank(blk.data):
@@ -120,7 +120,9 @@ def _csv_batches(scan: Scan, chunk_bytes: int) -> Iterator[Batch]:
         key = label_codes(t.column("attack"), labels)
         scan.labels[:] = list(labels)
         rows += len(start)
-        yield Batch(start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url")))
+        yield Batch(
+            start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url"))
+        )
     if not any_text:
         raise fail(path, None, "the file is empty")
 
@@ -155,7 +157,9 @@ def _json_fast(blk: Block, path: Path, labels: dict[str, int], names: NameCodes)
     if lines is None:  # several results on one line, or one over several: the slow path knows
         return None
     key = label_codes(pc.fill_null(t.column("attack"), ""), labels)
-    return Batch(start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url")))
+    return Batch(
+        start, lat / 1e9, code, None, key, lines, names.of_pairs(t.column("method"), t.column("url"))
+    )
 
 
 def _json_slow(blk: Block, path: Path, labels: dict[str, int], names: NameCodes) -> Batch:
