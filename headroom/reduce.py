@@ -761,6 +761,8 @@ def _bucket_hist(h: LatencyHist, loose: LatencyHist, sums: list[np.ndarray]) -> 
 #: Version of the reduced-run file; :data:`_READERS` reads every version up to it.
 REDUCED_VERSION = 1
 _MAGIC = "headroom-reduced-run"
+#: the arrays of a run's request-name counts (headroom.endpoints.EndpointCounts), saved when it has names
+_ENDPOINT_ARRAYS = ("group", "index", "count", "values", "failed")
 _ARRAYS = {
     "steps": ("index", "start_ns", "end_ns", "requests", "rps"),
     "buckets": ("step", "start_ns", "length_s", "count", "rps", "cpu_pct"),
@@ -772,9 +774,11 @@ _ARRAYS = {
 def save_run(run: Run, path: str | os.PathLike) -> None:
     """Write a reduced run (from :func:`headroom.reduce_run`) to ``path`` (a compressed ``.npz``).
 
-    The file holds the steps, buckets, histograms and CPU samples, and the
-    run's labels, failed requests and warnings; its size is that of the
-    histograms, not of the requests.
+    The file holds the steps, buckets, histograms and CPU samples, the
+    run's labels, failed requests and warnings, and its request names'
+    counts when it has names (optional ``endpoints.*`` arrays: version 1
+    files without them read as before); its size is that of the histograms,
+    not of the requests.
     """
     r = run.reduced
     if r is None:
@@ -796,6 +800,10 @@ def save_run(run: Run, path: str | os.PathLike) -> None:
                 "warnings": list(run.warnings), "format": run.format,
                 "step_errors": None if run.step_errors is None else [int(x) for x in run.step_errors]},
     }  # fmt: skip
+    ep = run.endpoints
+    if ep is not None:
+        head["endpoints"] = {"names": list(ep.names), "n_steps": int(ep.n_steps)}
+        arrays.update({f"endpoints.{n}": getattr(ep, n) for n in _ENDPOINT_ARRAYS})
     arrays["header"] = np.frombuffer(json.dumps(head, default=str).encode(), np.uint8)
     try:
         with open(path, "wb") as f:
@@ -843,7 +851,18 @@ def _read_v1(head: dict, a: dict) -> Run:
     step_errors = None if r["step_errors"] is None else np.asarray(r["step_errors"], np.int64)
     return Run(requests=None, cpu=cpu, meta=meta, errors=int(r["errors"]),
                error_codes={int(k): int(v) for k, v in r["error_codes"].items()}, warnings=tuple(r["warnings"]),
-               format=r["format"], reduced=reduced, step_errors=step_errors)  # fmt: skip
+               format=r["format"], reduced=reduced, step_errors=step_errors,
+               endpoints=_read_endpoints(head, a))  # fmt: skip
+
+
+def _read_endpoints(head: dict, a: dict):
+    """The request names' counts of a saved run (None: a run without names, or a file from before)."""
+    e = head.get("endpoints")
+    if e is None:
+        return None
+    from .endpoints import EndpointCounts
+
+    return EndpointCounts(tuple(e["names"]), int(e["n_steps"]), **{n: a[f"endpoints.{n}"] for n in _ENDPOINT_ARRAYS})
 
 
 #: A reader for every file version (an old file stays readable when the format moves on).

@@ -315,3 +315,22 @@ def test_report_sections_and_the_grid_in_process():
     # a run without names has no section
     plain = headroom.analyze(headroom.reduce_run(str(ROOT / "data" / "runs" / "nginx-keepalive")))
     assert endpoint_html.run_section(plain) == ""
+
+
+def test_a_saved_reduced_run_keeps_its_endpoints(tmp_path):
+    """reduced.npz (what a CI job keeps instead of the raw log) carries the names' counts: the summary
+    of the saved file gives every endpoint's figures as the raw file's does; a run without names saves
+    none."""
+    from headroom.io import reduce_run
+    from headroom.reduce import load_run_file, save_run
+    from headroom.summary import analyze, to_json
+
+    raw = REAL / "vegeta-rates.csv.gz"
+    (tmp_path / "v").mkdir()
+    save_run(reduce_run(str(raw)), tmp_path / "v" / "reduced.npz")  # a run folder of its reduced file
+    doc = _summary_json(str(tmp_path / "v"))
+    assert doc["endpoints"] == _summary_json(str(raw))["endpoints"]
+    plain = reduce_run(str(ROOT / "data" / "runs" / "nginx-keepalive"))
+    save_run(plain, tmp_path / "p.npz")
+    assert load_run_file(tmp_path / "p.npz").endpoints is None
+    assert "endpoints" not in to_json(analyze(load_run_file(tmp_path / "p.npz")))
