@@ -441,8 +441,10 @@ REDUCED_NAME = "reduced.npz"
 def reduced_file(path) -> Path | None:
     """A reduced run to read instead of request files: ``path`` itself when it is a ``.npz`` file,
     or a folder's ``reduced.npz`` when the folder holds no ``perfResults.csv[.gz]``."""
-    if isinstance(path, (list, tuple)):
-        return None
+    if isinstance(path, (list, tuple)):  # the command line's runs: one reduced file or folder alone
+        if len(path) != 1:
+            return None
+        path = path[0]
     p = Path(path)
     if p.suffix == ".npz" and p.is_file():
         return p
