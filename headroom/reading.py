@@ -436,6 +436,8 @@ def reduce_run(
 #: the name of a run folder's reduced form (headroom.reduce.save_run), read when the folder
 #: keeps no request file
 REDUCED_NAME = "reduced.npz"
+#: why a run read with --name shows no CPU (its warning; the summary's CPU line says it too)
+CPU_NOT_SPLIT = "the server's CPU is not split by endpoint"
 
 
 def reduced_file(path) -> Path | None:
@@ -499,6 +501,12 @@ def run_from_partial(
     )
     if tel is not None:
         warnings.extend(tel.warnings)
+    if s.name is not None and cpu is not None:  # the server's CPU served every endpoint, not this one
+        cpu = None
+        warnings.append(
+            f"{p.source}: --name {s.name}: {CPU_NOT_SPLIT}, so CPU and CPU per request are not shown for "
+            "one endpoint (read the run without --name for them)"
+        )
     errors = int(sum(p.error_codes.values()))
     total = sum(q.n for q in p.steps.values())
     if p.skipped:

@@ -862,7 +862,9 @@ def _read_endpoints(head: dict, a: dict):
         return None
     from .endpoints import EndpointCounts
 
-    return EndpointCounts(tuple(e["names"]), int(e["n_steps"]), **{n: a[f"endpoints.{n}"] for n in _ENDPOINT_ARRAYS})
+    return EndpointCounts(
+        tuple(e["names"]), int(e["n_steps"]), **{n: a[f"endpoints.{n}"] for n in _ENDPOINT_ARRAYS}
+    )
 
 
 #: A reader for every file version (an old file stays readable when the format moves on).

@@ -7,6 +7,7 @@ import math
 from ._fmt import big_pct, change_text
 from ._fmt import table as _table
 from .compare import wording
+from .reading import CPU_NOT_SPLIT
 from .scalability import MIN_R2
 from .summary import Summary, format_name
 
@@ -354,7 +355,9 @@ def format_summary(s: Summary, *, endpoints: bool = False) -> str:
         f"  requests: {int(t.requests.sum()):,} successful, {errs}, over {dur:.1f} s in {len(t)} steps",
         indent="    ",
     )
-    if s.overlap is None:
+    if s.overlap is None and any(CPU_NOT_SPLIT in w for w in run.warnings):
+        lines.append(f"  CPU: not shown for one endpoint (--name): {CPU_NOT_SPLIT}")
+    elif s.overlap is None:
         lines.append("  CPU: no cpuStats file")
     else:
         per = f", {run.cpu.per_cpu.shape[1]} CPUs" if run.cpu.per_cpu is not None else ""

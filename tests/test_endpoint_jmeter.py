@@ -67,7 +67,9 @@ def _judgements(kind: str) -> list:
 def test_the_slower_endpoint_is_named_regressed_first_in_every_ab_round(folder, rnd):
     code, doc = _compare(folder, rnd)
     eps = doc["endpoints"]
-    assert eps[0]["name"] == SLOW and eps[0]["verdict"] == "regressed", [(e["name"], e["verdict"]) for e in eps]
+    assert eps[0]["name"] == SLOW and eps[0]["verdict"] == "regressed", [
+        (e["name"], e["verdict"]) for e in eps
+    ]
     assert code == 1 and doc["verdict"] == "regressed"
     assert doc["reason"].startswith(f"{SLOW}: ")
 

@@ -334,3 +334,17 @@ def test_a_saved_reduced_run_keeps_its_endpoints(tmp_path):
     save_run(plain, tmp_path / "p.npz")
     assert load_run_file(tmp_path / "p.npz").endpoints is None
     assert "endpoints" not in to_json(analyze(load_run_file(tmp_path / "p.npz")))
+
+
+def test_name_shows_no_cpu_per_request_the_server_spent_on_every_endpoint():
+    """The server's CPU served every endpoint: a run read with --name shows none (and says why) rather
+    than the whole server's CPU divided by one endpoint's requests."""
+    run = str(ROOT / "data" / "endpoints" / "ep-go-cart2x-45" / "a-01")
+    whole = _summary_json(run)
+    assert any(st["cpu_s_per_req"] for st in whole["steps"])
+    one = _headroom("summary", run, "--name", "/api/v2/cart")
+    assert one.returncode == 0, one.stderr
+    assert "CPU: not shown for one endpoint (--name): the server's CPU is not split by endpoint" in one.stdout
+    assert "CPU and CPU per request are not shown for one endpoint" in one.stderr
+    doc = _summary_json(run, "--name", "/api/v2/cart")
+    assert not any(st["cpu_s_per_req"] for st in doc["steps"])
