@@ -47,7 +47,7 @@ PLAN = {"LEVEL": 12, "STEPS": 12, "RAMP": 36, "HOLD": 3}
 #: set -> (extra rounds of B's /api/v2/ paths, ABBA rounds, foreign load target %, hog seed)
 SETS = {
     "jm-go-aa-45": (0, 3, 45.0, 5201),
-    "jm-go-cart2x-45": (WORK, 3, 45.0, 5202),
+    "jm-go-cart2x-45": (WORK, 2, 45.0, 5202),
 }
 
 
