@@ -2,7 +2,7 @@
 
 Every set is rounds of four JMeter runs in the order A B B A (scripts/record_jmeter_endpoints.py:
 a stepping plan of 1 to 12 threads, three labelled samplers, two Go test servers; in the "cart" set
-B's /api/v2/cart does twice the CPU).  Per run, every label's requests and errors in headroom's
+B's /api/v2/cart does ten times the work).  Per run, every label's requests and errors in headroom's
 summary equal JMeter's own statistics of that run (statistics.json of its dashboard: sampleCount,
 errorCount).  Per round, ``headroom compare --baseline a1 a2 --candidate b1 b2`` judges each endpoint
 at matched levels: /api/v2/cart is named REGRESSED, first, in every A/B round; over the A/A rounds
@@ -63,7 +63,7 @@ def _judgements(kind: str) -> list:
     return out
 
 
-@pytest.mark.parametrize("folder,rnd", _judgements("cart2x"), ids=lambda x: getattr(x, "name", x))
+@pytest.mark.parametrize("folder,rnd", _judgements("cart10x"), ids=lambda x: getattr(x, "name", x))
 def test_the_slower_endpoint_is_named_regressed_first_in_every_ab_round(folder, rnd):
     code, doc = _compare(folder, rnd)
     eps = doc["endpoints"]
