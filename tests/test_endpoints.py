@@ -348,3 +348,27 @@ def test_name_shows_no_cpu_per_request_the_server_spent_on_every_endpoint():
     assert "CPU and CPU per request are not shown for one endpoint" in one.stderr
     doc = _summary_json(run, "--name", "/api/v2/cart")
     assert not any(st["cpu_s_per_req"] for st in doc["steps"])
+
+
+def test_the_endpoint_grid_tells_two_runs_of_one_label_apart():
+    """Two JMeter runs both named results.csv.gz share the label "results": the panels' legend names
+    them as the report's tables do (text.run_labels), not "results" twice."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from headroom.io import reduce_run
+    from headroom.plot.endpoints import endpoint_grid
+    from headroom.summary import analyze
+    from headroom.text import run_labels
+
+    d = ROOT / "data" / "endpoints" / "jm-go-cart10x-45"
+    runs = [analyze(reduce_run(str(d / k / "results.csv.gz"))) for k in ("01-a1", "01-b1")]
+    assert runs[0].label == runs[1].label
+    axes = endpoint_grid(runs)
+    got = axes.flat[0].get_legend_handles_labels()[1]
+    labels = run_labels(runs)
+    assert labels[0] != labels[1]
+    assert got == [f"{lb} {p}" for lb in labels for p in ("p50", "p99")]
+    plt.close(axes.flat[0].figure)

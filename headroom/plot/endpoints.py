@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..summary import Summary
+from ..text import run_labels
 from ._base import _colors, _fmt_ms, _runs
 
 
@@ -52,10 +53,11 @@ def endpoint_grid(
     axes = np.atleast_2d(axes)
     verdicts = {e.name: e.verdict for e in getattr(comparison, "endpoints", None) or []}
     colors = _colors(len(runs))
+    labels = run_labels(runs)  # two runs of one label (JTLs named results.csv) told apart
     for i, name in enumerate(names):
         ax = axes.flat[i]
         share = None
-        for s, color in zip(runs, colors):
+        for s, color, label in zip(runs, colors, labels):
             ep = _endpoint(s, name)
             if ep is None:
                 continue
@@ -65,7 +67,7 @@ def endpoint_grid(
                 ok = np.isfinite(x) & np.isfinite(y)
                 ax.plot(x[ok], y[ok], "o", color=color, ms=2.5, alpha=0.35)  # every step
                 lx, ly = _by_level(ep.concurrency[ok], x[ok], y[ok])  # the line through each level's median
-                ax.plot(lx, ly, style, color=color, lw=1.3, label=f"{s.label} {pct}" if i == 0 else None)
+                ax.plot(lx, ly, style, color=color, lw=1.3, label=f"{label} {pct}" if i == 0 else None)
         title = name if share is None else f"{name}  ({share:.0%} of requests)"
         if name in verdicts:
             title += f"\n{verdicts[name].upper()}"
