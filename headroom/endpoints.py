@@ -112,8 +112,8 @@ def joined(first, second, sep: str = " ") -> str:
 
 
 def _encoded(column):
-    """A pyarrow (chunked) string or dictionary column as one dictionary array, nulls as "" (pyarrow.compute
-    only for a string column or one with nulls)."""
+    """A pyarrow (chunked) string, binary or dictionary column as one dictionary array, nulls as ""
+    (pyarrow.compute only for a string or binary column or one with nulls)."""
     import pyarrow as pa
 
     if isinstance(column, pa.ChunkedArray):
@@ -122,8 +122,8 @@ def _encoded(column):
         return column
     import pyarrow.compute as pc
 
-    if pa.types.is_binary(column.type):
-        column = column.cast(pa.string())  # bytes that are not UTF-8: an error pyarrow names
+    if column.null_count and pa.types.is_binary(column.type):
+        column = pc.fill_null(column, b"")
     if column.null_count:
         plain = column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
         column = pc.fill_null(plain, "")
@@ -136,7 +136,10 @@ def _dictionary_parts(column) -> tuple[list, np.ndarray]:
     ind = column.indices
     width = ind.type.bit_width // 8
     idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
-    return column.dictionary.to_pylist(), idx
+    values = [
+        v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in column.dictionary.to_pylist()
+    ]
+    return values, idx  # a binary column's bytes that are not UTF-8: replaced, as the other readers do
 
 
 @dataclass(frozen=True, eq=False)

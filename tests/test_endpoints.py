@@ -372,3 +372,17 @@ def test_the_endpoint_grid_tells_two_runs_of_one_label_apart():
     assert labels[0] != labels[1]
     assert got == [f"{lb} {p}" for lb in labels for p in ("p50", "p99")]
     plt.close(axes.flat[0].figure)
+
+
+def test_a_vegeta_url_that_is_not_utf8_is_a_name_not_a_traceback(tmp_path):
+    """vegeta's url column is read as bytes: a URL whose bytes are not UTF-8 is named with the bad
+    bytes replaced (as every reader's text), the run read as usual."""
+    with gzip.open(REAL / "vegeta-rates.csv.gz", "rb") as fh:
+        lines = fh.read().splitlines(keepends=True)[:400]
+    bad = [ln.replace(b"18790/,", b"18790/caf\xe9,") if i % 3 == 0 else ln for i, ln in enumerate(lines)]
+    (tmp_path / "v.csv").write_bytes(b"".join(bad))
+    doc = _summary_json(str(tmp_path / "v.csv"))
+    names = {e["name"]: e["requests"] + e["errors"] for e in doc["endpoints"]}
+    want = sum(b"/caf\xe9" in ln for ln in bad)
+    assert want and names["GET http://127.0.0.1:18790/caf\ufffd"] == want
+    assert sum(names.values()) == len(bad)
