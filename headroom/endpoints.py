@@ -136,10 +136,14 @@ def _dictionary_parts(column) -> tuple[list, np.ndarray]:
     ind = column.indices
     width = ind.type.bit_width // 8
     idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
-    values = [
-        v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in column.dictionary.to_pylist()
-    ]
-    return values, idx  # a binary column's bytes that are not UTF-8: replaced, as the other readers do
+    import pyarrow as pa
+
+    words = column.dictionary
+    if pa.types.is_string(words.type):  # pyarrow's JSON reader lets bytes that are not UTF-8 through
+        words = words.cast(pa.binary())
+    # bytes that are not UTF-8: replaced, as the other readers do
+    values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in words.to_pylist()]
+    return values, idx
 
 
 @dataclass(frozen=True, eq=False)

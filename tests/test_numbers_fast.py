@@ -172,12 +172,15 @@ def test_vegeta_json_line_by_line_reader_reads_a_real_file_as_the_fast_one_does(
 
     path = FORMATS / "vegeta.json"
     records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    from headroom.endpoints import NameCodes
+
     labels_fast: dict = {}
     labels_slow: dict = {}
+    names_fast, names_slow = NameCodes([]), NameCodes([])
     n = 0
     for blk in blocks(path, 1 << 14, []):  # small blocks: several, each read both ways
-        fast = vj._json_fast(blk, path, labels_fast)
-        slow = vj._json_slow(blk, path, labels_slow)
+        fast = vj._json_fast(blk, path, labels_fast, names_fast)
+        slow = vj._json_slow(blk, path, labels_slow, names_slow)
         assert fast is not None, "a valid block: pyarrow reads it"
         for b in (fast, slow):
             recs = records[n : n + len(b)]
@@ -186,6 +189,8 @@ def test_vegeta_json_line_by_line_reader_reads_a_real_file_as_the_fast_one_does(
             assert b.latency_s.tolist() == pytest.approx([r["latency"] / 1e9 for r in recs], rel=1e-15)
             assert b.status.tolist() == [r["code"] for r in recs]
         assert np.array_equal(fast.key, slow.key) and np.array_equal(fast.line, slow.line)
+        named = [f"{r.get('method', '')} {r.get('url', '')}".strip() for r in records[n : n + len(fast)]]
+        assert [names_fast.names[c] for c in fast.name] == [names_slow.names[c] for c in slow.name] == named
         n += len(fast)
     assert n == len(records) and labels_fast == labels_slow
 
