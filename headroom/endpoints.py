@@ -136,14 +136,23 @@ def _dictionary_parts(column) -> tuple[list, np.ndarray]:
     ind = column.indices
     width = ind.type.bit_width // 8
     idx = np.frombuffer(ind.buffers()[1], np.dtype(f"i{width}"), count=len(ind), offset=ind.offset * width)
+    return _words(column.dictionary), idx
+
+
+def _words(words) -> list[str]:
+    """A small pyarrow string or binary array's values as str, bytes that are not UTF-8 replaced (as the
+    other readers do: pyarrow's JSON reader lets them through), read off its buffers (a cast would import
+    pyarrow.compute)."""
     import pyarrow as pa
 
-    words = column.dictionary
-    if pa.types.is_string(words.type):  # pyarrow's JSON reader lets bytes that are not UTF-8 through
-        words = words.cast(pa.binary())
-    # bytes that are not UTF-8: replaced, as the other readers do
-    values = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in words.to_pylist()]
-    return values, idx
+    plain = pa.types.is_string(words.type) or pa.types.is_binary(words.type)
+    if not plain or words.null_count:
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in words.to_pylist()]
+    n = len(words)
+    off = np.frombuffer(words.buffers()[1], np.int32, count=n + 1, offset=words.offset * 4).tolist()
+    data = words.buffers()[2]
+    raw = b"" if data is None else data.to_pybytes()
+    return [raw[a:b].decode("utf-8", "replace") for a, b in zip(off[:-1], off[1:])]
 
 
 @dataclass(frozen=True, eq=False)
