@@ -45,6 +45,7 @@ STEPPED = [n for n in SAMPLES if not n.endswith(".xml.gz")]
 
 
 @functools.cache
+@functools.cache  # parsed once a session (the XML parse of jmeter-stacked.xml.gz alone takes 10-20 s)
 def independent(name: str) -> P.Requests:
     return SAMPLES[name][1](P.REAL / name)
 

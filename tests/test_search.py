@@ -404,7 +404,7 @@ def test_an_ab_search_probes_both_builds_at_the_same_loads(tmp_path):
             "--find",
             obj,
             "--budget",
-            "40s",
+            "25s",
         ]
         p = _ramp([*args, "--step-duration", "1s", f"--cpu-pid-a={a.pid}", f"--cpu-pid-b={b.pid}"])
     assert p.returncode == 0, p.stderr

@@ -102,6 +102,9 @@ def ref_oha(path):
     return out
 
 
+#: the block tests that need no whole sample read the first lines of one
+HEAD_LINES = 3000
+
 REAL_CASES = [
     ("vegeta-csv", REAL / "vegeta-rates.csv.gz", ref_vegeta_csv),
     ("vegeta-json", DATA / "vegeta.json", ref_vegeta_json),
@@ -149,11 +152,15 @@ def test_small_blocks_give_the_whole_file_rows_and_the_independent_parse(fmt, pa
     ("fmt", "path", "ref"), REAL_CASES[:1] + REAL_CASES[2:3] + REAL_CASES[4:5] + REAL_CASES[6:7]
 )
 def test_gzip_and_plain_give_the_same_rows(tmp_path, fmt, path, ref):
-    plain = plain_copy(tmp_path, path)
+    # the sample's first HEAD_LINES lines, plain and gzip-compressed: tens of SMALL blocks each
+    data = b"".join(read_bytes(path).splitlines(keepends=True)[:HEAD_LINES])
+    name = path.name.removesuffix(".gz")
+    path, plain = write(tmp_path, name, data, gz=True), write(tmp_path, name, data)
     for chunk in BLOCK_SIZES:
         a_scan, _, a = scan(fmt, path, chunk)
         b_scan, _, b = scan(fmt, plain, chunk)
         same_rows(a, b)
+        assert len(a) == len(ref(plain)) > 100
         assert a_scan.labels == b_scan.labels and a_scan.side.keys() == b_scan.side.keys()
 
 
@@ -231,14 +238,17 @@ def test_k6_csv_rows_spread_over_many_blocks_keep_their_status_and_scenario(tmp_
 
 @pytest.mark.parametrize(("fmt", "path", "ref"), REAL_CASES, ids=[f"{c[0]}:{c[1].name}" for c in REAL_CASES])
 def test_a_truncated_last_line_is_dropped_with_the_warning(tmp_path, fmt, path, ref):
-    data = read_bytes(path)
-    assert data.endswith(b"\n")
+    # the sample's first HEAD_LINES lines (its header with them): still tens of SMALL blocks
+    data = b"".join(read_bytes(path).splitlines(keepends=True)[:HEAD_LINES])
+    assert data.endswith(b"\n") and len(data) > 10 * SMALL
+    whole = write(tmp_path, "head-" + path.name.removesuffix(".gz"), data)
     cut = data[: len(data) - 1 - len(data[:-1].rsplit(b"\n", 1)[1]) // 2]  # half of the last line
     p = write(tmp_path, "cut-" + path.name.removesuffix(".gz"), cut)
     expect_warn = []
     drop_truncated_tail(cut, p, expect_warn)
     assert len(expect_warn) == 1
-    full_scan, _, full = scan(fmt, path)
+    full_scan, _, full = scan(fmt, whole)
+    assert len(full) == len(ref(whole))  # the head read whole: every row the independent parse finds
     for chunk in BLOCK_SIZES:
         s, _, got = scan(fmt, p, chunk)
         assert s.warnings == expect_warn
