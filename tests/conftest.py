@@ -58,6 +58,8 @@ def need_tool(name: str) -> str:
     """The path of ``name``; without it the test skips, or fails when tools are required."""
     import pytest
 
+    if name not in SHARED_TOOLS:
+        require_live(name)
     path = find_tool(name)
     if path is None:
         msg = f"{name} is not installed ({TOOL_INSTALL[name]}); .ci/run installs it"
@@ -167,12 +169,29 @@ def _fast_tier_run(config) -> bool:
 _UNTOUCHED = pytest.StashKey[list]()
 
 
+_IMPORTED = pytest.StashKey[set]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """Two workers (pytest-xdist): the controller gathers the headroom modules each worker imported."""
+    got = getattr(node, "workeroutput", {}).get("headroom_imported", [])
+    node.config.stash.setdefault(_IMPORTED, set()).update(got)
+
+
 def pytest_sessionfinish(session, exitstatus):
     import sys
 
     if not _fast_tier_run(session.config):
         return
-    missing = [m for m in headroom_modules() if m not in sys.modules and m not in NOT_IMPORTED]
+    config = session.config
+    imported = {m for m in headroom_modules() if m in sys.modules}
+    if hasattr(config, "workeroutput"):  # a worker: the controller judges the modules of them all
+        config.workeroutput["headroom_imported"] = sorted(imported)
+        return
+    if config.pluginmanager.hasplugin("dsession"):  # the controller ran no test itself
+        imported = config.stash.get(_IMPORTED, set())
+    missing = [m for m in headroom_modules() if m not in imported and m not in NOT_IMPORTED]
     session.config.stash[_UNTOUCHED] = missing
     if missing and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -192,3 +211,56 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"fast tier: imported all {n} headroom modules (besides {', '.join(NOT_IMPORTED)})"
         )
+
+
+# --------------------------------------------------------------------------
+# two workers (pytest-xdist, ``-n 2 --dist loadfile`` in pyproject.toml's addopts), live tests alone.
+# A test that drives a real server with a real load generator measures the machine: it must not share
+# it with another test.  Such files are LIVE; their tests take the machine whole (an exclusive lock),
+# every other test shares it with the other worker (a shared lock).  A turnstile taken before either
+# lets a waiting live test in ahead of the next shared one (flock alone would let the other worker's
+# stream of short tests starve it).  A test outside LIVE that asks for a load generator, a server or
+# perf (need_tool, GoServer) fails, naming this list.
+
+LIVE = {
+    "test_ci_recipes.py", "test_endpoints.py", "test_generator_limit.py", "test_goserver.py",
+    "test_locust_live.py", "test_profiles.py", "test_profiles_real.py", "test_ramp.py",
+    "test_ramp_interleave.py", "test_run_delay.py", "test_search.py", "test_server_faults.py",
+    "test_stop.py", "test_telemetry_prometheus.py", "test_telemetry_two_servers.py",
+}  # fmt: skip
+#: tools a test outside LIVE may use: nothing it measures depends on the machine's other work
+SHARED_TOOLS = {"chromium"}
+_running: list[str] = []  # the file of the test this worker runs
+
+
+def require_live(what: str) -> None:
+    """Fail a test outside LIVE that starts ``what`` while another worker may run beside it."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and _running and _running[-1] not in LIVE:
+        pytest.fail(f"{_running[-1]} uses {what}: add it to LIVE in tests/conftest.py (it must run alone)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown of one test under the machine's lock (a worker of pytest-xdist only)."""
+    import contextlib
+    import fcntl
+    import tempfile
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not run:
+        yield
+        return
+    name = item.path.name
+    base = Path(tempfile.gettempdir()) / f"headroom-tests-{run}"
+    with contextlib.ExitStack() as stack:
+        turn = stack.enter_context(open(f"{base}.turn", "a"))
+        machine = stack.enter_context(open(f"{base}.machine", "a"))
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_EX if name in LIVE else fcntl.LOCK_SH)
+        fcntl.flock(turn, fcntl.LOCK_UN)
+        _running.append(name)
+        try:
+            yield
+        finally:
+            _running.pop()
+            fcntl.flock(machine, fcntl.LOCK_UN)

@@ -229,6 +229,10 @@ class GoServer:
     def start(self) -> GoServer:
         if self.proc is not None:
             raise RuntimeError("this GoServer was already started")
+        if os.environ.get("PYTEST_XDIST_WORKER"):  # in a test: one that must run alone
+            from conftest import require_live
+
+            require_live("the Go test server")
         args = self.args()
         cpus = self.cpus
         self.proc = subprocess.Popen(

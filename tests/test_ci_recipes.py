@@ -8,7 +8,7 @@ empty folder, with the recipe's variables pointing at three real nginx
 servers on loopback: two copies of a baseline (proxy with upstream
 keep-alive) and a candidate without it (about 2x the proxy's CPU per
 request, a real regression).  Only the recipe's ramp length is shortened
-(``--step-duration 1s --concurrency 1:10:3``), and the GitHub and GitLab
+(``--step-duration 1s --concurrency 1:7:3``), and the GitHub and GitLab
 recipes' ramps, word for word the plain-shell recipe's, are recorded once (by the shell recipe) and
 copied: their compare and gating report run as written.
 
@@ -37,7 +37,7 @@ import yaml
 from conftest import ROOT, need_tool
 
 DOC = ROOT / "docs" / "ci.md"
-SHORT = {"--step-duration": "1s", "--concurrency": "1:10:3"}
+SHORT = {"--step-duration": "1s", "--concurrency": "1:7:3"}
 
 
 def recipe_block(heading: str) -> dict:
