@@ -377,3 +377,28 @@ def test_every_latency_chart_has_the_objective_and_the_log_option(pair, log_late
         assert lo < 5.0 < hi and hi > 5.0 * 1.1  # drawn inside, clear of the frame
         assert ax.get_yscale() == ("log" if log_latency else "linear"), ax.get_title()
         assert ("log scale" in ax.get_ylabel()) == log_latency
+
+
+def test_open_loop_steps_are_placed_at_their_intended_rates(tmp_path):
+    """vegeta's five attacks (tests/data/formats/real/README.md: 250, 500, 1000, 2000 and 4000 req/s) go
+    at those rates on both rows, the pair bars too, and the axis says it is the intended rate."""
+    import shutil
+
+    from conftest import ROOT
+
+    from headroom.compare import compare_runs
+    from headroom.io import reduce_run
+
+    src = ROOT / "tests" / "data" / "formats" / "real" / "vegeta-rates.csv.gz"
+    copy = tmp_path / "vegeta-again.csv.gz"
+    shutil.copy(src, copy)
+    a, b = (analyze(reduce_run(str(p))) for p in (src, copy))
+    axes = plot.by_concurrency([a, b], compare_runs([a], [b]))
+    planned = [250, 500, 1000, 2000, 4000]
+    for s in (a, b):
+        np.testing.assert_allclose(_line(axes[0, 0], s.label).get_xdata(), planned)
+    centres = sorted(r.get_x() + r.get_width() / 2 for r in axes[1, 0].patches)
+    np.testing.assert_allclose(centres, planned)
+    assert axes[1, 0].get_xlabel() == "intended rate (requests/s, open loop)"
+    assert axes[0, 0].get_title() == "Throughput by intended rate"
+    plt.close("all")

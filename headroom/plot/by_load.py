@@ -33,14 +33,14 @@ def _runs_legend_above(ax, runs, labels, colors, keys) -> None:
     )
 
 
-def _steps_and_levels(row, runs, labels, colors, known: bool) -> None:
+def _steps_and_levels(row, runs, labels, colors, place: str) -> None:
     """Throughput (left) and p50/p99 (right) of every step as points, the line through each level's
     mean (two pairs a level, repeated probes of a search: a line through every step in order would
     zigzag between a level's steps)."""
     for s, color, label in zip(runs, colors, labels):
         t = s.table
         o = [i for i in t.order() if t.usable[i]]
-        x = t.concurrency[o] if known else t.index[o].astype(float)
+        x = _xs(s, place)
         for ax, y, style, ms, name in (
             (row[0], t.goodput_rps[o], "-", 5, label),
             (row[1], t.latency.pct["p50"][o] * 1e3, "--", 3, f"{label} p50"),
@@ -68,8 +68,9 @@ def by_concurrency(
     runs, a second row shows each step pair's change (candidate / baseline
     - 1) as neutral bars, the decision metric's geometric-mean change as a
     line with its interval as a band, and the +-threshold as dotted lines:
-    a bar is a single pair, the band is what the verdict judged.  Steps
-    without concurrency in the metadata are placed by step index.
+    a bar is a single pair, the band is what the verdict judged.  The
+    steps of open-loop ramps are placed at their intended rates, steps
+    without either in the metadata by step index.
 
     ``axes``: 2 Axes (no comparison) or 4 (2 x 2), default a new figure.
     Returns the array of Axes.
@@ -82,23 +83,27 @@ def by_concurrency(
     if axes is None:
         _, axes = plt.subplots(rows, 2, figsize=(12, 4.2 * rows + 0.4), squeeze=False, sharex="col")
     axes = np.asarray(axes).reshape(rows, 2)
-    known = all(s.table.known_concurrency for s in runs)
-    _steps_and_levels(axes[0], runs, labels, colors, known)
+    place = _placement(runs)
+    _steps_and_levels(axes[0], runs, labels, colors, place)
     axes[0, 0].set_ylabel("throughput (requests/s, per step)")
     axes[0, 0].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     axes[0, 1].set_ylabel("latency (ms, per step" + (", log scale)" if log_latency else ")"))
-    by = "concurrency" if known else "load step"
+    by = {"concurrency": "concurrency", "rate": "intended rate"}.get(place, "load step")
     axes[0, 0].set_title(f"Throughput by {by}", fontsize=10, y=_TITLE_Y)
     axes[0, 1].set_title(f"Latency by {by}", fontsize=10, y=_TITLE_Y)
     axes[0, 0].set_ylim(bottom=0)
     _latency_axis(axes[0, 1], log=log_latency)
     if objective:
         _objective_line(axes[0, 1], runs)
-    xlabel = "concurrency (clients)" if known else _step_label(runs)
-    top = max((float(np.nanmax(_xs(s, known))) for s in runs if len(_xs(s, known))), default=1.0)
+    xlabel = {"concurrency": "concurrency (clients)", "rate": "intended rate (requests/s, open loop)"}.get(
+        place
+    ) or _step_label(runs)
+    top = max((float(np.nanmax(_xs(s, place))) for s in runs if len(_xs(s, place))), default=1.0)
     for ax in axes[0]:
         ax.set_xlim(left=0, right=top * 1.04 + 0.5)  # the last level's points inside the axes
         ax.grid(True, alpha=0.3)
+        if place == "rate":
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     keys = [(Line2D([], [], color="0.35", ls="--", marker="o", ms=3), "p50 (dashed)")]
     keys.append((Line2D([], [], color="0.35", marker="o", ms=4), "p99 (solid)"))
     obj_line = [ln for ln in axes[0, 1].get_lines() if ln.get_label().startswith("objective")]
@@ -108,7 +113,8 @@ def by_concurrency(
         for ax in axes[0]:
             ax.set_xlabel(xlabel)
         return axes
-    _pair_changes(axes[1], comparison, xlabel)
+    rates = runs[0].table.intended_rps if place == "rate" else None
+    _pair_changes(axes[1], comparison, xlabel, rates)
     return axes
 
 
@@ -120,10 +126,25 @@ def _step_label(runs) -> str:
     return "step (concurrency unknown)"
 
 
-def _xs(s, known: bool) -> np.ndarray:
+def _placement(runs) -> str:
+    """Where the steps go on the x axis: ``concurrency`` (every run says it), ``rate`` (every run is an
+    open loop whose usable steps all have an intended rate), else ``index``."""
+    if all(s.table.known_concurrency for s in runs):
+        return "concurrency"
+    if all(
+        s.table.kind == "rate" and np.isfinite(s.table.intended_rps[s.table.usable]).all() for s in runs
+    ):
+        return "rate"
+    return "index"
+
+
+def _xs(s, place: str) -> np.ndarray:
+    """The x of a run's usable steps (in :meth:`StepTable.order`) for a :func:`_placement`."""
     t = s.table
     o = [i for i in t.order() if t.usable[i]]
-    return t.concurrency[o] if known else t.index[o].astype(float)
+    if place == "concurrency":
+        return t.concurrency[o]
+    return (t.intended_rps[o] if place == "rate" else t.index[o]).astype(float)
 
 
 def level_means(x: np.ndarray, y: np.ndarray, *, geometric: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -156,13 +177,20 @@ def _bar_positions(xs: np.ndarray) -> tuple[np.ndarray, float, float]:
     return pos, width, gap
 
 
-def _pair_changes(axes, comparison, xlabel: str) -> None:
+def _pair_changes(axes, comparison, xlabel: str, rates=None) -> None:
     """The comparison row: each step pair's change (bars per level: its pairs side by side), the decision
-    metric's change and interval."""
+    metric's change and interval.  ``rates``: the baseline's intended rate of each step (open loops), where
+    the pairs go; else at their concurrency, or their baseline step's index."""
     pairs = comparison.pairs
     levels = np.array(
-        [p.concurrency if p.concurrency is not None else p.baseline_steps[0] for p in pairs], float
-    )
+        [
+            rates[p.baseline_steps[0]] if rates is not None
+            else p.concurrency if p.concurrency is not None
+            else p.baseline_steps[0]
+            for p in pairs
+        ],
+        float,
+    )  # fmt: skip
     xs, width, gap = _bar_positions(levels)
     every_level = comparison.design == "interleaved steps"  # throughput judged at every level pair
     for ax, key, mkey, name in (
