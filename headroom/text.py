@@ -39,6 +39,15 @@ def _conc(v) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{v:g}"
 
 
+def _load_of(t, k: int) -> str:
+    """A step's load in words: ``concurrency 8``, an open loop's ``intended rate 4,000 req/s``, or
+    ``concurrency -`` when the run says neither."""
+    rate = t.intended_rps[k] if t.intended_rps is not None else math.nan
+    if not math.isfinite(t.concurrency[k]) and math.isfinite(rate):
+        return f"intended rate {rate:,.0f} req/s"
+    return f"concurrency {_conc(t.concurrency[k])}"
+
+
 def _ranges(idx) -> str:
     """Step numbers as ranges: 3, 5-9."""
     out, run = [], []
@@ -97,8 +106,8 @@ def capacity_rows(s: Summary) -> list[tuple[str, str]]:
         rows.append(
             (
                 "peak step",
-                f"{_rps(cap.peak_step_rps)} (step {cap.peak_step + STEP_BASE}, concurrency "
-                f"{_conc(t.concurrency[cap.peak_step])}; information: the noisiest figure)",
+                f"{_rps(cap.peak_step_rps)} (step {cap.peak_step + STEP_BASE}, {_load_of(t, cap.peak_step)}; "
+                "information: the noisiest figure)",
             )
         )
     if cap.objective is not None:

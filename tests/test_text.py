@@ -59,3 +59,18 @@ def test_compare_fits_100_columns(summaries):
     header = f"headroom compare: {base} (baseline) vs {cand} (candidate)"
     assert len(header) > 100  # so the header had to wrap
     assert max(len(ln) for ln in format_comparison(c).splitlines()) <= 100
+
+
+def test_the_peak_step_of_an_open_loop_names_its_intended_rate():
+    """vegeta's five attacks (tests/data/formats/real/README.md: 250 ... 4000 req/s): the peak step is the
+    one with the most requests a second, and its row names that attack's rate, not "concurrency -"."""
+    from conftest import ROOT
+
+    from headroom.text import capacity_rows
+
+    s = analyze(reduce_run(str(ROOT / "tests" / "data" / "formats" / "real" / "vegeta-rates.csv.gz")))
+    planned = [250, 500, 1000, 2000, 4000]
+    peak = int(max(range(len(s.table)), key=lambda k: s.table.rps[k]))
+    row = dict(capacity_rows(s))["peak step"]
+    assert f"step {peak + 1}, intended rate {planned[peak]:,} req/s;" in row
+    assert "concurrency" not in row
