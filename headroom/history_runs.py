@@ -198,7 +198,7 @@ def _cache_read(path: Path, key: str) -> dict | None:
 def _cache_write(cdir: Path, key: str, summary: dict) -> None:
     try:
         cdir.mkdir(parents=True, exist_ok=True)
-        tmp = cdir / f"{key}.json.partial"
+        tmp = cdir / f"{key}.{os.getpid()}.json.partial"  # two writers of one cache never share it
         doc = {"schema": CACHE_SCHEMA, "kind": "headroom-cache", "key": key, "summary": summary}
         tmp.write_text(json.dumps(doc, allow_nan=False))
         tmp.replace(cdir / f"{key}.json")

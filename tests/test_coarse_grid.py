@@ -81,7 +81,9 @@ def test_the_false_alarm_recording_names_exactly_the_levels_within_three_ticks(t
     d = json.loads(out.read_text())
     note = [n for n in d["notes"] if n.startswith("p50 latency at ")]
     assert len(note) == 1, d["notes"]
-    named = {float(x[2:]) for x in note[0].split(": both sides")[0].removeprefix("p50 latency at ").split(", ")}
+    named = {
+        float(x[2:]) for x in note[0].split(": both sides")[0].removeprefix("p50 latency at ").split(", ")
+    }
     assert named == coarse
     p50 = next(m for m in d["metrics"] if m["key"] == "p50_s")
     assert p50["decision"] not in ("regressed", "improved") and p50.get("decided_at") is None

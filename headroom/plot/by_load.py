@@ -131,9 +131,7 @@ def _placement(runs) -> str:
     open loop whose usable steps all have an intended rate), else ``index``."""
     if all(s.table.known_concurrency for s in runs):
         return "concurrency"
-    if all(
-        s.table.kind == "rate" and np.isfinite(s.table.intended_rps[s.table.usable]).all() for s in runs
-    ):
+    if all(s.table.kind == "rate" and np.isfinite(s.table.intended_rps[s.table.usable]).all() for s in runs):
         return "rate"
     return "index"
 
