@@ -379,6 +379,9 @@ def evaluate_ref(name: str) -> list[dict]:
     runs = ("dense", "search", "dense2") if name in SANDWICH else ("dense", "search")
     rows = []
     for r in sorted((OUT / name).glob("[0-9][0-9]")):
+        if not all((r / k / "metadata.yml").is_file() for k in runs):  # a round still being recorded
+            print(f"{name} {r.name}: incomplete, left out", file=sys.stderr)
+            continue
         meta = {k: yaml.safe_load((r / k / "metadata.yml").read_text()) for k in runs}
         cap = {k: analyze(reduce_run(str(r / k)), objective=objective).capacity.at_objective for k in meta}
         dense = [cap[k] for k in runs if k != "search"]
