@@ -103,11 +103,15 @@ REF = {
     # steady one (HOG: a hog per CPU busy 50 ms of every 100 ms), the search unchanged since ref7
     "ref8-go-steady": ("go", "p99<=20ms", "1:40:1", None, 10),
     "ref8-nginx-steady": ("nginx:regex3000", "p99<=20ms", "1:40:1", None, 10),
+    # ref8-nginx-steady again with the dense ramp repeated after the search (SANDWICH): how far the
+    # reference itself moves between minutes beside that load
+    "ref9-nginx-steady": ("nginx:regex3000", "p99<=20ms", "1:40:1", None, 10),
 }
 #: sets whose search runs at its defaults after the dense reference (2 s steps): issue 50
 DEFAULTS = {
     "dev6-go", "dev6-nginx", "ref6-go", "ref6-go-hog", "ref6-nginx", "ref6-nginx-hog",
     "ref7-go", "ref7-nginx", "ref7-go-hog", "ref7-nginx-hog", "ref8-go-steady", "ref8-nginx-steady",
+    "ref9-nginx-steady",
 }  # fmt: skip
 #: sets beside scripts/load_hog.py holding the machine's foreign load near a target (percent; seed base):
 #: target 95 held 46-66 % by headroom's measure in data/calibration's r7-*-95 sets (the hog cannot take
@@ -118,7 +122,7 @@ LOAD_HOG = {"ref7-go-hog": (95.0, 140_000), "ref7-nginx-hog": (95.0, 150_000)}
 #: over a round falls on the reference as it falls on the search
 SANDWICH = {
     "ref2-go", "ref2-nginx", "ref2-go-hog", "ref3-go", "ref3-nginx", "ref3-go-hog", "ref4-nginx",
-    "ref5-nginx", "ref5-nginx-hog", "ref5-go-hog",
+    "ref5-nginx", "ref5-nginx-hog", "ref5-go-hog", "ref9-nginx-steady",
 }  # fmt: skip
 #: sets recorded beside a foreign load of our own: one scripts/cpu_hog.py per CPU, pinned to it,
 #: duty drawn per cycle from (min, max) (seeded by the seed base, round and CPU), bursts and gaps of 1-10 s
@@ -139,6 +143,7 @@ HOG = {
     # a steady 50 %: busy 50 ms, idle 50 ms, on every CPU
     "ref8-go-steady": (0.5, 0.5, 160_000, (0.05, 0.05)),
     "ref8-nginx-steady": (0.5, 0.5, 170_000, (0.05, 0.05)),
+    "ref9-nginx-steady": (0.5, 0.5, 180_000, (0.05, 0.05)),
 }
 #: ab sets: name -> (A variant, B variant, objective, budget, rounds); a variant is a Go test server's
 #: (GO) or "nginx:VARIANT" (an nginx pair of record_calibration.py)
@@ -225,10 +230,10 @@ def record_ref(name: str, rounds: int | None) -> int:
             if name not in DEFAULTS:
                 runs["dense2"] = [*common, "-o", str(dest / "dense2"), "--concurrency", dense, "--description",
                                   f"issue 39 reference, after the search: dense ramp {dense}, 3 s steps; {srv.what}"]  # fmt: skip
-            if name in DEFAULTS:
-                order = ("dense", "search")
-            elif name in SANDWICH:
+            if name in SANDWICH:
                 order = ("dense", "search", "dense2")
+            elif name in DEFAULTS:
+                order = ("dense", "search")
             else:
                 order = ("dense", "search") if r % 2 else ("search", "dense")
             for what in order:
@@ -248,12 +253,15 @@ def record_ref(name: str, rounds: int | None) -> int:
 
 
 def _default_runs(srv, dest: Path, objective: str, dense: str, pid: list[str]) -> dict:
-    """Issue 50: the dense reference (2 s steps) and the search at its default flags."""
+    """Issue 50: the dense reference (2 s steps), the search at its default flags, and (a SANDWICH set)
+    the dense ramp again after it."""
     return {
         "dense": [srv.url, *pid, "--step-duration", "2s", "-o", str(dest / "dense"), "--concurrency", dense,
                   "--description", f"issue 50 reference: dense ramp {dense}, 2 s steps; {srv.what}"],
         "search": [srv.url, *pid, "-o", str(dest / "search"), "--find", objective,
                    "--description", f"issue 50 search {objective} at its default flags; {srv.what}"],
+        "dense2": [srv.url, *pid, "--step-duration", "2s", "-o", str(dest / "dense2"), "--concurrency", dense,
+                   "--description", f"issue 50 reference after the search: dense ramp {dense}, 2 s steps; {srv.what}"],
     }  # fmt: skip
 
 
@@ -420,6 +428,12 @@ def evaluate_ref(name: str) -> list[dict]:
                 "time_ratio": _span_s(meta["search"])
                 / (_to_past(meta["dense"], dense[0].load) if name in DEFAULTS else dense_s),
                 "within_15": ok and abs(s.rps / ref - 1) <= 0.15,
+                # issue 50's reference is the dense ramp right before the search (a sandwich set's first)
+                "before_within_15": ok and dense[0].rps is not None and abs(s.rps / dense[0].rps - 1) <= 0.15,
+                "before_covers": ok
+                and dense[0].rps is not None
+                and (s.low is None or s.low <= dense[0].rps)
+                and (s.high is None or dense[0].rps <= s.high),
                 # a dense ramp that never broke the objective gives its top, not a crossing: no reference
                 "ref_crossed": all(d.status == "crossed" for d in dense),
                 "reached": meta["search"]["search"].get("precision_reached"),
@@ -549,6 +563,14 @@ def evaluate(names: list[str]) -> int:
                 f"interval open at an end in {opened}; at the crossing's load: within 10 %: {lnear}/{n}, covered: {lcov}/{n}"
             )
             apart = [x["dense_apart"] for x in rows if x["dense_apart"] is not None]
+            if apart and name in DEFAULTS:
+                n = len(rows)
+                print(
+                    f"  issue 50 against the dense ramp right before the search alone: within 15 %: "
+                    f"{sum(bool(x['before_within_15']) for x in rows)}/{n}; covered: "
+                    f"{sum(bool(x['before_covers']) for x in rows)}/{n}; the dense ramp after the search within "
+                    f"15 % of the one before it: {sum(abs(a) <= 0.15 for a in apart)}/{len(apart)}"
+                )
             if apart:
                 close = sum(abs(a) <= 0.10 for a in apart)
                 span = sum(bool(x["in_span"]) for x in rows)
