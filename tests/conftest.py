@@ -264,3 +264,14 @@ def pytest_runtest_protocol(item, nextitem):
         finally:
             _running.pop()
             fcntl.flock(machine, fcntl.LOCK_UN)
+
+
+def pytest_unconfigure(config):
+    """A worker that is done removes the lock files (the other worker, if still running, makes them anew:
+    with one worker left there is nothing to keep apart)."""
+    import tempfile
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if os.environ.get("PYTEST_XDIST_WORKER") and run:
+        for end in ("turn", "machine"):
+            Path(tempfile.gettempdir(), f"headroom-tests-{run}.{end}").unlink(missing_ok=True)
